@@ -1,0 +1,56 @@
+/*
+ * algorithms.h -- the table of schedule builders, one {id, name, desc} entry per algorithm
+ * and collective. Builders are pure: (collective arguments, rings) -> plan.
+ */
+#ifndef TT_ALGORITHMS_H
+#define TT_ALGORITHMS_H
+
+#include "plan.h"
+
+enum tt_coll {
+    TT_COLL_ALL_REDUCE = 0,
+    TT_COLL_ALL_GATHER,
+    TT_COLL_REDUCE_SCATTER,
+    TT_COLL_BROADCAST,
+    TT_COLL_REDUCE,
+    TT_NUM_COLLS
+};
+
+/* What a builder needs to know of a call. */
+struct tt_coll_args {
+    enum tt_coll coll;
+    size_t count;  /* all_reduce/broadcast/reduce: elements; all_gather: per rank (send count);
+                      reduce_scatter: per rank (recv count) */
+    int root;      /* broadcast, reduce */
+    int inplace;   /* the call is in place (tutti.h's rules) */
+    int nchannels; /* lanes to spread the data over, >= 1 */
+};
+
+/* rings[c] is channel c's ring; every ring has the same ranks. */
+typedef void (*tt_build_fn)(struct tt_plan *p, const struct tt_ring *rings,
+                            const struct tt_coll_args *a);
+
+struct tt_algo {
+    int id;
+    const char *name;
+    const char *desc;
+    enum tt_coll coll;
+    tt_build_fn build;
+};
+
+extern const struct tt_algo tt_algos[];
+extern const int tt_num_algos;
+
+/* First algorithm for coll with this name (NULL name: the default one), or NULL. */
+const struct tt_algo *tt_algo_find(enum tt_coll coll, const char *name);
+
+const char *tt_coll_name(enum tt_coll coll);
+
+void tt_allreduce_ring(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
+void tt_allgather_ring(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
+void tt_reducescatter_ring(struct tt_plan *p, const struct tt_ring *rings,
+                           const struct tt_coll_args *a);
+void tt_broadcast_chain(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
+void tt_reduce_chain(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
+
+#endif

@@ -1,0 +1,286 @@
+/*
+ * tutti.h -- the collectives API of tutti.
+ *
+ * tutti moves and reduces data among a group of processes ("ranks"): all-reduce, all-gather,
+ * reduce-scatter, broadcast, reduce, point-to-point send/recv and barrier, on host memory
+ * (CUDA memory arrives with the CUDA work). A communicator groups the ranks; it is created
+ * collectively by every rank from one shared tutti_id_t (or from the environment a launcher
+ * sets) and used by one thread at a time.
+ *
+ * Conventions:
+ *   - every call returns a tutti_result_t; outputs are written only on TUTTI_SUCCESS;
+ *   - on failure, tutti_comm_last_error(comm) (or tutti_last_error() for calls that have no
+ *     communicator yet) gives a sentence naming the argument, peer or system call at fault;
+ *   - counts are in elements of the given dtype, never bytes; count 0 is valid and does nothing
+ *     but still checks its arguments;
+ *   - the stream argument: NULL means the call completes before it returns. Other values are
+ *     reserved for host streams and CUDA streams and are refused with TUTTI_ERR_UNSUPPORTED
+ *     by this version.
+ */
+#ifndef TUTTI_H
+#define TUTTI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TUTTI_API __attribute__((visibility("default")))
+#else
+#define TUTTI_API
+#endif
+
+/* Version of these headers; tutti_version() gives the library's. */
+#define TUTTI_VERSION_MAJOR 0
+#define TUTTI_VERSION_MINOR 1
+#define TUTTI_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH, comparable with tutti_version(). */
+#define TUTTI_VERSION_CODE                                                                         \
+    (TUTTI_VERSION_MAJOR * 10000 + TUTTI_VERSION_MINOR * 100 + TUTTI_VERSION_PATCH)
+
+/*
+ * Result codes. One list generates the enum and the strings of tutti_strerror().
+ * X(name, description)
+ */
+#define TUTTI_RESULT_MAP(X)                                                                        \
+    X(SUCCESS, "success")                                                                          \
+    X(ERR_INVALID_ARG, "invalid argument")                                                         \
+    X(ERR_SYSTEM, "system call failed")                                                            \
+    X(ERR_INTERNAL, "internal error")                                                              \
+    X(ERR_REMOTE, "remote peer failed or disconnected")                                            \
+    X(ERR_TIMEOUT, "timed out")                                                                    \
+    X(ERR_ABORTED, "communicator aborted")                                                         \
+    X(ERR_UNSUPPORTED, "not supported")                                                            \
+    X(IN_PROGRESS, "operation in progress")
+
+typedef enum {
+#define TUTTI_RESULT_ENUM(name, desc) TUTTI_##name,
+    TUTTI_RESULT_MAP(TUTTI_RESULT_ENUM)
+#undef TUTTI_RESULT_ENUM
+        TUTTI_NUM_RESULTS
+} tutti_result_t;
+
+/*
+ * tutti_strerror - describe a result code.
+ * Returns a static string ("invalid argument"); never NULL, also for unknown codes.
+ */
+TUTTI_API const char *tutti_strerror(tutti_result_t result);
+
+/*
+ * tutti_version - version of the loaded library as TUTTI_VERSION_CODE.
+ * Compare with the header's TUTTI_VERSION_CODE to detect a mismatched library.
+ */
+TUTTI_API int tutti_version(void);
+
+/* Element types. */
+typedef enum {
+    TUTTI_INT8 = 0,
+    TUTTI_UINT8,
+    TUTTI_INT32,
+    TUTTI_UINT32,
+    TUTTI_INT64,
+    TUTTI_UINT64,
+    TUTTI_FLOAT16, /* IEEE 754 binary16 */
+    TUTTI_BFLOAT16,
+    TUTTI_FLOAT32,
+    TUTTI_FLOAT64,
+    TUTTI_NUM_DTYPES
+} tutti_dtype_t;
+
+/*
+ * Reduction operators.
+ *   SUM, PROD: integers wrap modulo 2^bits; fp16/bf16 compute each step in float32 and round
+ *              to nearest even.
+ *   MIN, MAX:  a NaN in any input gives NaN; +0 and -0 compare equal (either may come back).
+ *   AVG:       SUM divided by the number of ranks at the end; integers truncate toward zero.
+ */
+typedef enum { TUTTI_SUM = 0, TUTTI_PROD, TUTTI_MIN, TUTTI_MAX, TUTTI_AVG, TUTTI_NUM_OPS } tutti_op_t;
+
+/* tutti_dtype_size - bytes per element of dtype, or 0 for an invalid dtype. */
+TUTTI_API size_t tutti_dtype_size(tutti_dtype_t dtype);
+
+/* tutti_dtype_name / tutti_op_name - "float32", "sum"...; "invalid" for bad values. */
+TUTTI_API const char *tutti_dtype_name(tutti_dtype_t dtype);
+TUTTI_API const char *tutti_op_name(tutti_op_t op);
+
+/*
+ * Unique id of one communicator: the root's address plus a random secret. Opaque and
+ * fixed-size so it can be sent with any transport (MPI_Bcast, a file, the environment).
+ */
+#define TUTTI_ID_BYTES 128
+typedef struct {
+    unsigned char internal[TUTTI_ID_BYTES];
+} tutti_id_t;
+
+/* Length of the printable form of an id, including the terminating NUL. */
+#define TUTTI_ID_STRLEN 264
+
+/*
+ * tutti_get_id - create the id of a new communicator.
+ * Called by one process; starts a rendezvous service in this process (a thread) listening
+ * on the interface chosen by TUTTI_SOCKET_IFNAME (default: the first non-loopback IPv4
+ * interface that is up, else loopback). The service ends once every rank has joined, or
+ * after TUTTI_TIMEOUT. The caller passes the id to every rank, which then calls
+ * tutti_comm_init. Blocking: no. Returns TUTTI_ERR_INVALID_ARG for id == NULL,
+ * TUTTI_ERR_SYSTEM if no socket could be bound.
+ */
+TUTTI_API tutti_result_t tutti_get_id(tutti_id_t *id);
+
+/*
+ * tutti_id_to_string - write the printable form of id into buf (size >= TUTTI_ID_STRLEN).
+ * The string contains only [0-9a-z:] and is suitable for an environment variable.
+ */
+TUTTI_API tutti_result_t tutti_id_to_string(const tutti_id_t *id, char *buf, size_t size);
+
+/*
+ * tutti_id_from_string - parse what tutti_id_to_string wrote. Rejects (TUTTI_ERR_INVALID_ARG,
+ * with the reason in tutti_last_error()) anything else: wrong prefix, length, characters or
+ * an id of another format version.
+ */
+TUTTI_API tutti_result_t tutti_id_from_string(const char *str, tutti_id_t *id);
+
+/* A communicator: opaque handle. */
+typedef struct tutti_comm *tutti_comm_t;
+
+/*
+ * A stream. NULL means "complete before returning". Host streams and wrapped CUDA streams
+ * are reserved for later versions of the API.
+ */
+typedef struct tutti_stream *tutti_stream_t;
+
+/*
+ * Optional settings for tutti_comm_init. Initialise with TUTTI_CONFIG_INIT, then set fields;
+ * `size` lets the struct grow in later versions without breaking callers. A field left at
+ * its initial value takes the environment's setting (README lists the TUTTI_* variables).
+ */
+typedef struct {
+    size_t size;         /* sizeof(tutti_config_t) as the caller was compiled */
+    double timeout_s;    /* bound on every wait; <= 0: TUTTI_TIMEOUT */
+    int local_rank;      /* rank among the ranks of this host; < 0: derived from host ids */
+    int nchannels;       /* parallel rings; <= 0: TUTTI_NCHANNELS */
+} tutti_config_t;
+
+#define TUTTI_CONFIG_INIT {sizeof(tutti_config_t), 0.0, -1, 0}
+
+/*
+ * tutti_comm_init - join a communicator of nranks ranks as rank `rank`.
+ * Every rank calls it with the same id and nranks; it returns once all have joined and the
+ * connections between them are set up. config may be NULL. Blocking, bounded by the
+ * timeout. On failure *comm is untouched and tutti_last_error() says why.
+ */
+TUTTI_API tutti_result_t tutti_comm_init(tutti_comm_t *comm, int nranks, const tutti_id_t *id,
+                                         int rank, const tutti_config_t *config);
+
+/*
+ * tutti_comm_init_env - join the communicator a launcher describes in the environment.
+ * Rank and size come from the first complete set of: TUTTI_RANK/TUTTI_WORLD_SIZE,
+ * RANK/WORLD_SIZE (torchrun), SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/_SIZE.
+ * The local rank from TUTTI_LOCAL_RANK, LOCAL_RANK, SLURM_LOCALID or
+ * OMPI_COMM_WORLD_LOCAL_RANK. The rendezvous from TUTTI_ID, else MASTER_ADDR/MASTER_PORT
+ * (rank 0 serves it; the secret is derived from TUTTI_SECRET if set), else, when every rank
+ * is on this host (Slurm or Open MPI say so), a loopback port derived from the job id.
+ * Blocking. Errors name the variable that is missing or malformed.
+ */
+TUTTI_API tutti_result_t tutti_comm_init_env(tutti_comm_t *comm);
+
+/*
+ * tutti_comm_destroy - free a communicator and every resource it holds. Collective only in
+ * the sense that peers see the connections close; it does not wait for them. NULL is a
+ * no-op.
+ */
+TUTTI_API tutti_result_t tutti_comm_destroy(tutti_comm_t comm);
+
+/* Queries. Each writes its output and returns TUTTI_SUCCESS, or TUTTI_ERR_INVALID_ARG. */
+TUTTI_API tutti_result_t tutti_comm_rank(tutti_comm_t comm, int *rank);
+TUTTI_API tutti_result_t tutti_comm_size(tutti_comm_t comm, int *size);
+TUTTI_API tutti_result_t tutti_comm_local_rank(tutti_comm_t comm, int *local_rank);
+TUTTI_API tutti_result_t tutti_comm_local_size(tutti_comm_t comm, int *local_size);
+
+/*
+ * tutti_comm_last_error - the message of the last failure on comm ("" if none). The string
+ * belongs to comm and stays valid until its next call. With comm == NULL, the same as
+ * tutti_last_error().
+ */
+TUTTI_API const char *tutti_comm_last_error(tutti_comm_t comm);
+
+/* tutti_last_error - the last failure message of this thread ("" if none). Thread-local. */
+TUTTI_API const char *tutti_last_error(void);
+
+/*
+ * Collectives. Every rank of comm calls the same collectives in the same order with matching
+ * count, dtype, op and root. Buffers must not overlap unless the call is in place:
+ *   all_reduce:     sendbuf == recvbuf
+ *   all_gather:     sendbuf == recvbuf + rank * sendcount elements
+ *   reduce_scatter: recvbuf == sendbuf + rank * recvcount elements
+ *   broadcast:      sendbuf == recvbuf (sendbuf is only read on root)
+ *   reduce:         sendbuf == recvbuf (recvbuf is only written on root)
+ * With stream == NULL each call returns when this rank's part is complete: recvbuf holds the
+ * result and sendbuf may be reused. Errors: TUTTI_ERR_INVALID_ARG before anything is sent;
+ * TUTTI_ERR_TIMEOUT/REMOTE/SYSTEM during the operation, after which comm is in an error
+ * state and later calls fail at once.
+ */
+
+/* recvbuf[i] = op over ranks of sendbuf[i], for i < count, on every rank. */
+TUTTI_API tutti_result_t tutti_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                          tutti_dtype_t dtype, tutti_op_t op, tutti_comm_t comm,
+                                          tutti_stream_t stream);
+
+/* recvbuf[r * sendcount + i] = sendbuf of rank r [i]; recvbuf holds nranks * sendcount. */
+TUTTI_API tutti_result_t tutti_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                          tutti_dtype_t dtype, tutti_comm_t comm,
+                                          tutti_stream_t stream);
+
+/* recvbuf[i] = op over ranks of sendbuf[rank * recvcount + i]; sendbuf holds nranks * recvcount. */
+TUTTI_API tutti_result_t tutti_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                              tutti_dtype_t dtype, tutti_op_t op,
+                                              tutti_comm_t comm, tutti_stream_t stream);
+
+/* recvbuf on every rank = sendbuf of root. */
+TUTTI_API tutti_result_t tutti_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                         tutti_dtype_t dtype, int root, tutti_comm_t comm,
+                                         tutti_stream_t stream);
+
+/* recvbuf on root = op over ranks of sendbuf; recvbuf may be NULL on other ranks. */
+TUTTI_API tutti_result_t tutti_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                      tutti_dtype_t dtype, tutti_op_t op, int root,
+                                      tutti_comm_t comm, tutti_stream_t stream);
+
+/*
+ * Point to point. A send to peer is matched with that peer's recv from this rank, in call
+ * order; count and dtype must agree. Outside a group a send may block until the peer
+ * receives: pairs that send to each other at once belong in a group.
+ */
+TUTTI_API tutti_result_t tutti_send(const void *sendbuf, size_t count, tutti_dtype_t dtype, int peer,
+                                    tutti_comm_t comm, tutti_stream_t stream);
+TUTTI_API tutti_result_t tutti_recv(void *recvbuf, size_t count, tutti_dtype_t dtype, int peer,
+                                    tutti_comm_t comm, tutti_stream_t stream);
+
+/*
+ * tutti_group_start / tutti_group_end - batch point-to-point calls. Between the two, sends
+ * and receives are only recorded (each checks its arguments and returns at once);
+ * tutti_group_end runs them all concurrently and returns when all are complete. Calls on one
+ * communicator only, from one thread; groups do not nest (an inner start/end pair is
+ * counted and only the outermost end runs the batch). Collectives inside a group are
+ * refused with TUTTI_ERR_UNSUPPORTED. Buffers must stay valid until tutti_group_end returns.
+ */
+TUTTI_API tutti_result_t tutti_group_start(void);
+TUTTI_API tutti_result_t tutti_group_end(void);
+
+/* Returns on each rank once every rank has called it. */
+TUTTI_API tutti_result_t tutti_barrier(tutti_comm_t comm, tutti_stream_t stream);
+
+/*
+ * tutti_env_print - print every TUTTI_* variable with its current value, where the value
+ * came from (default or environment) and a line of help. For `tutti-run --env`.
+ */
+TUTTI_API void tutti_env_print(FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TUTTI_H */

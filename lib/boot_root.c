@@ -1,0 +1,317 @@
+/*
+ * boot_root.c -- the rendezvous service: collects one hello per rank and answers each with
+ * the table of listener addresses. See bootstrap.h for the protocol and its guarantees.
+ */
+#include "bootstrap.h"
+#include "error.h"
+#include "log.h"
+#include "wait.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define ROOT_MAX_PENDING 256
+#define ROOT_HELLO_WAIT 10.0 /* seconds a connection may take to say hello */
+
+struct root_conn {
+    int fd;
+    int rank; /* -1 until a valid hello */
+    size_t got;
+    double deadline;
+    unsigned char hello[TT_HELLO_ROOT_LEN];
+    char peer[80];
+};
+
+struct root {
+    int lfd;
+    unsigned char secret[TT_SECRET_BYTES];
+    double deadline;
+    double timeout;
+    struct root_conn *c;
+    int nc, cap;
+    int nranks; /* -1 until the first valid hello */
+    int joined;
+    unsigned char *addrs;
+    char where[80];
+};
+
+int tt_secret_equal(const unsigned char *a, const unsigned char *b)
+{
+    unsigned char diff = 0;
+
+    for (int i = 0; i < TT_SECRET_BYTES; i++)
+        diff |= a[i] ^ b[i];
+    return diff == 0;
+}
+
+static void conn_drop(struct root *r, int i)
+{
+    if (r->c[i].rank >= 0)
+        r->joined--;
+    close(r->c[i].fd);
+    r->c[i] = r->c[--r->nc];
+}
+
+static void reply_error(struct root_conn *c, tutti_result_t status, const char *msg, double dl)
+{
+    unsigned char hdr[TT_REPLY_HDR_LEN];
+    size_t len = strlen(msg);
+
+    memcpy(hdr, "TTBR", 4);
+    tt_put32(hdr + 4, (uint32_t)status);
+    tt_put32(hdr + 8, (uint32_t)len);
+    if (tt_sock_write(c->fd, hdr, sizeof(hdr), dl) == TUTTI_SUCCESS)
+        tt_sock_write(c->fd, msg, len, dl);
+}
+
+static int rank_joined(const struct root *r, int rank)
+{
+    for (int i = 0; i < r->nc; i++)
+        if (r->c[i].rank == rank)
+            return 1;
+    return 0;
+}
+
+/* A complete hello from conn i: accept it, or answer/drop. Returns 1 if dropped. */
+static int hello_check(struct root *r, int i)
+{
+    struct root_conn *c = &r->c[i];
+    int rank = (int)tt_get32(c->hello + 36), nranks = (int)tt_get32(c->hello + 40);
+    char msg[160];
+    struct tt_addr a;
+
+    if (memcmp(c->hello, "TTBH", 4) != 0 || !tt_secret_equal(c->hello + 4, r->secret)) {
+        TT_WARN(TT_SUB_BOOT, "rendezvous %s: rejected connection from %s: wrong secret", r->where,
+                c->peer);
+        conn_drop(r, i);
+        return 1;
+    }
+    if (nranks <= 0 || rank < 0 || rank >= nranks)
+        snprintf(msg, sizeof(msg), "rank %d of %d is out of range", rank, nranks);
+    else if (r->nranks > 0 && nranks != r->nranks)
+        snprintf(msg, sizeof(msg), "nranks mismatch: this rank says %d, earlier ranks said %d",
+                 nranks, r->nranks);
+    else if (rank_joined(r, rank))
+        snprintf(msg, sizeof(msg), "rank %d has already joined this communicator", rank);
+    else if (tt_addr_unpack(c->hello + 44, &a) != 0)
+        snprintf(msg, sizeof(msg), "rank %d sent no valid listener address", rank);
+    else
+        msg[0] = '\0';
+    if (msg[0]) {
+        TT_WARN(TT_SUB_BOOT, "rendezvous %s: refused %s: %s", r->where, c->peer, msg);
+        reply_error(c, TUTTI_ERR_INVALID_ARG, msg, tt_now() + 1.0);
+        conn_drop(r, i);
+        return 1;
+    }
+    if (r->nranks < 0) {
+        r->nranks = nranks;
+        r->addrs = calloc((size_t)nranks, TT_ADDR_PACKED);
+        if (!r->addrs) {
+            conn_drop(r, i);
+            return 1;
+        }
+    }
+    memcpy(r->addrs + (size_t)rank * TT_ADDR_PACKED, c->hello + 44, TT_ADDR_PACKED);
+    c->rank = rank;
+    r->joined++;
+    TT_TRACE(TT_SUB_BOOT, "rendezvous %s: rank %d joined from %s (%d of %d)", r->where, rank,
+             c->peer, r->joined, r->nranks);
+    return 0;
+}
+
+static void conn_read(struct root *r, int i)
+{
+    struct root_conn *c = &r->c[i];
+
+    while (c->rank < 0 && c->got < TT_HELLO_ROOT_LEN) {
+        ssize_t n = recv(c->fd, c->hello + c->got, TT_HELLO_ROOT_LEN - c->got, MSG_DONTWAIT);
+        if (n > 0) {
+            c->got += (size_t)n;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return;
+        conn_drop(r, i); /* closed or broken before its hello was complete */
+        return;
+    }
+    if (c->rank < 0) {
+        hello_check(r, i);
+        return;
+    }
+    /* A joined rank should be silent until the reply; EOF means it left. */
+    char byte;
+    ssize_t n = recv(c->fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        TT_WARN(TT_SUB_BOOT, "rendezvous %s: rank %d left before everyone joined", r->where,
+                c->rank);
+        conn_drop(r, i);
+    } else if (n > 0) {
+        TT_WARN(TT_SUB_BOOT, "rendezvous %s: rank %d sent unexpected data; dropped", r->where,
+                c->rank);
+        conn_drop(r, i);
+    }
+}
+
+static void root_accept(struct root *r)
+{
+    for (;;) {
+        struct tt_addr a = {.len = sizeof(a.ss)};
+        int fd = accept4(r->lfd, (struct sockaddr *)&a.ss, &a.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int pending = 0;
+
+        if (fd < 0)
+            return;
+        for (int i = 0; i < r->nc; i++)
+            pending += r->c[i].rank < 0;
+        if (pending >= ROOT_MAX_PENDING) {
+            close(fd);
+            continue;
+        }
+        if (r->nc == r->cap) {
+            struct root_conn *grown = realloc(r->c, 2 * (size_t)r->cap * sizeof(*grown));
+            if (!grown) {
+                close(fd);
+                continue;
+            }
+            r->c = grown;
+            r->cap *= 2;
+        }
+        struct root_conn *c = &r->c[r->nc++];
+        memset(c, 0, sizeof(*c));
+        c->fd = fd;
+        c->rank = -1;
+        c->deadline = tt_now() + ROOT_HELLO_WAIT;
+        tt_addr_str(&a, c->peer, sizeof(c->peer));
+    }
+}
+
+static void root_finish(struct root *r)
+{
+    double dl = tt_now() + r->timeout;
+    unsigned char hdr[TT_REPLY_HDR_LEN];
+
+    memcpy(hdr, "TTBR", 4);
+    tt_put32(hdr + 4, TUTTI_SUCCESS);
+    tt_put32(hdr + 8, (uint32_t)r->nranks);
+    for (int i = 0; i < r->nc; i++) {
+        if (r->c[i].rank < 0)
+            continue;
+        if (tt_sock_write(r->c[i].fd, hdr, sizeof(hdr), dl) != TUTTI_SUCCESS ||
+            tt_sock_write(r->c[i].fd, r->addrs, (size_t)r->nranks * TT_ADDR_PACKED, dl) !=
+                TUTTI_SUCCESS)
+            TT_WARN(TT_SUB_BOOT, "rendezvous %s: could not answer rank %d: %s", r->where,
+                    r->c[i].rank, tt_thread_error());
+    }
+    TT_INFO(TT_SUB_BOOT, "rendezvous %s: all %d ranks joined", r->where, r->nranks);
+}
+
+static void root_give_up(struct root *r)
+{
+    char msg[512];
+    int n = snprintf(msg, sizeof(msg), "rendezvous timed out after %.0f s: %d of %d ranks joined",
+                     r->timeout, r->joined, r->nranks);
+
+    if (r->nranks > 0) {
+        n += snprintf(msg + n, sizeof(msg) - (size_t)n, "; missing ranks:");
+        for (int k = 0; k < r->nranks && n < (int)sizeof(msg) - 16; k++)
+            if (!rank_joined(r, k))
+                n += snprintf(msg + n, sizeof(msg) - (size_t)n, " %d", k);
+    }
+    TT_WARN(TT_SUB_BOOT, "%s (%s)", msg, r->where);
+    for (int i = 0; i < r->nc; i++)
+        if (r->c[i].rank >= 0)
+            reply_error(&r->c[i], TUTTI_ERR_TIMEOUT, msg, tt_now() + 1.0);
+}
+
+static void *root_main(void *arg)
+{
+    struct root *r = arg;
+    struct pollfd *p = NULL;
+    int pcap = 0;
+
+    while ((r->nranks < 0 || r->joined < r->nranks) && tt_now() < r->deadline) {
+        int np = 0;
+
+        if (pcap < r->nc + 1) {
+            struct pollfd *grown = realloc(p, (size_t)(r->cap + 1) * sizeof(*p));
+            if (!grown)
+                break;
+            p = grown;
+            pcap = r->cap + 1;
+        }
+        p[np++] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
+        for (int i = 0; i < r->nc; i++)
+            p[np++] = (struct pollfd){.fd = r->c[i].fd, .events = POLLIN};
+        if (poll(p, (nfds_t)np, 100) < 0 && errno != EINTR)
+            break;
+        /* Walk downwards: conn_drop moves the last entry into the hole. */
+        for (int i = r->nc - 1; i >= 0; i--) {
+            if (p[1 + i].revents)
+                conn_read(r, i);
+            else if (r->c[i].rank < 0 && tt_now() > r->c[i].deadline)
+                conn_drop(r, i);
+        }
+        if (p[0].revents)
+            root_accept(r);
+    }
+    if (r->nranks > 0 && r->joined == r->nranks)
+        root_finish(r);
+    else
+        root_give_up(r);
+    for (int i = 0; i < r->nc; i++)
+        close(r->c[i].fd);
+    close(r->lfd);
+    free(p);
+    free(r->c);
+    free(r->addrs);
+    free(r);
+    return NULL;
+}
+
+tutti_result_t tt_boot_root_start(struct tt_addr *addr, const unsigned char *secret,
+                                  double timeout_s)
+{
+    struct root *r = calloc(1, sizeof(*r));
+    pthread_t t;
+    pthread_attr_t attr;
+    tutti_result_t rc;
+
+    if (!r)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "rendezvous: out of memory");
+    r->cap = 64;
+    r->c = calloc((size_t)r->cap, sizeof(*r->c));
+    if (!r->c) {
+        rc = tt_fail(NULL, TUTTI_ERR_SYSTEM, "rendezvous: out of memory");
+        goto undo_root;
+    }
+    rc = tt_sock_listen(addr, 1024, &r->lfd);
+    if (rc != TUTTI_SUCCESS)
+        goto undo_conns;
+    memcpy(r->secret, secret, TT_SECRET_BYTES);
+    r->timeout = timeout_s;
+    r->deadline = tt_now() + timeout_s;
+    r->nranks = -1;
+    tt_addr_str(addr, r->where, sizeof(r->where));
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, root_main, r) != 0) {
+        pthread_attr_destroy(&attr);
+        close(r->lfd);
+        rc = tt_fail(NULL, TUTTI_ERR_SYSTEM, "rendezvous: cannot start thread");
+        goto undo_conns;
+    }
+    pthread_attr_destroy(&attr);
+    return TUTTI_SUCCESS;
+
+undo_conns:
+    free(r->c);
+undo_root:
+    free(r);
+    return rc;
+}

@@ -1,0 +1,517 @@
+/* bootstrap.c -- the rank side of bootstrap; see bootstrap.h. */
+#include "bootstrap.h"
+#include "error.h"
+#include "log.h"
+#include "wait.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define BOOT_MAX_PENDING 256
+#define BOOT_HELLO_WAIT 10.0
+
+enum { IN_HELLO, IN_HDR, IN_BODY };
+
+struct boot_msg {
+    struct boot_msg *next;
+    int from;
+    uint32_t tag;
+    size_t len;
+    unsigned char *data;
+};
+
+/* An accepted connection and where its reader is. */
+struct boot_in {
+    int fd;
+    int peer; /* -1 until its hello checks out */
+    int state;
+    short ready;
+    size_t got;
+    double deadline;
+    unsigned char hdr[TT_HELLO_PEER_LEN];
+    struct boot_msg *msg;
+};
+
+struct tt_boot {
+    int rank, nranks;
+    unsigned char secret[TT_SECRET_BYTES];
+    double timeout;
+    int lfd;
+    struct tt_addr self;
+    struct tt_addr *addrs;
+    int *out_fd;
+    char *peer_closed;
+    struct boot_in *in;
+    int nin, incap;
+    struct boot_msg *head, **tailp;
+    struct pollfd *pfd;
+    int pfdcap;
+};
+
+static void enqueue(struct tt_boot *b, struct boot_msg *m)
+{
+    m->next = NULL;
+    *b->tailp = m;
+    b->tailp = &m->next;
+}
+
+static void in_drop(struct tt_boot *b, int i)
+{
+    struct boot_in *c = &b->in[i];
+
+    if (c->peer >= 0) {
+        b->peer_closed[c->peer] = 1;
+        if (c->state != IN_HDR || c->got != 0)
+            TT_WARN(TT_SUB_BOOT, "bootstrap: connection from rank %d ended inside a message",
+                    c->peer);
+    }
+    if (c->msg) {
+        free(c->msg->data);
+        free(c->msg);
+    }
+    close(c->fd);
+    b->in[i] = b->in[--b->nin];
+}
+
+/* Complete unit (hello / header / body) read on connection i: act on it. 0 ok, -1 dropped. */
+static int in_unit(struct tt_boot *b, int i)
+{
+    struct boot_in *c = &b->in[i];
+
+    if (c->state == IN_HELLO) {
+        int from = (int)tt_get32(c->hdr + 36), nranks = (int)tt_get32(c->hdr + 40);
+        if (memcmp(c->hdr, "TTBP", 4) != 0 || !tt_secret_equal(c->hdr + 4, b->secret)) {
+            TT_WARN(TT_SUB_BOOT, "bootstrap: rejected a connection: wrong secret");
+            in_drop(b, i);
+            return -1;
+        }
+        if (nranks != b->nranks || from < 0 || from >= b->nranks) {
+            TT_WARN(TT_SUB_BOOT, "bootstrap: rejected a connection claiming rank %d of %d", from,
+                    nranks);
+            in_drop(b, i);
+            return -1;
+        }
+        c->peer = from;
+        c->state = IN_HDR;
+        c->got = 0;
+        return 0;
+    }
+    if (c->state == IN_HDR) {
+        uint64_t len = tt_get64(c->hdr + 8);
+        if (memcmp(c->hdr, "TTBM", 4) != 0 || len > TT_BOOT_MAX_MSG) {
+            TT_WARN(TT_SUB_BOOT, "bootstrap: malformed header from rank %d (length %llu); "
+                                 "connection dropped", c->peer, (unsigned long long)len);
+            in_drop(b, i);
+            return -1;
+        }
+        c->msg = calloc(1, sizeof(*c->msg));
+        if (c->msg)
+            c->msg->data = malloc(len ? len : 1);
+        if (!c->msg || !c->msg->data) {
+            TT_WARN(TT_SUB_BOOT, "bootstrap: out of memory for %llu bytes from rank %d",
+                    (unsigned long long)len, c->peer);
+            in_drop(b, i);
+            return -1;
+        }
+        c->msg->from = c->peer;
+        c->msg->tag = tt_get32(c->hdr + 4);
+        c->msg->len = (size_t)len;
+        c->state = IN_BODY;
+        c->got = 0;
+        if (len != 0)
+            return 0;
+    }
+    /* A whole body (possibly empty). */
+    enqueue(b, c->msg);
+    c->msg = NULL;
+    c->state = IN_HDR;
+    c->got = 0;
+    return 0;
+}
+
+static void in_read(struct tt_boot *b, int i)
+{
+    for (;;) {
+        struct boot_in *c = &b->in[i];
+        unsigned char *dst;
+        size_t want;
+        ssize_t n;
+
+        if (c->state == IN_BODY) {
+            dst = c->msg->data;
+            want = c->msg->len;
+        } else {
+            dst = c->hdr;
+            want = c->state == IN_HELLO ? TT_HELLO_PEER_LEN : TT_MSG_HDR_LEN;
+        }
+        if (c->got == want) {
+            if (in_unit(b, i) != 0)
+                return;
+            continue;
+        }
+        n = recv(c->fd, dst + c->got, want - c->got, MSG_DONTWAIT);
+        if (n > 0) {
+            c->got += (size_t)n;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return;
+        in_drop(b, i);
+        return;
+    }
+}
+
+static void accept_all(struct tt_boot *b)
+{
+    for (;;) {
+        int fd = accept4(b->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), pending = 0;
+
+        if (fd < 0)
+            return;
+        for (int i = 0; i < b->nin; i++)
+            pending += b->in[i].peer < 0;
+        if (pending >= BOOT_MAX_PENDING) {
+            close(fd);
+            continue;
+        }
+        if (b->nin == b->incap) {
+            int cap = b->incap ? 2 * b->incap : 16;
+            struct boot_in *g = realloc(b->in, (size_t)cap * sizeof(*g));
+            if (!g) {
+                close(fd);
+                continue;
+            }
+            b->in = g;
+            b->incap = cap;
+        }
+        b->in[b->nin++] = (struct boot_in){
+            .fd = fd, .peer = -1, .state = IN_HELLO, .deadline = tt_now() + BOOT_HELLO_WAIT};
+    }
+}
+
+/*
+ * Wait up to 100 ms (or until deadline) for anything: new connections, incoming data, and
+ * writability of wfd (if >= 0). Handles what arrived; returns 1 if wfd is writable.
+ */
+static int boot_poll(struct tt_boot *b, int wfd, double deadline)
+{
+    int np = 0, writable = 0;
+    double left = deadline - tt_now();
+    int ms = left <= 0 ? 0 : left > 0.1 ? 100 : (int)(left * 1000) + 1;
+
+    if (b->pfdcap < b->nin + 2) {
+        int cap = b->nin + 16;
+        struct pollfd *g = realloc(b->pfd, (size_t)cap * sizeof(*g));
+        if (!g)
+            return 0;
+        b->pfd = g;
+        b->pfdcap = cap;
+    }
+    b->pfd[np++] = (struct pollfd){.fd = b->lfd, .events = POLLIN};
+    for (int i = 0; i < b->nin; i++)
+        b->pfd[np++] = (struct pollfd){.fd = b->in[i].fd, .events = POLLIN};
+    if (wfd >= 0)
+        b->pfd[np++] = (struct pollfd){.fd = wfd, .events = POLLOUT};
+    if (poll(b->pfd, (nfds_t)np, ms) <= 0)
+        return 0;
+    for (int i = 0; i < b->nin; i++)
+        b->in[i].ready = b->pfd[1 + i].revents;
+    if (wfd >= 0)
+        writable = b->pfd[np - 1].revents != 0;
+    /* Downwards: in_drop moves the last entry into the hole. */
+    for (int i = b->nin - 1; i >= 0; i--) {
+        if (b->in[i].ready)
+            in_read(b, i);
+        else if (b->in[i].peer < 0 && tt_now() > b->in[i].deadline)
+            in_drop(b, i);
+    }
+    if (b->pfd[0].revents)
+        accept_all(b);
+    return writable;
+}
+
+static tutti_result_t rendezvous(struct tt_boot *b, const struct tt_id_info *id, double deadline)
+{
+    unsigned char hello[TT_HELLO_ROOT_LEN] = {0}, reply[TT_REPLY_HDR_LEN];
+    char where[80];
+    struct tt_addr local = {.len = sizeof(local.ss)};
+    int fd;
+    tutti_result_t rc;
+    uint32_t status, count;
+
+    tt_addr_str(&id->root, where, sizeof(where));
+    rc = tt_sock_connect(&id->root, deadline, &fd);
+    if (rc != TUTTI_SUCCESS)
+        return tt_fail(NULL, rc, "rank %d: cannot reach the rendezvous at %s: %s", b->rank,
+                       where, tt_thread_error());
+    /* Listen on the interface that faces the root. */
+    getsockname(fd, (struct sockaddr *)&local.ss, &local.len);
+    tt_addr_set_port(&local, 0);
+    b->self = local;
+    rc = tt_sock_listen(&b->self, 1024, &b->lfd);
+    if (rc != TUTTI_SUCCESS)
+        goto undo_fd;
+    memcpy(hello, "TTBH", 4);
+    memcpy(hello + 4, b->secret, TT_SECRET_BYTES);
+    tt_put32(hello + 36, (uint32_t)b->rank);
+    tt_put32(hello + 40, (uint32_t)b->nranks);
+    tt_addr_pack(&b->self, hello + 44);
+    rc = tt_sock_write(fd, hello, sizeof(hello), deadline);
+    if (rc == TUTTI_SUCCESS)
+        rc = tt_sock_read(fd, reply, sizeof(reply), deadline);
+    if (rc != TUTTI_SUCCESS) {
+        rc = tt_fail(NULL, rc, "rank %d: rendezvous at %s failed: %s", b->rank, where,
+                     tt_thread_error());
+        goto undo_fd;
+    }
+    status = tt_get32(reply + 4);
+    count = tt_get32(reply + 8);
+    if (memcmp(reply, "TTBR", 4) != 0) {
+        rc = tt_fail(NULL, TUTTI_ERR_REMOTE, "rank %d: %s is not a tutti rendezvous", b->rank,
+                     where);
+        goto undo_fd;
+    }
+    if (status != TUTTI_SUCCESS) {
+        char msg[1024] = {0};
+        size_t n = count < sizeof(msg) - 1 ? count : sizeof(msg) - 1;
+        tt_sock_read(fd, msg, n, deadline);
+        rc = tt_fail(NULL, status < TUTTI_NUM_RESULTS ? (tutti_result_t)status : TUTTI_ERR_REMOTE,
+                     "rank %d: rendezvous at %s refused: %s", b->rank, where, msg);
+        goto undo_fd;
+    }
+    if ((int)count != b->nranks) {
+        rc = tt_fail(NULL, TUTTI_ERR_REMOTE, "rank %d: rendezvous answered %u ranks, not %d",
+                     b->rank, count, b->nranks);
+        goto undo_fd;
+    }
+    unsigned char *table = malloc((size_t)count * TT_ADDR_PACKED);
+    if (!table) {
+        rc = tt_fail(NULL, TUTTI_ERR_SYSTEM, "rank %d: out of memory", b->rank);
+        goto undo_fd;
+    }
+    rc = tt_sock_read(fd, table, (size_t)count * TT_ADDR_PACKED, deadline);
+    for (uint32_t k = 0; rc == TUTTI_SUCCESS && k < count; k++)
+        if (tt_addr_unpack(table + k * TT_ADDR_PACKED, &b->addrs[k]) != 0)
+            rc = tt_fail(NULL, TUTTI_ERR_REMOTE, "rendezvous sent a bad address for rank %u", k);
+    free(table);
+    if (rc != TUTTI_SUCCESS)
+        goto undo_fd;
+    close(fd);
+    return TUTTI_SUCCESS;
+
+undo_fd:
+    close(fd);
+    return rc;
+}
+
+tutti_result_t tt_boot_init(const struct tt_id_info *id, int rank, int nranks, double timeout_s,
+                            struct tt_boot **out)
+{
+    struct tt_boot *b = calloc(1, sizeof(*b));
+    tutti_result_t rc;
+
+    if (!b)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "bootstrap: out of memory");
+    b->rank = rank;
+    b->nranks = nranks;
+    b->timeout = timeout_s;
+    b->lfd = -1;
+    b->tailp = &b->head;
+    memcpy(b->secret, id->secret, TT_SECRET_BYTES);
+    b->addrs = calloc((size_t)nranks, sizeof(*b->addrs));
+    b->out_fd = malloc((size_t)nranks * sizeof(int));
+    b->peer_closed = calloc((size_t)nranks, 1);
+    if (!b->addrs || !b->out_fd || !b->peer_closed) {
+        rc = tt_fail(NULL, TUTTI_ERR_SYSTEM, "bootstrap: out of memory for %d ranks", nranks);
+        goto undo_boot;
+    }
+    for (int i = 0; i < nranks; i++)
+        b->out_fd[i] = -1;
+    rc = rendezvous(b, id, tt_now() + timeout_s);
+    if (rc != TUTTI_SUCCESS)
+        goto undo_boot;
+    *out = b;
+    return TUTTI_SUCCESS;
+
+undo_boot:
+    tt_boot_close(b);
+    return rc;
+}
+
+static tutti_result_t out_connect(struct tt_boot *b, int peer, double deadline)
+{
+    unsigned char hello[TT_HELLO_PEER_LEN];
+    tutti_result_t rc;
+    int fd;
+
+    rc = tt_sock_connect(&b->addrs[peer], deadline, &fd);
+    if (rc != TUTTI_SUCCESS)
+        return tt_fail(NULL, rc, "bootstrap: cannot connect to rank %d: %s", peer,
+                       tt_thread_error());
+    memcpy(hello, "TTBP", 4);
+    memcpy(hello + 4, b->secret, TT_SECRET_BYTES);
+    tt_put32(hello + 36, (uint32_t)b->rank);
+    tt_put32(hello + 40, (uint32_t)b->nranks);
+    rc = tt_sock_write(fd, hello, sizeof(hello), deadline);
+    if (rc != TUTTI_SUCCESS) {
+        close(fd);
+        return tt_fail(NULL, rc, "bootstrap: hello to rank %d failed: %s", peer,
+                       tt_thread_error());
+    }
+    b->out_fd[peer] = fd;
+    return TUTTI_SUCCESS;
+}
+
+/* Write all of buf to the peer, serving incoming traffic whenever the socket is full. */
+static tutti_result_t out_write(struct tt_boot *b, int peer, const void *buf, size_t len,
+                                double deadline)
+{
+    const char *p = buf;
+    int fd = b->out_fd[peer];
+
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return tt_fail(NULL, TUTTI_ERR_REMOTE, "bootstrap: send to rank %d failed: %m",
+                           peer);
+        if (tt_now() >= deadline)
+            return tt_fail(NULL, TUTTI_ERR_TIMEOUT,
+                           "bootstrap: rank %d did not take our message within %.0f s", peer,
+                           b->timeout);
+        boot_poll(b, fd, deadline);
+    }
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_boot_send(struct tt_boot *b, int peer, uint32_t tag, const void *data,
+                            size_t len)
+{
+    double deadline = tt_now() + b->timeout;
+    unsigned char hdr[TT_MSG_HDR_LEN];
+
+    if (peer < 0 || peer >= b->nranks || len > TT_BOOT_MAX_MSG)
+        return tt_fail(NULL, TUTTI_ERR_INTERNAL, "bootstrap: bad send to %d of %zu bytes", peer,
+                       len);
+    if (peer == b->rank) {
+        struct boot_msg *m = calloc(1, sizeof(*m));
+        if (!m || !(m->data = malloc(len ? len : 1))) {
+            free(m);
+            return tt_fail(NULL, TUTTI_ERR_SYSTEM, "bootstrap: out of memory");
+        }
+        memcpy(m->data, data, len);
+        m->from = peer;
+        m->tag = tag;
+        m->len = len;
+        enqueue(b, m);
+        return TUTTI_SUCCESS;
+    }
+    if (b->out_fd[peer] < 0)
+        TT_CHECK(out_connect(b, peer, deadline));
+    memcpy(hdr, "TTBM", 4);
+    tt_put32(hdr + 4, tag);
+    tt_put64(hdr + 8, len);
+    TT_CHECK(out_write(b, peer, hdr, sizeof(hdr), deadline));
+    return out_write(b, peer, data, len, deadline);
+}
+
+tutti_result_t tt_boot_recv(struct tt_boot *b, int peer, uint32_t tag, void *data, size_t len)
+{
+    double deadline = tt_now() + b->timeout;
+
+    for (;;) {
+        for (struct boot_msg **pp = &b->head; *pp; pp = &(*pp)->next) {
+            struct boot_msg *m = *pp;
+            if (m->from != peer || m->tag != tag)
+                continue;
+            if (m->len != len)
+                return tt_fail(NULL, TUTTI_ERR_REMOTE,
+                               "bootstrap: rank %d sent %zu bytes with tag %u; expected %zu", peer,
+                               m->len, tag, len);
+            memcpy(data, m->data, len);
+            *pp = m->next;
+            if (b->tailp == &m->next)
+                b->tailp = pp;
+            free(m->data);
+            free(m);
+            return TUTTI_SUCCESS;
+        }
+        if (b->peer_closed[peer]) {
+            int open = 0;
+            for (int i = 0; i < b->nin; i++)
+                open |= b->in[i].peer == peer;
+            if (!open)
+                return tt_fail(NULL, TUTTI_ERR_REMOTE,
+                               "bootstrap: rank %d closed its connection (did it exit or fail?)",
+                               peer);
+        }
+        if (tt_now() >= deadline)
+            return tt_fail(NULL, TUTTI_ERR_TIMEOUT,
+                           "bootstrap: nothing from rank %d (tag %u) for %.0f s (TUTTI_TIMEOUT)",
+                           peer, tag, b->timeout);
+        boot_poll(b, -1, deadline);
+    }
+}
+
+tutti_result_t tt_boot_allgather(struct tt_boot *b, void *data, size_t each)
+{
+    int n = b->nranks, next = (b->rank + 1) % n, prev = (b->rank + n - 1) % n;
+    char *d = data;
+
+    for (int k = 0; k < n - 1; k++) {
+        int sblk = (b->rank - k + n) % n, rblk = (b->rank - k - 1 + n) % n;
+        TT_CHECK(tt_boot_send(b, next, TT_TAG_ALLGATHER, d + (size_t)sblk * each, each));
+        TT_CHECK(tt_boot_recv(b, prev, TT_TAG_ALLGATHER, d + (size_t)rblk * each, each));
+    }
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_boot_barrier(struct tt_boot *b)
+{
+    char *tmp = calloc((size_t)b->nranks, 1);
+    tutti_result_t rc;
+
+    if (!tmp)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "bootstrap: out of memory");
+    rc = tt_boot_allgather(b, tmp, 1);
+    free(tmp);
+    return rc;
+}
+
+const struct tt_addr *tt_boot_self_addr(const struct tt_boot *b) { return &b->self; }
+
+void tt_boot_close(struct tt_boot *b)
+{
+    if (!b)
+        return;
+    while (b->nin > 0) {
+        b->in[b->nin - 1].peer = -1; /* not a failure: we are leaving */
+        in_drop(b, b->nin - 1);
+    }
+    for (int i = 0; b->out_fd && i < b->nranks; i++)
+        if (b->out_fd[i] >= 0)
+            close(b->out_fd[i]);
+    while (b->head) {
+        struct boot_msg *m = b->head;
+        b->head = m->next;
+        free(m->data);
+        free(m);
+    }
+    if (b->lfd >= 0)
+        close(b->lfd);
+    free(b->in);
+    free(b->pfd);
+    free(b->addrs);
+    free(b->out_fd);
+    free(b->peer_closed);
+    free(b);
+}

@@ -1,0 +1,65 @@
+/*
+ * bootstrap.h -- out-of-band setup messages between the ranks of a communicator, over TCP.
+ *
+ * Rendezvous: every rank connects to the root service (started by tutti_get_id, or by rank 0
+ * for MASTER_ADDR), presents the id's secret, its rank, the rank count and the address of its
+ * own bootstrap listener, and gets back every rank's listener address. Then ranks message
+ * each other directly: tt_boot_send/recv by (peer, tag), matched in order per (peer, tag).
+ *
+ * Every connection must open with the secret; one that does not, or that sends a malformed
+ * header or an oversized length, is dropped with a warning. Nothing a peer sends can make a
+ * rank allocate more than TT_BOOT_MAX_MSG for it, crash or wait past the deadline: reads are
+ * nonblocking and multiplexed, so a stranger that connects and stays silent stalls nothing.
+ */
+#ifndef TT_BOOTSTRAP_H
+#define TT_BOOTSTRAP_H
+
+#include "id.h"
+
+#include <stdint.h>
+
+#define TT_BOOT_MAX_MSG (64u << 20)
+
+enum {
+    TT_TAG_ALLGATHER = 1,
+    TT_TAG_P2P_CONN = 2,
+    TT_TAG_CONN = 0x100, /* + channel */
+};
+
+/*
+ * Start the root service listening at *addr (port 0 picks one; *addr gets the bound address)
+ * in a detached thread. It serves one rendezvous and ends, or gives up after timeout_s.
+ */
+tutti_result_t tt_boot_root_start(struct tt_addr *addr, const unsigned char *secret,
+                                  double timeout_s);
+
+struct tt_boot;
+
+/* Join the rendezvous of id as rank of nranks. Blocking, bounded by timeout_s. */
+tutti_result_t tt_boot_init(const struct tt_id_info *id, int rank, int nranks, double timeout_s,
+                            struct tt_boot **out);
+
+tutti_result_t tt_boot_send(struct tt_boot *b, int peer, uint32_t tag, const void *data,
+                            size_t len);
+/* Receive exactly len bytes; a message of another length is an error naming both. */
+tutti_result_t tt_boot_recv(struct tt_boot *b, int peer, uint32_t tag, void *data, size_t len);
+
+/* data holds nranks blocks of `each` bytes; block `rank` is filled in, the rest arrive. */
+tutti_result_t tt_boot_allgather(struct tt_boot *b, void *data, size_t each);
+tutti_result_t tt_boot_barrier(struct tt_boot *b);
+
+/* The address of this rank's bootstrap listener (its interface is the one facing the root). */
+const struct tt_addr *tt_boot_self_addr(const struct tt_boot *b);
+
+void tt_boot_close(struct tt_boot *b);
+
+/* Wire formats, shared with the root service. */
+#define TT_HELLO_ROOT_LEN 64 /* "TTBH", secret, rank, nranks, listen address */
+#define TT_HELLO_PEER_LEN 44 /* "TTBP", secret, from rank, nranks */
+#define TT_MSG_HDR_LEN 16    /* "TTBM", tag, length (64 bit) */
+#define TT_REPLY_HDR_LEN 12  /* "TTBR", status, count */
+
+/* Constant-time comparison of two secrets. */
+int tt_secret_equal(const unsigned char *a, const unsigned char *b);
+
+#endif

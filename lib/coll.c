@@ -1,0 +1,402 @@
+/*
+ * coll.c -- the public collectives: check arguments, describe the call, build its plan,
+ * run it. Nothing is sent before every argument has been checked.
+ */
+#include "comm.h"
+#include "config.h"
+#include "error.h"
+#include "log.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Below this many bytes per channel, extra channels cost more than they bring. */
+#define TT_MIN_CHANNEL_BYTES (64 * 1024)
+
+struct tt_call {
+    enum tt_coll coll;
+    const char *fn;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    tutti_dtype_t dtype;
+    tutti_op_t op;
+    int root;
+};
+
+static _Thread_local struct {
+    int depth;
+    struct tutti_comm *comm;
+    struct p2p_op *ops;
+    int nops, cap;
+    tutti_result_t err;
+} group;
+
+struct p2p_op {
+    int is_send;
+    int peer;
+    void *buf;
+    size_t bytes;
+};
+
+size_t tutti_dtype_size(tutti_dtype_t dtype)
+{
+    static const size_t sizes[TUTTI_NUM_DTYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+    return (unsigned)dtype < TUTTI_NUM_DTYPES ? sizes[dtype] : 0;
+}
+
+const char *tutti_dtype_name(tutti_dtype_t dtype)
+{
+    static const char *names[TUTTI_NUM_DTYPES] = {"int8",    "uint8",    "int32",   "uint32",
+                                                  "int64",   "uint64",   "float16", "bfloat16",
+                                                  "float32", "float64"};
+    return (unsigned)dtype < TUTTI_NUM_DTYPES ? names[dtype] : "invalid";
+}
+
+const char *tutti_op_name(tutti_op_t op)
+{
+    static const char *names[TUTTI_NUM_OPS] = {"sum", "prod", "min", "max", "avg"};
+    return (unsigned)op < TUTTI_NUM_OPS ? names[op] : "invalid";
+}
+
+/* Checks shared by every call: handle, health, stream. */
+static tutti_result_t check_comm(struct tutti_comm *comm, tutti_stream_t stream, const char *fn)
+{
+    TT_CHECK(tt_comm_check(comm, fn));
+    if (comm->error != TUTTI_SUCCESS)
+        return tt_fail_quiet(comm, comm->error,
+                             "%s: the communicator is unusable after an earlier error: %s", fn,
+                             comm->fatal);
+    if (stream)
+        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
+                       "%s: stream must be NULL (host and CUDA streams are not in this version)",
+                       fn);
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t check_dtype_op(struct tutti_comm *comm, const struct tt_call *c, int has_op)
+{
+    if ((unsigned)c->dtype >= TUTTI_NUM_DTYPES)
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: dtype %d is not a tutti_dtype_t", c->fn,
+                       (int)c->dtype);
+    if (has_op && (unsigned)c->op >= TUTTI_NUM_OPS)
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: op %d is not a tutti_op_t", c->fn,
+                       (int)c->op);
+    return TUTTI_SUCCESS;
+}
+
+/* Do [a, a+alen) and [b, b+blen) overlap? */
+static int overlaps(const void *a, size_t alen, const void *b, size_t blen)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return alen && blen && x < y + blen && y < x + alen;
+}
+
+/* Validate a collective and say whether it is in place. */
+static tutti_result_t check_coll(struct tutti_comm *comm, const struct tt_call *c, int *inplace)
+{
+    size_t es, n = (size_t)comm->nranks, elems = c->count, send_elems, recv_elems;
+    int me = comm->rank, uses_send = 1, uses_recv = 1;
+    const char *s = c->sendbuf;
+    char *r = c->recvbuf;
+
+    TT_CHECK(check_dtype_op(comm, c, c->coll != TT_COLL_ALL_GATHER && c->coll != TT_COLL_BROADCAST));
+    es = tutti_dtype_size(c->dtype);
+    if (c->coll == TT_COLL_BROADCAST || c->coll == TT_COLL_REDUCE) {
+        if (c->root < 0 || c->root >= comm->nranks)
+            return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: root %d is out of range [0, %d)",
+                           c->fn, c->root, comm->nranks);
+        uses_send = c->coll == TT_COLL_REDUCE || me == c->root;
+        uses_recv = c->coll == TT_COLL_BROADCAST || me == c->root;
+    }
+    if (elems > SIZE_MAX / 2 / es / n)
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                       "%s: count %zu of %s overflows the address space with %d ranks", c->fn,
+                       elems, tutti_dtype_name(c->dtype), comm->nranks);
+    send_elems = c->coll == TT_COLL_REDUCE_SCATTER ? elems * n : elems;
+    recv_elems = c->coll == TT_COLL_ALL_GATHER ? elems * n : elems;
+    if (elems > 0 && uses_send && !s)
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: sendbuf is NULL with count %zu", c->fn,
+                       elems);
+    if (elems > 0 && uses_recv && !r)
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: recvbuf is NULL with count %zu", c->fn,
+                       elems);
+    switch (c->coll) {
+    case TT_COLL_ALL_GATHER:
+        *inplace = s == r + (size_t)me * elems * es;
+        break;
+    case TT_COLL_REDUCE_SCATTER:
+        *inplace = r == s + (size_t)me * elems * es;
+        break;
+    default:
+        *inplace = s == r;
+        break;
+    }
+    if (uses_send && uses_recv && !*inplace &&
+        overlaps(s, send_elems * es, r, recv_elems * es))
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                       "%s: sendbuf and recvbuf overlap but the call is not in place (see "
+                       "tutti.h for the in-place layout of each collective)",
+                       c->fn);
+    if (!uses_send || !uses_recv)
+        *inplace = 0;
+    if (c->coll == TT_COLL_BROADCAST && me == c->root && s == r)
+        *inplace = 1;
+    if (c->coll == TT_COLL_REDUCE && me == c->root && s == r)
+        *inplace = 1;
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t run_plan(struct tutti_comm *comm, void *const *bufs, tutti_dtype_t dtype,
+                               tutti_op_t op, const char *what)
+{
+    struct tt_lane_state *ls;
+    struct tt_exec x;
+    tutti_result_t rc;
+
+    if (comm->plan.oom)
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory building the plan", what);
+    ls = tt_comm_lane_state(comm, comm->plan.nlanes);
+    if (!ls && comm->plan.nlanes > 0)
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", what);
+    tt_exec_init(&x, &comm->plan, bufs, dtype, op, comm->nranks, comm->slot_bytes, &comm->conns,
+                 ls);
+    rc = tt_exec_run(&x, comm->timeout_s, &comm->abort_flag, what);
+    if (rc != TUTTI_SUCCESS)
+        return tt_comm_set_error(comm, rc);
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t coll_run(struct tutti_comm *comm, const struct tt_call *c,
+                               tutti_stream_t stream)
+{
+    struct tt_coll_args a = {.coll = c->coll, .count = c->count, .root = c->root};
+    const struct tt_algo *algo;
+    size_t bytes;
+    char what[96];
+    void *bufs[2];
+
+    TT_CHECK(check_comm(comm, stream, c->fn));
+    if (group.depth > 0)
+        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
+                       "%s: collectives inside tutti_group_start/end are not supported", c->fn);
+    TT_CHECK(check_coll(comm, c, &a.inplace));
+    comm->seq++;
+    if (c->count == 0)
+        return TUTTI_SUCCESS;
+    bytes = c->count * tutti_dtype_size(c->dtype);
+    a.nchannels = (int)(bytes / TT_MIN_CHANNEL_BYTES);
+    a.nchannels = a.nchannels < 1 ? 1 : a.nchannels > comm->nchannels ? comm->nchannels
+                                                                        : a.nchannels;
+    algo = tt_algo_find(c->coll, NULL);
+    snprintf(what, sizeof(what), "%s #%llu (%zu x %s)", tt_coll_name(c->coll),
+             (unsigned long long)comm->seq, c->count, tutti_dtype_name(c->dtype));
+    TT_TRACE(TT_SUB_COLL, "%s: %s, %d channel(s)%s", what, algo->name, a.nchannels,
+             a.inplace ? ", in place" : "");
+    tt_plan_reset(&comm->plan);
+    algo->build(&comm->plan, comm->rings, &a);
+    bufs[TT_BUF_SEND] = (void *)c->sendbuf;
+    bufs[TT_BUF_RECV] = c->recvbuf;
+    return run_plan(comm, bufs, c->dtype, c->op, what);
+}
+
+tutti_result_t tutti_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                tutti_dtype_t dtype, tutti_op_t op, tutti_comm_t comm,
+                                tutti_stream_t stream)
+{
+    struct tt_call c = {TT_COLL_ALL_REDUCE, "tutti_all_reduce", sendbuf, recvbuf, count, dtype,
+                        op, 0};
+    return coll_run(comm, &c, stream);
+}
+
+tutti_result_t tutti_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                tutti_dtype_t dtype, tutti_comm_t comm, tutti_stream_t stream)
+{
+    struct tt_call c = {TT_COLL_ALL_GATHER, "tutti_all_gather", sendbuf, recvbuf, sendcount,
+                        dtype, TUTTI_SUM, 0};
+    return coll_run(comm, &c, stream);
+}
+
+tutti_result_t tutti_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                    tutti_dtype_t dtype, tutti_op_t op, tutti_comm_t comm,
+                                    tutti_stream_t stream)
+{
+    struct tt_call c = {TT_COLL_REDUCE_SCATTER, "tutti_reduce_scatter", sendbuf, recvbuf,
+                        recvcount, dtype, op, 0};
+    return coll_run(comm, &c, stream);
+}
+
+tutti_result_t tutti_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                               tutti_dtype_t dtype, int root, tutti_comm_t comm,
+                               tutti_stream_t stream)
+{
+    struct tt_call c = {TT_COLL_BROADCAST, "tutti_broadcast", sendbuf, recvbuf, count, dtype,
+                        TUTTI_SUM, root};
+    return coll_run(comm, &c, stream);
+}
+
+tutti_result_t tutti_reduce(const void *sendbuf, void *recvbuf, size_t count, tutti_dtype_t dtype,
+                            tutti_op_t op, int root, tutti_comm_t comm, tutti_stream_t stream)
+{
+    struct tt_call c = {TT_COLL_REDUCE, "tutti_reduce", sendbuf, recvbuf, count, dtype, op, root};
+    return coll_run(comm, &c, stream);
+}
+
+tutti_result_t tutti_barrier(tutti_comm_t comm, tutti_stream_t stream)
+{
+    uint8_t one = 1, sum = 0;
+    struct tt_call c = {TT_COLL_ALL_REDUCE, "tutti_barrier", &one, &sum, 1, TUTTI_UINT8,
+                        TUTTI_SUM, 0};
+    return coll_run(comm, &c, stream);
+}
+
+/* Order of lanes: by peer, sends before receives; stable within a key (call order). */
+static int op_key_cmp(const void *pa, const void *pb)
+{
+    const struct p2p_op *a = *(struct p2p_op *const *)pa, *b = *(struct p2p_op *const *)pb;
+
+    if (a->peer != b->peer)
+        return a->peer < b->peer ? -1 : 1;
+    if (a->is_send != b->is_send)
+        return a->is_send ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+/* Run point-to-point operations concurrently: one lane per (peer, direction). */
+static tutti_result_t p2p_run(struct tutti_comm *comm, struct p2p_op *ops, int nops)
+{
+    struct p2p_op **order = malloc((size_t)nops * sizeof(*order));
+    void **bufs = malloc((size_t)nops * sizeof(*bufs));
+    int *peers = malloc((size_t)nops * sizeof(*peers)), npeers = 0;
+    tutti_result_t rc;
+    char what[64];
+
+    if (!order || !bufs || !peers) {
+        rc = tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
+        goto out;
+    }
+    for (int i = 0; i < nops; i++)
+        order[i] = &ops[i];
+    qsort(order, (size_t)nops, sizeof(*order), op_key_cmp);
+    for (int i = 0; i < nops; i++)
+        if (i == 0 || order[i]->peer != order[i - 1]->peer)
+            peers[npeers++] = order[i]->peer;
+    rc = tt_comm_connect_peers(comm, peers, npeers);
+    if (rc != TUTTI_SUCCESS) {
+        rc = tt_comm_set_error(comm, rc);
+        goto out;
+    }
+    tt_plan_reset(&comm->plan);
+    for (int i = 0; i < nops; i++) {
+        const struct p2p_op *o = order[i];
+        struct tt_step s = {.count = o->bytes, .src = (uint16_t)i, .dst = (uint16_t)i};
+
+        if (i == 0 || o->peer != order[i - 1]->peer || o->is_send != order[i - 1]->is_send)
+            tt_plan_lane(&comm->plan, 0);
+        bufs[i] = o->buf;
+        s.prim = o->is_send ? TT_PRIM_SEND : TT_PRIM_RECV;
+        s.send_peer = s.recv_peer = o->peer;
+        tt_plan_step(&comm->plan, &s);
+    }
+    comm->seq++;
+    snprintf(what, sizeof(what), "point-to-point #%llu (%d op(s))",
+             (unsigned long long)comm->seq, nops);
+    rc = run_plan(comm, bufs, TUTTI_UINT8, TUTTI_SUM, what);
+out:
+    free(order);
+    free(bufs);
+    free(peers);
+    return rc;
+}
+
+static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype_t dtype,
+                               int peer, struct tutti_comm *comm, tutti_stream_t stream)
+{
+    const char *fn = is_send ? "tutti_send" : "tutti_recv";
+    struct tt_call c = {.fn = fn, .dtype = dtype};
+    struct p2p_op op;
+
+    TT_CHECK(check_comm(comm, stream, fn));
+    TT_CHECK(check_dtype_op(comm, &c, 0));
+    if (peer < 0 || peer >= comm->nranks)
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: peer %d is out of range [0, %d)", fn,
+                       peer, comm->nranks);
+    if (count > SIZE_MAX / 2 / tutti_dtype_size(dtype))
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: count %zu overflows", fn, count);
+    if (count > 0 && !buf)
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", fn,
+                       is_send ? "sendbuf" : "recvbuf", count);
+    op = (struct p2p_op){is_send, peer, buf, count * tutti_dtype_size(dtype)};
+    if (group.depth == 0) {
+        if (peer == comm->rank)
+            return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                           "%s: peer is this rank (%d); a send to self and its receive must be in "
+                           "one tutti_group_start/end",
+                           fn, peer);
+        return p2p_run(comm, &op, 1);
+    }
+    if (group.comm && group.comm != comm)
+        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
+                       "%s: a group may only hold calls on one communicator", fn);
+    if (group.nops == group.cap) {
+        int cap = group.cap ? 2 * group.cap : 16;
+        struct p2p_op *g = realloc(group.ops, (size_t)cap * sizeof(*g));
+        if (!g)
+            return group.err = tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
+        group.ops = g;
+        group.cap = cap;
+    }
+    if (group.nops >= UINT16_MAX)
+        return group.err = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                                   "%s: a group holds at most %d operations", fn, UINT16_MAX);
+    group.comm = comm;
+    group.ops[group.nops++] = op;
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_send(const void *sendbuf, size_t count, tutti_dtype_t dtype, int peer,
+                          tutti_comm_t comm, tutti_stream_t stream)
+{
+    return p2p_call(1, (void *)sendbuf, count, dtype, peer, comm, stream);
+}
+
+tutti_result_t tutti_recv(void *recvbuf, size_t count, tutti_dtype_t dtype, int peer,
+                          tutti_comm_t comm, tutti_stream_t stream)
+{
+    return p2p_call(0, recvbuf, count, dtype, peer, comm, stream);
+}
+
+tutti_result_t tutti_group_start(void)
+{
+    if (group.depth == 0) {
+        group.nops = 0;
+        group.comm = NULL;
+        group.err = TUTTI_SUCCESS;
+    }
+    group.depth++;
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_group_end(void)
+{
+    tutti_result_t rc;
+
+    if (group.depth == 0)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "tutti_group_end: no group is open (missing tutti_group_start)");
+    if (--group.depth > 0)
+        return TUTTI_SUCCESS;
+    rc = group.err;
+    if (rc == TUTTI_SUCCESS && group.nops > 0) {
+        rc = tt_comm_check(group.comm, "tutti_group_end");
+        if (rc == TUTTI_SUCCESS)
+            rc = p2p_run(group.comm, group.ops, group.nops);
+    }
+    free(group.ops);
+    group.ops = NULL;
+    group.nops = group.cap = 0;
+    group.comm = NULL;
+    return rc;
+}

@@ -1,0 +1,435 @@
+/*
+ * comm.c -- communicator lifecycle: init (rendezvous, peer records, transports, rings),
+ * destroy, queries, and the registry that makes stale handles detectable.
+ */
+#include "comm.h"
+#include "config.h"
+#include "error.h"
+#include "log.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Live communicators, so a destroyed or foreign handle is refused instead of used. */
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tutti_comm **reg;
+static size_t reg_n, reg_cap;
+
+static int reg_add(struct tutti_comm *c)
+{
+    int ok = 1;
+
+    pthread_mutex_lock(&reg_lock);
+    if (reg_n == reg_cap) {
+        size_t cap = reg_cap ? 2 * reg_cap : 16;
+        struct tutti_comm **g = realloc(reg, cap * sizeof(*g));
+        if (g) {
+            reg = g;
+            reg_cap = cap;
+        } else {
+            ok = 0;
+        }
+    }
+    if (ok)
+        reg[reg_n++] = c;
+    pthread_mutex_unlock(&reg_lock);
+    return ok;
+}
+
+static int reg_remove(struct tutti_comm *c)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&reg_lock);
+    for (size_t i = 0; i < reg_n; i++) {
+        if (reg[i] == c) {
+            reg[i] = reg[--reg_n];
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return found;
+}
+
+tutti_result_t tt_comm_check(struct tutti_comm *comm, const char *fn)
+{
+    int found = 0;
+
+    if (!comm)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+    pthread_mutex_lock(&reg_lock);
+    for (size_t i = 0; i < reg_n && !found; i++)
+        found = reg[i] == comm;
+    pthread_mutex_unlock(&reg_lock);
+    if (!found)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "%s: comm is not a live communicator (destroyed, or never initialised)", fn);
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc)
+{
+    tt_error_to_comm(comm);
+    if (comm->error == TUTTI_SUCCESS) {
+        comm->error = rc;
+        snprintf(comm->fatal, sizeof(comm->fatal), "%s", comm->last_error);
+    }
+    return rc;
+}
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static void peer_info_self(struct tt_peer_info *me, int local_rank_hint)
+{
+    const char *hostid = tt_env_str("TUTTI_HOSTID");
+    char boot_id[64] = "";
+    uint64_t h = 0xcbf29ce484222325ull;
+    FILE *f;
+
+    memset(me, 0, sizeof(*me));
+    if (gethostname(me->host, sizeof(me->host)) != 0)
+        snprintf(me->host, sizeof(me->host), "unknown");
+    me->host[sizeof(me->host) - 1] = '\0';
+    if (*hostid) {
+        h = fnv1a(h, hostid, strlen(hostid));
+        snprintf(me->host, sizeof(me->host), "%s", hostid);
+    } else {
+        f = fopen("/proc/sys/kernel/random/boot_id", "r");
+        if (f) {
+            if (!fgets(boot_id, sizeof(boot_id), f))
+                boot_id[0] = '\0';
+            fclose(f);
+        }
+        h = fnv1a(h, me->host, strlen(me->host));
+        h = fnv1a(h, boot_id, strlen(boot_id));
+    }
+    me->host_hash = h;
+    me->pid = (int32_t)getpid();
+    me->local_rank_hint = local_rank_hint;
+}
+
+static int transport_allowed(const char *name)
+{
+    const char *spec = tt_env_str("TUTTI_TRANSPORTS");
+    const char *list = spec[0] == '^' ? spec + 1 : spec;
+    int listed = 0;
+    char buf[128];
+
+    if (!*spec)
+        return 1;
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        listed |= strcmp(t, name) == 0;
+    return spec[0] == '^' ? !listed : listed;
+}
+
+static tutti_result_t pick_transport(struct tutti_comm *c, int peer)
+{
+    if (c->tp_of[peer])
+        return TUTTI_SUCCESS;
+    if (peer == c->rank)
+        c->tp_of[peer] = &tt_transport_mem;
+    else if (c->peers[peer].host_hash == c->peers[c->rank].host_hash && transport_allowed("shm"))
+        c->tp_of[peer] = &tt_transport_shm;
+    if (!c->tp_of[peer])
+        return tt_fail(c, TUTTI_ERR_UNSUPPORTED,
+                       "no transport from rank %d (host %s) to rank %d (host %s): shared memory "
+                       "needs one host%s; this build has no network transport",
+                       c->rank, c->peers[c->rank].host, peer, c->peers[peer].host,
+                       transport_allowed("shm") ? "" : " and TUTTI_TRANSPORTS excludes shm");
+    TT_INFO(TT_SUB_INIT, "rank %d -> rank %d: transport %s", c->rank, peer,
+            c->tp_of[peer]->name);
+    return TUTTI_SUCCESS;
+}
+
+struct link {
+    int peer;
+    int channel;
+};
+
+/* Blobs travel as a 4-byte length and a fixed-size body, so receivers know the size. */
+#define WIRE_BLOB (4 + TT_BLOB_MAX)
+
+/*
+ * Set up connections: first every receive side (blob to the sender), then every send side
+ * (blob from the receiver). Bootstrap sends do not wait for the peer's receive, so ranks
+ * meet no matter in which order they list their links.
+ */
+static tutti_result_t connect_links(struct tutti_comm *c, const struct link *recvs, int nrecv,
+                                    const struct link *sends, int nsend)
+{
+    struct tt_transport_ctx ctx = {.rank = c->rank,
+                                   .nranks = c->nranks,
+                                   .job_tag = c->job_tag,
+                                   .slot_bytes = c->slot_bytes,
+                                   .nslots = c->nslots};
+    unsigned char wire[WIRE_BLOB];
+    size_t idx;
+
+    for (int i = 0; i < nrecv; i++) {
+        int p = recvs[i].peer, ch = recvs[i].channel;
+        size_t len = 0;
+
+        idx = (size_t)ch * (size_t)c->nranks + (size_t)p;
+        if (c->conns.recv[idx])
+            continue;
+        TT_CHECK(pick_transport(c, p));
+        memset(wire, 0, sizeof(wire));
+        TT_CHECK(c->tp_of[p]->recv_setup(&ctx, p, ch, wire + 4, &len, &c->conns.recv[idx]));
+        tt_put32(wire, (uint32_t)len);
+        TT_CHECK(tt_boot_send(c->boot, p, TT_TAG_CONN + (uint32_t)ch, wire, sizeof(wire)));
+    }
+    for (int i = 0; i < nsend; i++) {
+        int p = sends[i].peer, ch = sends[i].channel;
+        uint32_t len;
+
+        idx = (size_t)ch * (size_t)c->nranks + (size_t)p;
+        if (c->conns.send[idx])
+            continue;
+        TT_CHECK(pick_transport(c, p));
+        TT_CHECK(tt_boot_recv(c->boot, p, TT_TAG_CONN + (uint32_t)ch, wire, sizeof(wire)));
+        len = tt_get32(wire);
+        if (len > TT_BLOB_MAX)
+            return tt_fail(c, TUTTI_ERR_REMOTE, "rank %d sent a %u-byte connection blob", p,
+                           len);
+        TT_CHECK(c->tp_of[p]->send_connect(&ctx, p, ch, wire + 4, len, &c->conns.send[idx]));
+    }
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_comm_connect_peers(struct tutti_comm *c, const int *peers, int npeers)
+{
+    struct link *recvs = malloc((size_t)npeers * sizeof(*recvs));
+    struct link *sends = malloc((size_t)npeers * sizeof(*sends));
+    int nr = 0, ns = 0;
+    tutti_result_t rc;
+
+    if (!recvs || !sends) {
+        free(recvs);
+        free(sends);
+        return tt_fail(c, TUTTI_ERR_SYSTEM, "out of memory connecting %d peers", npeers);
+    }
+    for (int i = 0; i < npeers; i++) {
+        if (!c->conns.recv[peers[i]])
+            recvs[nr++] = (struct link){peers[i], 0};
+        if (!c->conns.send[peers[i]])
+            sends[ns++] = (struct link){peers[i], 0};
+    }
+    rc = connect_links(c, recvs, nr, sends, ns);
+    free(recvs);
+    free(sends);
+    return rc;
+}
+
+struct tt_lane_state *tt_comm_lane_state(struct tutti_comm *c, int nlanes)
+{
+    if (nlanes > c->lane_state_cap) {
+        struct tt_lane_state *g = realloc(c->lane_state, (size_t)nlanes * sizeof(*g));
+        if (!g)
+            return NULL;
+        c->lane_state = g;
+        c->lane_state_cap = nlanes;
+    }
+    return c->lane_state;
+}
+
+static void comm_free(struct tutti_comm *c)
+{
+    size_t n = (size_t)c->nranks * (size_t)c->nchannels;
+
+    /* Senders first: an in-process (mem) receiver owns the memory its sender writes. */
+    for (size_t i = 0; c->conns.send && i < n; i++)
+        if (c->conns.send[i])
+            c->conns.send[i]->tp->close(c->conns.send[i]);
+    for (size_t i = 0; c->conns.recv && i < n; i++)
+        if (c->conns.recv[i])
+            c->conns.recv[i]->tp->close(c->conns.recv[i]);
+    tt_boot_close(c->boot);
+    tt_plan_free(&c->plan);
+    free(c->lane_state);
+    free(c->conns.send);
+    free(c->conns.recv);
+    free(c->tp_of);
+    free(c->rings);
+    free(c->ring_order);
+    free(c->peers);
+    c->magic = 0;
+    free(c);
+}
+
+static tutti_result_t read_config(struct tutti_comm *c, const tutti_config_t *cfg)
+{
+    size_t buff = tt_env_size("TUTTI_BUFFSIZE");
+    long long steps = tt_env_int("TUTTI_STEPS"), nch = tt_env_int("TUTTI_NCHANNELS");
+
+    c->timeout_s = tt_env_double("TUTTI_TIMEOUT");
+    if (cfg && cfg->timeout_s > 0)
+        c->timeout_s = cfg->timeout_s;
+    if (c->timeout_s <= 0)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "TUTTI_TIMEOUT must be > 0 seconds");
+    if (cfg && cfg->nchannels > 0)
+        nch = cfg->nchannels;
+    if (nch < 1 || nch > 32)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "channel count %lld must be within 1..32",
+                       nch);
+    if (steps < 2 || steps > TT_MAX_SLOTS)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "TUTTI_STEPS=%lld must be within 2..%d", steps,
+                       TT_MAX_SLOTS);
+    if (buff / (size_t)steps < 4096 || buff > (1ull << 30))
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "TUTTI_BUFFSIZE=%zu must give slots of at least 4 KiB (TUTTI_STEPS=%lld) "
+                       "and be at most 1 GiB",
+                       buff, steps);
+    c->nchannels = (int)nch;
+    c->nslots = (int)steps;
+    c->slot_bytes = (buff / (size_t)steps) & ~(size_t)63;
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *info,
+                                 int local_rank_hint)
+{
+    size_t n = (size_t)c->nranks, nconn = n * (size_t)c->nchannels;
+    int local_rank = 0, local_size = 0;
+
+    c->peers = calloc(n, sizeof(*c->peers));
+    c->ring_order = malloc(n * sizeof(int));
+    c->rings = calloc((size_t)c->nchannels, sizeof(*c->rings));
+    c->tp_of = calloc(n, sizeof(*c->tp_of));
+    c->conns.send = calloc(nconn, sizeof(*c->conns.send));
+    c->conns.recv = calloc(nconn, sizeof(*c->conns.recv));
+    if (!c->peers || !c->ring_order || !c->rings || !c->tp_of || !c->conns.send ||
+        !c->conns.recv)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory for a communicator of %d ranks",
+                       c->nranks);
+    c->conns.nranks = c->nranks;
+    c->conns.nchannels = c->nchannels;
+    TT_CHECK(tt_boot_init(info, c->rank, c->nranks, c->timeout_s, &c->boot));
+
+    peer_info_self(&c->peers[c->rank], local_rank_hint);
+    TT_CHECK(tt_boot_allgather(c->boot, c->peers, sizeof(*c->peers)));
+    for (int r = 0; r < c->nranks; r++) {
+        if (c->peers[r].host_hash != c->peers[c->rank].host_hash)
+            continue;
+        local_rank += r < c->rank;
+        local_size++;
+    }
+    c->local_rank = local_rank_hint >= 0 ? local_rank_hint : local_rank;
+    c->local_size = local_size;
+
+    /* Rings: rank order for now; the topology work reorders them. */
+    for (int r = 0; r < c->nranks; r++)
+        c->ring_order[r] = r;
+    for (int ch = 0; ch < c->nchannels; ch++)
+        c->rings[ch] = (struct tt_ring){.nranks = c->nranks, .pos = c->rank, .order = c->ring_order};
+
+    if (c->nranks > 1) {
+        struct link recvs[32], sends[32];
+        int prev = (c->rank + c->nranks - 1) % c->nranks, next = (c->rank + 1) % c->nranks;
+        for (int ch = 0; ch < c->nchannels; ch++) {
+            recvs[ch] = (struct link){prev, ch};
+            sends[ch] = (struct link){next, ch};
+        }
+        TT_CHECK(connect_links(c, recvs, c->nchannels, sends, c->nchannels));
+    }
+    /* Everyone is connected before anyone sends data. */
+    return tt_boot_barrier(c->boot);
+}
+
+tutti_result_t tutti_comm_init(tutti_comm_t *comm, int nranks, const tutti_id_t *id, int rank,
+                               const tutti_config_t *config)
+{
+    struct tt_id_info info;
+    struct tutti_comm *c;
+    tutti_result_t rc;
+
+    tt_log_init();
+    if (!comm)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_comm_init: comm is NULL");
+    if (!id)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_comm_init: id is NULL");
+    if (nranks < 1)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_comm_init: nranks is %d; must be >= 1",
+                       nranks);
+    if (rank < 0 || rank >= nranks)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "tutti_comm_init: rank %d is out of range for nranks %d", rank, nranks);
+    if (config && (config->size < sizeof(size_t) || config->size > sizeof(tutti_config_t)))
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "tutti_comm_init: config->size is %zu; initialise with TUTTI_CONFIG_INIT",
+                       config->size);
+    if (tt_id_decode(id, &info) != 0)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_comm_init: %s", tutti_last_error());
+
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "tutti_comm_init: out of memory");
+    c->magic = TT_COMM_MAGIC;
+    c->rank = rank;
+    c->nranks = nranks;
+    tt_log_set_rank(rank);
+    rc = read_config(c, config);
+    if (rc != TUTTI_SUCCESS) {
+        free(c);
+        return rc;
+    }
+    tt_id_tag(&info, c->job_tag, sizeof(c->job_tag));
+    rc = comm_setup(c, &info, config ? config->local_rank : -1);
+    if (rc != TUTTI_SUCCESS)
+        goto undo_comm;
+    if (!reg_add(c)) {
+        rc = tt_fail(NULL, TUTTI_ERR_SYSTEM, "tutti_comm_init: out of memory");
+        goto undo_comm;
+    }
+    TT_INFO(TT_SUB_INIT, "rank %d of %d ready (local rank %d of %d, %d channel(s), %d x %zu-byte "
+                         "slots per connection)",
+            rank, nranks, c->local_rank, c->local_size, c->nchannels, c->nslots, c->slot_bytes);
+    *comm = c;
+    return TUTTI_SUCCESS;
+
+undo_comm:
+    tt_fail(NULL, rc, "tutti_comm_init: rank %d of %d: %s", rank, nranks, tt_thread_error());
+    comm_free(c);
+    return rc;
+}
+
+tutti_result_t tutti_comm_destroy(tutti_comm_t comm)
+{
+    if (!comm)
+        return TUTTI_SUCCESS;
+    if (!reg_remove(comm))
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "tutti_comm_destroy: comm is not a live communicator (destroyed twice?)");
+    comm_free(comm);
+    return TUTTI_SUCCESS;
+}
+
+#define TT_QUERY(fn, field)                                                                        \
+    tutti_result_t fn(tutti_comm_t comm, int *out)                                                 \
+    {                                                                                              \
+        TT_CHECK(tt_comm_check(comm, #fn));                                                        \
+        if (!out)                                                                                  \
+            return tt_fail(comm, TUTTI_ERR_INVALID_ARG, #fn ": output pointer is NULL");           \
+        *out = comm->field;                                                                        \
+        return TUTTI_SUCCESS;                                                                      \
+    }
+
+TT_QUERY(tutti_comm_rank, rank)
+TT_QUERY(tutti_comm_size, nranks)
+TT_QUERY(tutti_comm_local_rank, local_rank)
+TT_QUERY(tutti_comm_local_size, local_size)
+
+int tutti_version(void) { return TUTTI_VERSION_CODE; }

@@ -1,0 +1,70 @@
+/*
+ * comm.h -- the communicator: who the ranks are, how they are connected, its error state.
+ */
+#ifndef TT_COMM_H
+#define TT_COMM_H
+
+#include "../algorithms/algorithms.h"
+#include "../transport/transport.h"
+#include "bootstrap.h"
+#include "exec.h"
+
+#include <stdint.h>
+
+#define TT_ERRMSG_LEN 512
+#define TT_COMM_MAGIC 0x7475747469636f6dull /* "tutticom" */
+
+/* What each rank tells the others at init. */
+struct tt_peer_info {
+    uint64_t host_hash; /* hostname + boot id, or TUTTI_HOSTID */
+    int32_t pid;
+    int32_t local_rank_hint; /* from config / launcher, -1 if none */
+    char host[64];
+};
+
+struct tutti_comm {
+    uint64_t magic;
+    int rank, nranks;
+    int local_rank, local_size;
+    double timeout_s;
+    int nchannels;
+    size_t slot_bytes;
+    int nslots;
+    char job_tag[64];
+
+    struct tt_boot *boot;
+    struct tt_peer_info *peers;
+    int *ring_order;          /* rank at each ring position (identity until topology) */
+    struct tt_ring *rings;    /* one per channel */
+    struct tt_exec_conns conns;
+    const struct tt_transport **tp_of; /* transport chosen per peer, NULL if none yet */
+
+    tutti_result_t error; /* sticky: TUTTI_SUCCESS while healthy */
+    char fatal[TT_ERRMSG_LEN]; /* message of the error that made it unusable */
+    volatile int abort_flag;
+    uint64_t seq; /* collectives started */
+    char last_error[TT_ERRMSG_LEN];
+
+    /* Reused between calls so the hot path does not allocate. */
+    struct tt_plan plan;
+    struct tt_lane_state *lane_state;
+    int lane_state_cap;
+};
+
+/* Validate a handle: NULL, destroyed or foreign pointers give TUTTI_ERR_INVALID_ARG. */
+tutti_result_t tt_comm_check(struct tutti_comm *comm, const char *fn);
+
+/*
+ * Make sure send and receive connections to each listed peer exist on channel 0 (both
+ * directions). Collective between each pair: both sides call it for each other, in any
+ * order relative to other peers.
+ */
+tutti_result_t tt_comm_connect_peers(struct tutti_comm *comm, const int *peers, int npeers);
+
+/* Lane state array with room for the plan's lanes. */
+struct tt_lane_state *tt_comm_lane_state(struct tutti_comm *comm, int nlanes);
+
+/* Put the communicator into its error state (first error wins) and return rc. */
+tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc);
+
+#endif

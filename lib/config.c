@@ -1,0 +1,160 @@
+/* config.c -- the table of TUTTI_* knobs and their parsing; see config.h. */
+#include "config.h"
+#include "log.h"
+
+#include "tutti.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct knob {
+    const char *name;
+    const char *def;
+    const char *help;
+    const char *value; /* cached after first read */
+    int from_env;
+    int read;
+};
+
+/* Keep in step with README's table (a test compares them). */
+static struct knob knobs[] = {
+    {"TUTTI_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE", NULL, 0, 0},
+    {"TUTTI_DEBUG_SUBSYS", "ALL",
+     "subsystems to log: comma list of INIT,COLL,SHM,NET,IB,TOPO,TUNE,DDP,BOOT; ^ excludes",
+     NULL, 0, 0},
+    {"TUTTI_TIMEOUT", "300", "seconds any wait may make no progress before it fails", NULL, 0, 0},
+    {"TUTTI_NCHANNELS", "1", "rings run in parallel, each over its own connections", NULL, 0, 0},
+    {"TUTTI_BUFFSIZE", "1M", "bytes of FIFO per connection (split into TUTTI_STEPS slots)", NULL, 0,
+     0},
+    {"TUTTI_STEPS", "8", "slots per connection FIFO; a chunk fills one slot", NULL, 0, 0},
+    {"TUTTI_SPIN", "200", "polls a wait spins before it starts to yield the core", NULL, 0, 0},
+    {"TUTTI_SOCKET_IFNAME", "",
+     "interfaces for bootstrap sockets: prefixes (eth,ib), ^ to exclude, = for exact names", NULL,
+     0, 0},
+    {"TUTTI_TRANSPORTS", "", "transports to exclude (^shm) or allow (shm); empty: all", NULL, 0, 0},
+    {"TUTTI_HOSTID", "", "host identity override, so one machine can pose as several", NULL, 0, 0},
+    {"TUTTI_ID", "", "communicator id string (set by tutti-run)", NULL, 0, 0},
+    {"TUTTI_RANK", "", "this process's rank (set by tutti-run)", NULL, 0, 0},
+    {"TUTTI_WORLD_SIZE", "", "number of ranks (set by tutti-run)", NULL, 0, 0},
+    {"TUTTI_LOCAL_RANK", "", "rank among the ranks of this host (set by tutti-run)", NULL, 0, 0},
+    {"TUTTI_SECRET", "", "shared secret for MASTER_ADDR rendezvous (any string)", NULL, 0, 0},
+    {"TUTTI_JOB_TAG", "", "tag in shared-memory segment names (set by tutti-run for clean-up)",
+     NULL, 0, 0},
+};
+static pthread_mutex_t knob_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct knob *find(const char *name)
+{
+    for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
+        if (strcmp(knobs[i].name, name) == 0)
+            return &knobs[i];
+    return NULL;
+}
+
+static struct knob *load(const char *name)
+{
+    struct knob *k = find(name);
+
+    if (!k) {
+        fprintf(stderr, "tutti: internal error: knob %s is not declared in config.c\n", name);
+        abort();
+    }
+    pthread_mutex_lock(&knob_lock);
+    if (!k->read) {
+        const char *v = getenv(name);
+        k->from_env = v && *v;
+        k->value = k->from_env ? strdup(v) : k->def;
+        if (!k->value)
+            k->value = k->def;
+        k->read = 1;
+    }
+    pthread_mutex_unlock(&knob_lock);
+    return k;
+}
+
+const char *tt_env_str(const char *name) { return load(name)->value; }
+
+int tt_env_is_set(const char *name) { return load(name)->from_env; }
+
+int tt_parse_size(const char *s, size_t *out)
+{
+    char *end;
+    unsigned long long v, mul = 1;
+
+    if (!s || !*s || *s == '-')
+        return -1;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1ULL << 10; end++; break;
+    case 'm': case 'M': mul = 1ULL << 20; end++; break;
+    case 'g': case 'G': mul = 1ULL << 30; end++; break;
+    default: break;
+    }
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end != '\0' || (v && mul > ULLONG_MAX / v) || v * mul > SIZE_MAX)
+        return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+long long tt_env_int(const char *name)
+{
+    struct knob *k = load(name);
+    char *end;
+    long long v;
+
+    errno = 0;
+    v = strtoll(k->value, &end, 10);
+    if (errno || end == k->value || *end != '\0') {
+        TT_WARN(TT_SUB_INIT, "%s='%s' is not an integer; using %s", name, k->value, k->def);
+        v = strtoll(k->def, NULL, 10);
+    }
+    return v;
+}
+
+size_t tt_env_size(const char *name)
+{
+    struct knob *k = load(name);
+    size_t v = 0;
+
+    if (tt_parse_size(k->value, &v) != 0) {
+        TT_WARN(TT_SUB_INIT, "%s='%s' is not a size (e.g. 512K, 4M); using %s", name, k->value,
+                k->def);
+        tt_parse_size(k->def, &v);
+    }
+    return v;
+}
+
+double tt_env_double(const char *name)
+{
+    struct knob *k = load(name);
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(k->value, &end);
+    if (errno || end == k->value || *end != '\0') {
+        TT_WARN(TT_SUB_INIT, "%s='%s' is not a number; using %s", name, k->value, k->def);
+        v = strtod(k->def, NULL);
+    }
+    return v;
+}
+
+void tutti_env_print(FILE *out)
+{
+    if (!out)
+        return;
+    for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+        struct knob *k = load(knobs[i].name);
+        fprintf(out, "%-20s = %-12s (%s)  %s\n", k->name, *k->value ? k->value : "\"\"",
+                k->from_env ? "environment" : "default", k->help);
+    }
+}

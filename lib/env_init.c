@@ -1,0 +1,174 @@
+/*
+ * env_init.c -- tutti_comm_init_env: rank, size and rendezvous from what launchers set.
+ *
+ * Rank/size, first complete pair wins: TUTTI_RANK/TUTTI_WORLD_SIZE (tutti-run), RANK/WORLD_SIZE
+ * (torchrun), SLURM_PROCID/SLURM_NTASKS (srun), OMPI_COMM_WORLD_RANK/_SIZE (mpirun).
+ * Rendezvous: TUTTI_ID; else MASTER_ADDR/MASTER_PORT with rank 0 serving; else, when the
+ * launcher says every rank is on this host, 127.0.0.1 and a port derived from the job id.
+ */
+#include "bootstrap.h"
+#include "comm.h"
+#include "config.h"
+#include "error.h"
+#include "log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *env(const char *name)
+{
+    /* TUTTI_* knobs go through the table (read once, listed by tutti-run --env). */
+    const char *v = strncmp(name, "TUTTI_", 6) == 0 ? tt_env_str(name) : getenv(name);
+    return v && *v ? v : NULL;
+}
+
+static tutti_result_t parse_int(const char *name, const char *v, int *out)
+{
+    char *end;
+    long x;
+
+    errno = 0;
+    x = strtol(v, &end, 10);
+    if (errno || end == v || *end != '\0' || x < 0 || x > 1 << 30)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_comm_init_env: %s='%s' is not a "
+                                                    "non-negative integer", name, v);
+    *out = (int)x;
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t rank_and_size(int *rank, int *size, int *local_rank)
+{
+    static const char *sets[][3] = {
+        {"TUTTI_RANK", "TUTTI_WORLD_SIZE", "TUTTI_LOCAL_RANK"},
+        {"RANK", "WORLD_SIZE", "LOCAL_RANK"},
+        {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    };
+
+    for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
+        const char *r = env(sets[i][0]), *s = env(sets[i][1]), *l = env(sets[i][2]);
+        if (!r && !s)
+            continue;
+        if (!r || !s)
+            return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                           "tutti_comm_init_env: %s is set but %s is not", r ? sets[i][0] : sets[i][1],
+                           r ? sets[i][1] : sets[i][0]);
+        TT_CHECK(parse_int(sets[i][0], r, rank));
+        TT_CHECK(parse_int(sets[i][1], s, size));
+        *local_rank = -1;
+        if (l)
+            TT_CHECK(parse_int(sets[i][2], l, local_rank));
+        if (*size < 1 || *rank >= *size)
+            return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                           "tutti_comm_init_env: %s=%d is out of range for %s=%d", sets[i][0],
+                           *rank, sets[i][1], *size);
+        return TUTTI_SUCCESS;
+    }
+    return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                   "tutti_comm_init_env: no rank in the environment: set TUTTI_RANK and "
+                   "TUTTI_WORLD_SIZE (or run under tutti-run, torchrun, srun or mpirun)");
+}
+
+/* A 32-byte secret from a string (not cryptographic: anyone who knows the inputs has it). */
+static void derive_secret(const char *text, unsigned char *secret)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+
+    for (int i = 0; i < TT_SECRET_BYTES; i++) {
+        for (const char *p = text; *p; p++) {
+            h ^= (unsigned char)*p;
+            h *= 0x100000001b3ull;
+        }
+        h ^= h >> 29;
+        h *= 0xbf58476d1ce4e5b9ull;
+        secret[i] = (unsigned char)(h >> 32);
+    }
+}
+
+/* The job's id from Slurm or Open MPI, for a loopback rendezvous; NULL if none. */
+static const char *local_job_id(int size)
+{
+    const char *nn = env("SLURM_NNODES"), *ls = env("OMPI_COMM_WORLD_LOCAL_SIZE");
+
+    if (nn && strcmp(nn, "1") == 0 && env("SLURM_JOB_ID"))
+        return env("SLURM_JOB_ID");
+    if (ls && atoi(ls) == size) {
+        if (env("OMPI_MCA_ess_base_jobid"))
+            return env("OMPI_MCA_ess_base_jobid");
+        if (env("PMIX_NAMESPACE"))
+            return env("PMIX_NAMESPACE");
+        if (env("OMPI_MCA_orte_ess_jobid"))
+            return env("OMPI_MCA_orte_ess_jobid");
+    }
+    return NULL;
+}
+
+static tutti_result_t rendezvous_from_env(int rank, int size, tutti_id_t *id)
+{
+    const char *s = env("TUTTI_ID"), *host = env("MASTER_ADDR"), *port_s = env("MASTER_PORT");
+    const char *job;
+    struct tt_id_info info;
+    char text[512];
+    int port;
+
+    if (s) {
+        if (tutti_id_from_string(s, id) != TUTTI_SUCCESS)
+            return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_comm_init_env: TUTTI_ID: %s",
+                           tutti_last_error());
+        return TUTTI_SUCCESS;
+    }
+    if (host || port_s) {
+        if (!host || !port_s)
+            return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                           "tutti_comm_init_env: %s is set but %s is not",
+                           host ? "MASTER_ADDR" : "MASTER_PORT", host ? "MASTER_PORT" : "MASTER_ADDR");
+        TT_CHECK(parse_int("MASTER_PORT", port_s, &port));
+        if (port < 1 || port > 65535)
+            return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                           "tutti_comm_init_env: MASTER_PORT=%d is not a TCP port", port);
+        TT_CHECK(tt_addr_resolve(host, port, &info.root));
+        snprintf(text, sizeof(text), "%s|%s|%d|%d", env("TUTTI_SECRET") ? env("TUTTI_SECRET") : "",
+                 host, port, size);
+    } else if ((job = local_job_id(size)) != NULL) {
+        unsigned h = 2166136261u;
+        for (const char *p = job; *p; p++)
+            h = (h ^ (unsigned char)*p) * 16777619u;
+        port = 29000 + (int)(h % 20000u);
+        TT_CHECK(tt_addr_resolve("127.0.0.1", port, &info.root));
+        snprintf(text, sizeof(text), "%s|job|%s|%d", env("TUTTI_SECRET") ? env("TUTTI_SECRET") : "",
+                 job, size);
+        TT_INFO(TT_SUB_BOOT, "all ranks on this host: loopback rendezvous on port %d (job %s)",
+                port, job);
+    } else {
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "tutti_comm_init_env: no rendezvous in the environment: set TUTTI_ID, or "
+                       "MASTER_ADDR and MASTER_PORT (rank 0 listens there)");
+    }
+    derive_secret(text, info.secret);
+    if (rank == 0) {
+        struct tt_addr at = info.root;
+        char buf[80];
+        if (tt_boot_root_start(&at, info.secret, tt_env_double("TUTTI_TIMEOUT")) != TUTTI_SUCCESS)
+            return tt_fail(NULL, TUTTI_ERR_SYSTEM,
+                           "tutti_comm_init_env: rank 0 cannot serve the rendezvous at %s: %s",
+                           tt_addr_str(&info.root, buf, sizeof(buf)), tutti_last_error());
+    }
+    tt_id_encode(&info, id);
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_comm_init_env(tutti_comm_t *comm)
+{
+    tutti_config_t cfg = TUTTI_CONFIG_INIT;
+    tutti_id_t id;
+    int rank, size;
+
+    tt_log_init();
+    if (!comm)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_comm_init_env: comm is NULL");
+    TT_CHECK(rank_and_size(&rank, &size, &cfg.local_rank));
+    TT_CHECK(rendezvous_from_env(rank, size, &id));
+    return tutti_comm_init(comm, size, &id, rank, &cfg);
+}

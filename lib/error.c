@@ -1,0 +1,71 @@
+/* error.c -- result strings and failure messages; see error.h. */
+#include "error.h"
+#include "comm.h"
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char thread_msg[TT_ERRMSG_LEN];
+
+const char *tutti_strerror(tutti_result_t result)
+{
+    switch (result) {
+#define TT_RESULT_CASE(name, desc)                                                                 \
+    case TUTTI_##name:                                                                             \
+        return desc;
+        TUTTI_RESULT_MAP(TT_RESULT_CASE)
+#undef TT_RESULT_CASE
+    default:
+        return "unknown result code";
+    }
+}
+
+static tutti_result_t record(struct tutti_comm *comm, tutti_result_t rc, int loud, const char *fmt,
+                             va_list ap)
+{
+    vsnprintf(thread_msg, sizeof(thread_msg), fmt, ap);
+    if (comm)
+        snprintf(comm->last_error, sizeof(comm->last_error), "%s", thread_msg);
+    if (loud)
+        TT_WARN(TT_SUB_ALL, "%s (%s)", thread_msg, tutti_strerror(rc));
+    return rc;
+}
+
+tutti_result_t tt_fail(struct tutti_comm *comm, tutti_result_t rc, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    record(comm, rc, 1, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+tutti_result_t tt_fail_quiet(struct tutti_comm *comm, tutti_result_t rc, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    record(comm, rc, 0, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+void tt_error_to_comm(struct tutti_comm *comm)
+{
+    if (comm)
+        snprintf(comm->last_error, sizeof(comm->last_error), "%s", thread_msg);
+}
+
+const char *tt_thread_error(void) { return thread_msg; }
+
+const char *tutti_last_error(void) { return thread_msg; }
+
+const char *tutti_comm_last_error(tutti_comm_t comm)
+{
+    if (!comm)
+        return thread_msg;
+    return comm->last_error;
+}

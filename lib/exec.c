@@ -1,0 +1,254 @@
+/* exec.c -- the executor; see exec.h and algorithms/plan.h for the chunk-major walk. */
+#include "exec.h"
+#include "error.h"
+#include "wait.h"
+
+#include <string.h>
+
+void tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void *const *bufs,
+                  tutti_dtype_t dtype, tutti_op_t op, int avg_divisor, size_t chunk_bytes,
+                  const struct tt_exec_conns *conns, struct tt_lane_state *lanes)
+{
+    memset(x, 0, sizeof(*x));
+    x->plan = plan;
+    x->bufs = bufs;
+    x->dtype = dtype;
+    x->op = op;
+    x->esize = tutti_dtype_size(dtype);
+    x->avg_divisor = avg_divisor;
+    x->kernel = tt_reduce_kernel(dtype, op);
+    x->chunk_elems = chunk_bytes / x->esize;
+    x->conns = conns;
+    x->lanes = lanes;
+    x->lanes_left = plan->nlanes;
+    x->wait_peer = -1;
+    for (int l = 0; l < plan->nlanes; l++) {
+        const struct tt_lane *lane = &plan->lanes[l];
+        size_t most = 0;
+
+        for (size_t i = 0; i < lane->nsteps; i++) {
+            size_t c = plan->steps[lane->first + i].count;
+            most = c > most ? c : most;
+        }
+        lanes[l] = (struct tt_lane_state){
+            .chunk = 0, .nchunks = (most + x->chunk_elems - 1) / x->chunk_elems, .step = 0};
+        if (lanes[l].nchunks == 0)
+            x->lanes_left--;
+    }
+}
+
+static struct tt_conn *conn_at(struct tt_conn **table, const struct tt_exec_conns *c, int channel,
+                               int peer)
+{
+    if (peer < 0 || peer >= c->nranks || channel < 0 || channel >= c->nchannels)
+        return NULL;
+    return table[(size_t)channel * (size_t)c->nranks + (size_t)peer];
+}
+
+static int prim_recvs(int prim) { return prim != TT_PRIM_SEND && prim != TT_PRIM_COPY; }
+
+static int prim_sends(int prim)
+{
+    return prim == TT_PRIM_SEND || prim == TT_PRIM_RECV_REDUCE_SEND ||
+           prim == TT_PRIM_RECV_REDUCE_COPY_SEND || prim == TT_PRIM_RECV_COPY_SEND;
+}
+
+/* Peek / get a slot; pump the connection once if the transport says "not yet". */
+static tutti_result_t poll_peek(struct tt_conn *c, const void **slot, size_t *bytes)
+{
+    tutti_result_t r = c->tp->recv_peek(c, slot, bytes);
+
+    if (r == TUTTI_IN_PROGRESS) {
+        r = c->tp->progress(c);
+        if (r == TUTTI_SUCCESS)
+            r = c->tp->recv_peek(c, slot, bytes);
+    }
+    return r;
+}
+
+static tutti_result_t poll_slot(struct tt_conn *c, void **slot)
+{
+    tutti_result_t r = c->tp->send_slot(c, slot);
+
+    if (r == TUTTI_IN_PROGRESS) {
+        r = c->tp->progress(c);
+        if (r == TUTTI_SUCCESS)
+            r = c->tp->send_slot(c, slot);
+    }
+    return r;
+}
+
+static void postop(struct tt_exec *x, const struct tt_step *s, void *d, size_t n)
+{
+    if ((s->flags & TT_STEP_POSTOP) && x->op == TUTTI_AVG)
+        tt_postop_avg(x->dtype, d, n, x->avg_divisor);
+}
+
+/* One chunk of one step: elements [lo, lo + n) of the step's range. */
+static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int channel,
+                                 size_t lo, size_t n)
+{
+    size_t bytes = n * x->esize;
+    const char *src = (const char *)x->bufs[s->src] + (s->src_off + lo) * x->esize;
+    char *dst = (char *)x->bufs[s->dst] + (s->dst_off + lo) * x->esize;
+    struct tt_conn *rc = NULL, *sc = NULL;
+    const void *rslot = NULL;
+    void *sslot = NULL;
+    size_t rbytes = 0;
+    tutti_result_t r;
+
+    if (prim_recvs(s->prim)) {
+        rc = conn_at(x->conns->recv, x->conns, channel, s->recv_peer);
+        if (!rc)
+            return tt_fail(NULL, TUTTI_ERR_INTERNAL, "no connection from rank %d on channel %d",
+                           s->recv_peer, channel);
+        r = poll_peek(rc, &rslot, &rbytes);
+        if (r == TUTTI_IN_PROGRESS) {
+            x->wait_peer = s->recv_peer;
+            x->wait_dir = 'r';
+        }
+        if (r != TUTTI_SUCCESS)
+            return r;
+        if (rbytes != bytes)
+            return tt_fail(NULL, TUTTI_ERR_REMOTE,
+                           "rank %d sent %zu bytes where %zu were expected: do all ranks pass the "
+                           "same count, dtype and root?",
+                           s->recv_peer, rbytes, bytes);
+    }
+    if (prim_sends(s->prim)) {
+        sc = conn_at(x->conns->send, x->conns, channel, s->send_peer);
+        if (!sc)
+            return tt_fail(NULL, TUTTI_ERR_INTERNAL, "no connection to rank %d on channel %d",
+                           s->send_peer, channel);
+        r = poll_slot(sc, &sslot);
+        if (r == TUTTI_IN_PROGRESS) {
+            x->wait_peer = s->send_peer;
+            x->wait_dir = 's';
+        }
+        if (r != TUTTI_SUCCESS)
+            return r;
+    }
+
+    switch (s->prim) {
+    case TT_PRIM_SEND:
+        memcpy(sslot, src, bytes);
+        break;
+    case TT_PRIM_RECV:
+        memcpy(dst, rslot, bytes);
+        break;
+    case TT_PRIM_RECV_REDUCE_SEND:
+        x->kernel(sslot, NULL, rslot, src, n);
+        break;
+    case TT_PRIM_RECV_REDUCE_COPY:
+        x->kernel(dst, NULL, rslot, src, n);
+        postop(x, s, dst, n);
+        break;
+    case TT_PRIM_RECV_REDUCE_COPY_SEND:
+        if ((s->flags & TT_STEP_POSTOP) && x->op == TUTTI_AVG) {
+            x->kernel(dst, NULL, rslot, src, n);
+            postop(x, s, dst, n);
+            memcpy(sslot, dst, bytes);
+        } else {
+            x->kernel(dst, sslot, rslot, src, n);
+        }
+        break;
+    case TT_PRIM_RECV_COPY_SEND:
+        memcpy(dst, rslot, bytes);
+        memcpy(sslot, rslot, bytes);
+        break;
+    case TT_PRIM_COPY:
+        if (dst != src)
+            memmove(dst, src, bytes);
+        postop(x, s, dst, n);
+        break;
+    default:
+        return tt_fail(NULL, TUTTI_ERR_INTERNAL, "bad primitive %d in plan", s->prim);
+    }
+    if (sc) {
+        r = sc->tp->send_commit(sc, bytes);
+        if (r != TUTTI_SUCCESS)
+            return r;
+    }
+    if (rc) {
+        r = rc->tp->recv_release(rc);
+        if (r != TUTTI_SUCCESS)
+            return r;
+    }
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t lane_progress(struct tt_exec *x, const struct tt_lane *lane,
+                                    struct tt_lane_state *ls)
+{
+    const struct tt_step *steps = x->plan->steps + lane->first;
+
+    while (ls->chunk < ls->nchunks) {
+        size_t lo = ls->chunk * x->chunk_elems;
+
+        while (ls->step < lane->nsteps) {
+            const struct tt_step *s = &steps[ls->step];
+
+            if (lo < s->count) {
+                size_t n = s->count - lo < x->chunk_elems ? s->count - lo : x->chunk_elems;
+                tutti_result_t r = exec_chunk(x, s, lane->channel, lo, n);
+                if (r != TUTTI_SUCCESS)
+                    return r;
+                x->moved = 1;
+            }
+            ls->step++;
+        }
+        ls->step = 0;
+        ls->chunk++;
+    }
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_exec_progress(struct tt_exec *x)
+{
+    x->moved = 0;
+    for (int l = 0; l < x->plan->nlanes && x->lanes_left > 0; l++) {
+        struct tt_lane_state *ls = &x->lanes[l];
+
+        if (ls->chunk >= ls->nchunks)
+            continue;
+        tutti_result_t r = lane_progress(x, &x->plan->lanes[l], ls);
+        if (r == TUTTI_SUCCESS)
+            x->lanes_left--;
+        else if (r != TUTTI_IN_PROGRESS)
+            return r;
+    }
+    return x->lanes_left == 0 ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
+}
+
+tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, const volatile int *abort_flag,
+                           const char *what)
+{
+    struct tt_backoff b;
+    double last_move = tt_now();
+
+    tt_backoff_init(&b);
+    for (;;) {
+        tutti_result_t r = tt_exec_progress(x);
+        double now;
+
+        if (r != TUTTI_IN_PROGRESS)
+            return r;
+        if (x->moved) {
+            tt_backoff_reset(&b);
+            last_move = 0;
+            continue;
+        }
+        now = tt_backoff_wait(&b);
+        if (now == 0)
+            continue;
+        if (last_move == 0)
+            last_move = now;
+        if (abort_flag && *abort_flag)
+            return tt_fail(NULL, TUTTI_ERR_ABORTED, "%s: aborted", what);
+        if (now - last_move > timeout_s)
+            return tt_fail(NULL, TUTTI_ERR_TIMEOUT,
+                           "%s: no progress for %.0f s while %s rank %d (TUTTI_TIMEOUT)", what,
+                           timeout_s, x->wait_dir == 's' ? "sending to" : "receiving from",
+                           x->wait_peer);
+    }
+}

@@ -1,0 +1,67 @@
+/*
+ * exec.h -- the executor: walks a plan's lanes over connections, chunk by chunk.
+ *
+ * tt_exec_progress() does as much as it can without waiting and reports whether it moved;
+ * it never blocks, so the same code serves the blocking path (tt_exec_run: progress, back
+ * off, check the deadline), several lanes at once, and the in-process simulator (which
+ * round-robins the executors of all ranks and calls a round without movement a deadlock).
+ */
+#ifndef TT_EXEC_H
+#define TT_EXEC_H
+
+#include "../algorithms/plan.h"
+#include "../transport/transport.h"
+#include "reduce.h"
+
+/* Connections by [channel * nranks + peer]; NULL where none. */
+struct tt_exec_conns {
+    int nranks;
+    int nchannels;
+    struct tt_conn **send;
+    struct tt_conn **recv;
+};
+
+struct tt_lane_state {
+    size_t chunk;   /* current chunk index */
+    size_t nchunks; /* chunks of the lane's longest step */
+    size_t step;    /* index within the lane */
+};
+
+struct tt_exec {
+    const struct tt_plan *plan;
+    void *const *bufs; /* buffers named by steps' src/dst */
+    size_t esize;
+    tutti_dtype_t dtype;
+    tutti_op_t op;
+    int avg_divisor; /* ranks, for AVG's POSTOP */
+    tt_reduce_fn kernel;
+    size_t chunk_elems;
+    const struct tt_exec_conns *conns;
+    struct tt_lane_state *lanes; /* plan->nlanes entries, owned by the caller */
+    int lanes_left;
+    int moved; /* set by tt_exec_progress when anything advanced */
+    /* Where the last wait was, for messages: peer and direction ('s' or 'r'). */
+    int wait_peer;
+    char wait_dir;
+};
+
+/*
+ * Prepare x to run plan. lanes must have plan->nlanes entries. chunk_bytes is the slot
+ * size of the connections (every connection of a communicator has the same).
+ */
+void tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void *const *bufs,
+                  tutti_dtype_t dtype, tutti_op_t op, int avg_divisor, size_t chunk_bytes,
+                  const struct tt_exec_conns *conns, struct tt_lane_state *lanes);
+
+/* TUTTI_SUCCESS when every lane is done, TUTTI_IN_PROGRESS, or an error (message set). */
+tutti_result_t tt_exec_progress(struct tt_exec *x);
+
+/*
+ * Run to completion. Fails with TUTTI_ERR_TIMEOUT when nothing moves for timeout_s seconds,
+ * or TUTTI_ERR_ABORTED when *abort_flag becomes non-zero. `what` names the operation in
+ * messages ("all_reduce #12").
+ */
+tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, const volatile int *abort_flag,
+                           const char *what);
+
+#endif

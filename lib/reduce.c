@@ -1,0 +1,143 @@
+/*
+ * reduce.c -- host reduction kernels; see reduce.h.
+ *
+ * Each kernel is a plain loop the compiler vectorises; on x86-64 each is also built for AVX2
+ * and AVX-512 and the loader picks the best (target_clones). Integer arithmetic is done on
+ * the unsigned type so overflow wraps instead of being undefined. fp16/bf16 go through float.
+ */
+#include "reduce.h"
+#include "half.h"
+
+#include <stdint.h>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(TT_NO_CLONES)
+#define TT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TT_CLONES
+#endif
+
+/* NaN-propagating min/max: a NaN in either input wins. */
+#define TT_FMIN(x, y) (((x) < (y) || (x) != (x)) ? (x) : (y))
+#define TT_FMAX(x, y) (((x) > (y) || (x) != (x)) ? (x) : (y))
+#define TT_IMIN(x, y) ((x) < (y) ? (x) : (y))
+#define TT_IMAX(x, y) ((x) > (y) ? (x) : (y))
+
+#define TT_SUM(x, y) ((x) + (y))
+#define TT_PROD(x, y) ((x) * (y))
+
+/* Kernel on type T computing in type C (C unsigned for integers so overflow wraps). */
+#define TT_KERNEL(name, T, C, EXPR)                                                                \
+    TT_CLONES static void name(void *d0_, void *d1_, const void *a_, const void *b_, size_t n)     \
+    {                                                                                              \
+        T *d0 = d0_, *d1 = d1_;                                                                    \
+        const T *a = a_, *b = b_;                                                                  \
+        if (d1) {                                                                                  \
+            _Pragma("GCC ivdep") for (size_t i = 0; i < n; i++)                                    \
+            {                                                                                      \
+                C x = (C)a[i], y = (C)b[i];                                                        \
+                T r = (T)(EXPR);                                                                   \
+                d0[i] = r;                                                                         \
+                d1[i] = r;                                                                         \
+            }                                                                                      \
+        } else {                                                                                   \
+            _Pragma("GCC ivdep") for (size_t i = 0; i < n; i++)                                    \
+            {                                                                                      \
+                C x = (C)a[i], y = (C)b[i];                                                        \
+                d0[i] = (T)(EXPR);                                                                 \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+/* 16-bit floats: decode both, compute in float, round back. */
+#define TT_KERNEL16(name, TO_F, FROM_F, EXPR)                                                      \
+    TT_CLONES static void name(void *d0_, void *d1_, const void *a_, const void *b_, size_t n)     \
+    {                                                                                              \
+        uint16_t *d0 = d0_, *d1 = d1_;                                                             \
+        const uint16_t *a = a_, *b = b_;                                                           \
+        _Pragma("GCC ivdep") for (size_t i = 0; i < n; i++)                                        \
+        {                                                                                          \
+            float x = TO_F(a[i]), y = TO_F(b[i]);                                                  \
+            d0[i] = FROM_F(EXPR);                                                                  \
+        }                                                                                          \
+        if (d1)                                                                                    \
+            for (size_t i = 0; i < n; i++)                                                         \
+                d1[i] = d0[i];                                                                     \
+    }
+
+#define TT_INT_KERNELS(suffix, T, C)                                                               \
+    TT_KERNEL(sum_##suffix, T, C, TT_SUM(x, y))                                                    \
+    TT_KERNEL(prod_##suffix, T, C, TT_PROD(x, y))                                                  \
+    TT_KERNEL(min_##suffix, T, T, TT_IMIN(x, y))                                                   \
+    TT_KERNEL(max_##suffix, T, T, TT_IMAX(x, y))
+
+#define TT_FLT_KERNELS(suffix, T)                                                                  \
+    TT_KERNEL(sum_##suffix, T, T, TT_SUM(x, y))                                                    \
+    TT_KERNEL(prod_##suffix, T, T, TT_PROD(x, y))                                                  \
+    TT_KERNEL(min_##suffix, T, T, TT_FMIN(x, y))                                                   \
+    TT_KERNEL(max_##suffix, T, T, TT_FMAX(x, y))
+
+#define TT_HALF_KERNELS(suffix, TO_F, FROM_F)                                                      \
+    TT_KERNEL16(sum_##suffix, TO_F, FROM_F, TT_SUM(x, y))                                          \
+    TT_KERNEL16(prod_##suffix, TO_F, FROM_F, TT_PROD(x, y))                                        \
+    TT_KERNEL16(min_##suffix, TO_F, FROM_F, TT_FMIN(x, y))                                         \
+    TT_KERNEL16(max_##suffix, TO_F, FROM_F, TT_FMAX(x, y))
+
+/* Unsigned compute types: int8 sums promote to int, so cast through the unsigned type. */
+TT_INT_KERNELS(i8, int8_t, uint8_t)
+TT_INT_KERNELS(u8, uint8_t, uint8_t)
+TT_INT_KERNELS(i32, int32_t, uint32_t)
+TT_INT_KERNELS(u32, uint32_t, uint32_t)
+TT_INT_KERNELS(i64, int64_t, uint64_t)
+TT_INT_KERNELS(u64, uint64_t, uint64_t)
+TT_HALF_KERNELS(f16, tt_half_to_float, tt_float_to_half)
+TT_HALF_KERNELS(bf16, tt_bf16_to_float, tt_float_to_bf16)
+TT_FLT_KERNELS(f32, float)
+TT_FLT_KERNELS(f64, double)
+
+#define TT_ROW(s) {sum_##s, prod_##s, min_##s, max_##s}
+
+/* Indexed [dtype][op] in the order of tutti_dtype_t and tutti_op_t (AVG uses SUM). */
+static const tt_reduce_fn kernels[TUTTI_NUM_DTYPES][4] = {
+    TT_ROW(i8),  TT_ROW(u8),   TT_ROW(i32), TT_ROW(u32), TT_ROW(i64),
+    TT_ROW(u64), TT_ROW(f16), TT_ROW(bf16), TT_ROW(f32), TT_ROW(f64),
+};
+
+tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op)
+{
+    if ((unsigned)dtype >= TUTTI_NUM_DTYPES || (unsigned)op >= TUTTI_NUM_OPS)
+        return NULL;
+    return kernels[dtype][op == TUTTI_AVG ? TUTTI_SUM : op];
+}
+
+#define TT_DIV_LOOP(T)                                                                             \
+    do {                                                                                           \
+        T *p = d;                                                                                  \
+        for (size_t i = 0; i < n; i++)                                                             \
+            p[i] = (T)(p[i] / divisor);                                                         \
+    } while (0)
+
+#define TT_DIV16_LOOP(TO_F, FROM_F)                                                                \
+    do {                                                                                           \
+        uint16_t *p = d;                                                                           \
+        for (size_t i = 0; i < n; i++)                                                             \
+            p[i] = FROM_F(TO_F(p[i]) / (float)divisor);                                            \
+    } while (0)
+
+void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor)
+{
+    if (divisor <= 1)
+        return;
+    switch (dtype) {
+    case TUTTI_INT8: TT_DIV_LOOP(int8_t); break;
+    case TUTTI_UINT8: TT_DIV_LOOP(uint8_t); break;
+    case TUTTI_INT32: TT_DIV_LOOP(int32_t); break;
+    case TUTTI_UINT32: TT_DIV_LOOP(uint32_t); break;
+    case TUTTI_INT64: TT_DIV_LOOP(int64_t); break;
+    case TUTTI_UINT64: TT_DIV_LOOP(uint64_t); break;
+    case TUTTI_FLOAT16: TT_DIV16_LOOP(tt_half_to_float, tt_float_to_half); break;
+    case TUTTI_BFLOAT16: TT_DIV16_LOOP(tt_bf16_to_float, tt_float_to_bf16); break;
+    case TUTTI_FLOAT32: TT_DIV_LOOP(float); break;
+    case TUTTI_FLOAT64: TT_DIV_LOOP(double); break;
+    default: break;
+    }
+}

@@ -1,0 +1,23 @@
+/*
+ * reduce.h -- host reduction kernels for every dtype x op.
+ *
+ * A kernel computes d0[i] = a[i] OP b[i] (and d1[i] the same when d1 != NULL) for i < n.
+ * d0 may be the same array as a or b (same index only); d1 does not overlap anything.
+ * AVG reduces as SUM; tt_postop_avg() divides by the rank count once at the end.
+ */
+#ifndef TT_REDUCE_H
+#define TT_REDUCE_H
+
+#include "tutti.h"
+
+#include <stddef.h>
+
+typedef void (*tt_reduce_fn)(void *d0, void *d1, const void *a, const void *b, size_t n);
+
+/* Kernel for (dtype, op); op AVG gives the SUM kernel. NULL for invalid values. */
+tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op);
+
+/* d[i] /= divisor (integers truncate toward zero; halves compute in float and round). */
+void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor);
+
+#endif

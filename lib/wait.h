@@ -1,0 +1,50 @@
+/*
+ * wait.h -- how every wait in tutti waits: spin briefly, then yield, then sleep.
+ *
+ * Ranks may outnumber cores, so a waiter must give its core to the rank it waits for. The
+ * first TUTTI_SPIN polls spin (cheap when the peer runs on another core), the next ones call
+ * sched_yield (hands the core to a runnable peer at once), and after a millisecond without
+ * progress the waiter sleeps in growing steps up to 200 us. Any progress resets the backoff.
+ */
+#ifndef TT_WAIT_H
+#define TT_WAIT_H
+
+#include <sched.h>
+#include <time.h>
+
+struct tt_backoff {
+    unsigned polls;
+    unsigned spin_limit;
+    double yield_until; /* monotonic seconds; 0 = not yet yielding */
+    long sleep_ns;
+};
+
+static inline double tt_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline void tt_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+void tt_backoff_init(struct tt_backoff *b);
+
+static inline void tt_backoff_reset(struct tt_backoff *b)
+{
+    b->polls = 0;
+    b->yield_until = 0;
+    b->sleep_ns = 0;
+}
+
+/* Wait a little; returns the current time if it looked at the clock, else 0. */
+double tt_backoff_wait(struct tt_backoff *b);
+
+#endif

@@ -1,0 +1,389 @@
+/*
+ * tutti-run -- start N local ranks of a tutti program.
+ *
+ *   tutti-run -n N [--no-prefix] [--grace S] [--] program [args...]
+ *   tutti-run --env
+ *
+ * Each rank gets TUTTI_ID, TUTTI_RANK, TUTTI_WORLD_SIZE and TUTTI_LOCAL_RANK; the rendezvous
+ * runs inside tutti-run. Output lines are prefixed "[rank] ". When a rank fails (non-zero
+ * exit or a signal), the others get SIGTERM, then SIGKILL after the grace period, and
+ * tutti-run exits with the failed rank's status (128 + signal for a signal). SIGINT, SIGTERM
+ * and SIGHUP are forwarded to every rank. Ranks run in their own process groups and die with
+ * tutti-run (PR_SET_PDEATHSIG), so nothing is left behind; shared-memory names a killed rank
+ * did not get to remove are removed at the end.
+ */
+#include "tutti.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RANKS 4096
+#define LINE_MAX_BYTES 65536
+
+struct stream {
+    int fd;        /* read end, -1 once closed */
+    int out;       /* 1 = stdout, 2 = stderr */
+    size_t len;    /* bytes of an unfinished line */
+    char *buf;
+};
+
+struct rank {
+    pid_t pid;
+    int done;
+    int status; /* wait status */
+    struct stream s[2];
+};
+
+static struct rank *ranks;
+static int nranks, prefix = 1;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tutti-run -n N [--no-prefix] [--grace SECONDS] [--] program [args...]\n"
+               "       tutti-run --env     print every TUTTI_* variable and exit\n"
+               "Starts N ranks of program on this host, wired up through TUTTI_ID.\n");
+}
+
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void emit_line(int rank, int out, const char *line, size_t len)
+{
+    char head[32];
+    int h = prefix ? snprintf(head, sizeof(head), "[%d] ", rank) : 0;
+    char *buf = malloc((size_t)h + len + 1);
+
+    if (!buf)
+        return;
+    memcpy(buf, head, (size_t)h);
+    memcpy(buf + h, line, len);
+    buf[(size_t)h + len] = '\n';
+    write_all(out, buf, (size_t)h + len + 1);
+    free(buf);
+}
+
+/* Read what a rank wrote; print whole lines. Returns 0 at EOF. */
+static int pump(int rank, struct stream *s)
+{
+    ssize_t n = read(s->fd, s->buf + s->len, LINE_MAX_BYTES - s->len);
+
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return 1;
+    if (n <= 0) {
+        if (s->len > 0)
+            emit_line(rank, s->out, s->buf, s->len);
+        s->len = 0;
+        close(s->fd);
+        s->fd = -1;
+        return 0;
+    }
+    s->len += (size_t)n;
+    char *start = s->buf, *end = s->buf + s->len, *nl;
+    while ((nl = memchr(start, '\n', (size_t)(end - start))) != NULL) {
+        emit_line(rank, s->out, start, (size_t)(nl - start));
+        start = nl + 1;
+    }
+    s->len = (size_t)(end - start);
+    memmove(s->buf, start, s->len);
+    if (s->len == LINE_MAX_BYTES) { /* a very long line: print what we have */
+        emit_line(rank, s->out, s->buf, s->len);
+        s->len = 0;
+    }
+    return 1;
+}
+
+static void signal_all(int sig)
+{
+    for (int r = 0; r < nranks; r++)
+        if (ranks[r].pid > 0 && !ranks[r].done)
+            kill(-ranks[r].pid, sig); /* its process group: the rank and its children */
+}
+
+/* Remove shared-memory names of this job that ranks could not remove (killed in setup). */
+static void shm_cleanup(const char *tag)
+{
+    char prefix_name[96];
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+
+    if (!d)
+        return;
+    snprintf(prefix_name, sizeof(prefix_name), "tutti-%s-", tag);
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix_name, strlen(prefix_name)) == 0) {
+            char path[512];
+            snprintf(path, sizeof(path), "/%s", e->d_name);
+            shm_unlink(path);
+        }
+    }
+    closedir(d);
+}
+
+static pid_t spawn(int r, char **argv, const sigset_t *oldmask, pid_t parent)
+{
+    int out[2], err[2];
+    pid_t pid;
+    char val[32];
+
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+        perror("tutti-run: pipe");
+        return -1;
+    }
+    pid = fork();
+    if (pid < 0) {
+        perror("tutti-run: fork");
+        return -1;
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        if (r != 0) {
+            int devnull = open("/dev/null", O_RDONLY);
+            if (devnull >= 0)
+                dup2(devnull, 0);
+        }
+        snprintf(val, sizeof(val), "%d", r);
+        setenv("TUTTI_RANK", val, 1);
+        setenv("TUTTI_LOCAL_RANK", val, 1);
+        sigprocmask(SIG_SETMASK, oldmask, NULL);
+        execvp(argv[0], argv);
+        fprintf(stderr, "tutti-run: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid); /* also here, so the group exists before we might signal it */
+    close(out[1]);
+    close(err[1]);
+    ranks[r].s[0] = (struct stream){.fd = out[0], .out = 1, .buf = malloc(LINE_MAX_BYTES)};
+    ranks[r].s[1] = (struct stream){.fd = err[0], .out = 2, .buf = malloc(LINE_MAX_BYTES)};
+    if (!ranks[r].s[0].buf || !ranks[r].s[1].buf) {
+        fprintf(stderr, "tutti-run: out of memory\n");
+        return -1;
+    }
+    return pid;
+}
+
+static int status_code(int st)
+{
+    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+}
+
+int main(int argc, char **argv)
+{
+    double grace = 3.0, kill_at = 0;
+    int first = -1, result = 0, live, argi = 1, sfd, interrupted = 0;
+    sigset_t mask, oldmask;
+    char tag[32], idstr[TUTTI_ID_STRLEN], val[32];
+    tutti_id_t id;
+    struct pollfd *pfd;
+    pid_t self = getpid();
+
+    for (; argi < argc; argi++) {
+        if (strcmp(argv[argi], "-n") == 0 && argi + 1 < argc) {
+            char *end;
+            long n = strtol(argv[++argi], &end, 10);
+            if (*end || n < 1 || n > MAX_RANKS) {
+                fprintf(stderr, "tutti-run: -n %s: need a rank count within 1..%d\n", argv[argi],
+                        MAX_RANKS);
+                return 2;
+            }
+            nranks = (int)n;
+        } else if (strcmp(argv[argi], "--no-prefix") == 0) {
+            prefix = 0;
+        } else if (strcmp(argv[argi], "--grace") == 0 && argi + 1 < argc) {
+            grace = atof(argv[++argi]);
+            if (grace <= 0) {
+                fprintf(stderr, "tutti-run: --grace needs a positive number of seconds\n");
+                return 2;
+            }
+        } else if (strcmp(argv[argi], "--env") == 0) {
+            tutti_env_print(stdout);
+            return 0;
+        } else if (strcmp(argv[argi], "-h") == 0 || strcmp(argv[argi], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[argi], "--") == 0) {
+            argi++;
+            break;
+        } else if (argv[argi][0] == '-') {
+            fprintf(stderr, "tutti-run: unknown option %s\n", argv[argi]);
+            usage(stderr);
+            return 2;
+        } else {
+            break;
+        }
+    }
+    if (nranks == 0 || argi >= argc) {
+        usage(stderr);
+        return 2;
+    }
+
+    /* Single-host launcher: rendezvous on loopback unless told otherwise. */
+    setenv("TUTTI_SOCKET_IFNAME", "=lo", 0);
+    snprintf(tag, sizeof(tag), "r%d", (int)self);
+    setenv("TUTTI_JOB_TAG", tag, 1);
+    if (tutti_get_id(&id) != TUTTI_SUCCESS ||
+        tutti_id_to_string(&id, idstr, sizeof(idstr)) != TUTTI_SUCCESS) {
+        fprintf(stderr, "tutti-run: cannot start the rendezvous: %s\n", tutti_last_error());
+        return 1;
+    }
+    setenv("TUTTI_ID", idstr, 1);
+    snprintf(val, sizeof(val), "%d", nranks);
+    setenv("TUTTI_WORLD_SIZE", val, 1);
+
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, &mask, &oldmask);
+    sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    ranks = calloc((size_t)nranks, sizeof(*ranks));
+    pfd = calloc(2 * (size_t)nranks + 1, sizeof(*pfd));
+    if (sfd < 0 || !ranks || !pfd) {
+        fprintf(stderr, "tutti-run: setup failed: %s\n", strerror(errno));
+        return 1;
+    }
+    for (int r = 0; r < nranks; r++) {
+        ranks[r].s[0].fd = ranks[r].s[1].fd = -1;
+        ranks[r].pid = spawn(r, argv + argi, &oldmask, self);
+        if (ranks[r].pid < 0) {
+            signal_all(SIGKILL);
+            result = 1;
+            ranks[r].done = 1;
+            for (int k = r + 1; k < nranks; k++)
+                ranks[k].done = 1;
+            first = r;
+            kill_at = now();
+            break;
+        }
+    }
+
+    live = 0;
+    for (int r = 0; r < nranks; r++)
+        live += !ranks[r].done;
+    for (;;) {
+        int np = 0, open_streams = 0;
+        double t = now();
+
+        pfd[np++] = (struct pollfd){.fd = sfd, .events = POLLIN};
+        for (int r = 0; r < nranks; r++)
+            for (int k = 0; k < 2; k++)
+                if (ranks[r].s[k].fd >= 0) {
+                    pfd[np++] = (struct pollfd){.fd = ranks[r].s[k].fd, .events = POLLIN};
+                    open_streams++;
+                }
+        if (live == 0 && open_streams == 0)
+            break;
+        int ms = 200;
+        if (kill_at > 0)
+            ms = kill_at > t ? (int)((kill_at - t) * 1000) + 1 : 0;
+        if (live == 0)
+            ms = 100; /* ranks are gone; only their children may hold the pipes */
+        int ready = poll(pfd, (nfds_t)np, ms);
+        if (ready == 0 && live == 0)
+            break; /* quiet pipes after every rank exited: do not wait for grandchildren */
+        if (kill_at > 0 && now() >= kill_at) {
+            signal_all(SIGKILL);
+            kill_at = 0;
+        }
+        if (ready <= 0)
+            continue;
+        for (int i = 1; i < np; i++) {
+            if (!pfd[i].revents)
+                continue;
+            for (int r = 0; r < nranks; r++)
+                for (int k = 0; k < 2; k++)
+                    if (ranks[r].s[k].fd == pfd[i].fd)
+                        pump(r, &ranks[r].s[k]);
+        }
+        if (pfd[0].revents) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+                if (si.ssi_signo == SIGCHLD)
+                    continue;
+                /* Forward; a second interrupt kills at once. */
+                if (interrupted) {
+                    signal_all(SIGKILL);
+                } else {
+                    fprintf(stderr, "tutti-run: got %s; passing it to every rank\n",
+                            strsignal((int)si.ssi_signo));
+                    signal_all((int)si.ssi_signo);
+                    kill_at = now() + grace;
+                    interrupted = (int)si.ssi_signo;
+                }
+            }
+            for (;;) {
+                int st;
+                pid_t pid = waitpid(-1, &st, WNOHANG);
+                if (pid <= 0)
+                    break;
+                for (int r = 0; r < nranks; r++) {
+                    if (ranks[r].pid != pid || ranks[r].done)
+                        continue;
+                    ranks[r].done = 1;
+                    ranks[r].status = st;
+                    live--;
+                    /* Its group may still hold children: they go too. */
+                    kill(-pid, SIGKILL);
+                    if (status_code(st) != 0 && first < 0 && !interrupted) {
+                        first = r;
+                        result = status_code(st);
+                        if (WIFSIGNALED(st))
+                            fprintf(stderr, "tutti-run: rank %d (pid %d) was killed by %s; "
+                                            "stopping the other ranks\n",
+                                    r, (int)pid, strsignal(WTERMSIG(st)));
+                        else
+                            fprintf(stderr, "tutti-run: rank %d (pid %d) exited with status %d; "
+                                            "stopping the other ranks\n",
+                                    r, (int)pid, result);
+                        signal_all(SIGTERM);
+                        kill_at = now() + grace;
+                    }
+                }
+            }
+        }
+    }
+    shm_cleanup(tag);
+    if (interrupted && first < 0)
+        result = 128 + interrupted;
+    for (int r = 0; r < nranks; r++) {
+        free(ranks[r].s[0].buf);
+        free(ranks[r].s[1].buf);
+    }
+    free(ranks);
+    free(pfd);
+    return result;
+}

@@ -1,0 +1,114 @@
+/*
+ * mem.c -- in-process transport: the FIFO lives in ordinary memory and the blob carries its
+ * address. Used by the schedule simulator, which runs every rank's plan in one process.
+ * The receiver's connection owns the memory; close the sender's side first.
+ */
+#include "fifo.h"
+#include "transport.h"
+
+#include "../lib/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct mem_conn {
+    struct tt_conn base;
+    struct tt_fifo fifo;
+    void *region; /* owned by the receiver's side */
+};
+
+static struct mem_conn *mem_new(int peer, int channel, size_t slot_bytes)
+{
+    struct mem_conn *c = calloc(1, sizeof(*c));
+
+    if (!c)
+        return NULL;
+    c->base.tp = &tt_transport_mem;
+    c->base.peer = peer;
+    c->base.channel = channel;
+    c->base.slot_bytes = slot_bytes;
+    return c;
+}
+
+static tutti_result_t mem_recv_setup(const struct tt_transport_ctx *ctx, int peer, int channel,
+                                     void *blob, size_t *blob_len, struct tt_conn **conn)
+{
+    struct mem_conn *c = mem_new(peer, channel, ctx->slot_bytes);
+
+    if (!c)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "mem: out of memory");
+    c->region = aligned_alloc(64, tt_fifo_bytes((uint32_t)ctx->nslots, ctx->slot_bytes));
+    if (!c->region) {
+        free(c);
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "mem: out of memory");
+    }
+    tt_fifo_format(c->region, (uint32_t)ctx->nslots, ctx->slot_bytes);
+    tt_fifo_view(&c->fifo, c->region);
+    memcpy(blob, &c->region, sizeof(c->region));
+    *blob_len = sizeof(c->region);
+    *conn = &c->base;
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t mem_send_connect(const struct tt_transport_ctx *ctx, int peer, int channel,
+                                       const void *blob, size_t blob_len, struct tt_conn **conn)
+{
+    struct mem_conn *c = mem_new(peer, channel, ctx->slot_bytes);
+    void *region;
+
+    if (!c || blob_len != sizeof(region)) {
+        free(c);
+        return tt_fail(NULL, TUTTI_ERR_INTERNAL, "mem: bad connection blob");
+    }
+    memcpy(&region, blob, sizeof(region));
+    tt_fifo_view(&c->fifo, region);
+    *conn = &c->base;
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t mem_send_slot(struct tt_conn *conn, void **slot)
+{
+    *slot = tt_fifo_send_slot(&((struct mem_conn *)conn)->fifo);
+    return *slot ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
+}
+
+static tutti_result_t mem_send_commit(struct tt_conn *conn, size_t bytes)
+{
+    tt_fifo_send_commit(&((struct mem_conn *)conn)->fifo, bytes);
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t mem_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes)
+{
+    *slot = tt_fifo_recv_peek(&((struct mem_conn *)conn)->fifo, bytes);
+    return *slot ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
+}
+
+static tutti_result_t mem_recv_release(struct tt_conn *conn)
+{
+    tt_fifo_recv_release(&((struct mem_conn *)conn)->fifo);
+    return TUTTI_SUCCESS;
+}
+
+static void mem_close(struct tt_conn *conn)
+{
+    struct mem_conn *c = (struct mem_conn *)conn;
+
+    if (!c)
+        return;
+    free(c->region);
+    free(c);
+}
+
+const struct tt_transport tt_transport_mem = {
+    .size = sizeof(struct tt_transport),
+    .name = "mem",
+    .recv_setup = mem_recv_setup,
+    .send_connect = mem_send_connect,
+    .send_slot = mem_send_slot,
+    .send_commit = mem_send_commit,
+    .recv_peek = mem_recv_peek,
+    .recv_release = mem_recv_release,
+    .progress = tt_transport_no_progress,
+    .close = mem_close,
+};

@@ -1,0 +1,215 @@
+/*
+ * shm.c -- shared-memory transport between processes of one host.
+ *
+ * The receiver creates a POSIX shared-memory segment holding the FIFO (fifo.h) and sends its
+ * name as the blob; the sender maps it and unlinks the name at once, so from then on the
+ * segment lives only as long as the two mappings: a killed job leaves nothing in /dev/shm.
+ * Names are "/tutti-<job tag>-<receiver>-<sender>-<channel>"; tutti-run removes any that a
+ * job killed during setup (between create and attach) left behind.
+ */
+#include "fifo.h"
+#include "transport.h"
+
+#include "../lib/error.h"
+#include "../lib/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct shm_conn {
+    struct tt_conn base;
+    struct tt_fifo fifo;
+    void *map;
+    size_t map_len;
+    int owner;      /* the receiver, which created the segment */
+    char name[96];
+};
+
+struct shm_blob {
+    char name[96];
+    uint32_t nslots;
+    uint64_t slot_bytes;
+};
+
+static tutti_result_t shm_map(const char *name, int create, size_t len, void **out)
+{
+    int fd, flags = create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR;
+    void *p;
+
+    fd = shm_open(name, flags, 0600);
+    if (fd < 0 && create && errno == EEXIST) {
+        /* Left by a killed job that had the same tag: it is ours to replace. */
+        shm_unlink(name);
+        fd = shm_open(name, flags, 0600);
+    }
+    if (fd < 0)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "shm: shm_open(%s) failed: %m", name);
+    if (create && ftruncate(fd, (off_t)len) != 0) {
+        int err = errno;
+        close(fd);
+        shm_unlink(name);
+        errno = err;
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "shm: ftruncate(%s, %zu) failed: %m", name, len);
+    }
+    p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        if (create)
+            shm_unlink(name);
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "shm: mmap of %zu bytes of %s failed: %m", len,
+                       name);
+    }
+    *out = p;
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t shm_recv_setup(const struct tt_transport_ctx *ctx, int peer, int channel,
+                                     void *blob, size_t *blob_len, struct tt_conn **conn)
+{
+    struct shm_blob b;
+    struct shm_conn *c;
+    tutti_result_t rc;
+
+    memset(&b, 0, sizeof(b));
+    snprintf(b.name, sizeof(b.name), "/tutti-%s-%d-%d-%d", ctx->job_tag, ctx->rank, peer,
+             channel);
+    b.nslots = (uint32_t)ctx->nslots;
+    b.slot_bytes = ctx->slot_bytes;
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "shm: out of memory");
+    c->map_len = tt_fifo_bytes(b.nslots, b.slot_bytes);
+    rc = shm_map(b.name, 1, c->map_len, &c->map);
+    if (rc != TUTTI_SUCCESS)
+        goto undo_alloc;
+    tt_fifo_format(c->map, b.nslots, b.slot_bytes);
+    tt_fifo_view(&c->fifo, c->map);
+    c->owner = 1;
+    memcpy(c->name, b.name, sizeof(c->name));
+    c->base.tp = &tt_transport_shm;
+    c->base.peer = peer;
+    c->base.channel = channel;
+    c->base.slot_bytes = b.slot_bytes;
+    memcpy(blob, &b, sizeof(b));
+    *blob_len = sizeof(b);
+    *conn = &c->base;
+    TT_TRACE(TT_SUB_SHM, "created %s (%u x %zu bytes) to receive from rank %d", b.name, b.nslots,
+             (size_t)b.slot_bytes, peer);
+    return TUTTI_SUCCESS;
+
+undo_alloc:
+    free(c);
+    return rc;
+}
+
+static tutti_result_t shm_send_connect(const struct tt_transport_ctx *ctx, int peer, int channel,
+                                       const void *blob, size_t blob_len, struct tt_conn **conn)
+{
+    struct shm_blob b;
+    struct shm_conn *c;
+    tutti_result_t rc;
+
+    (void)ctx;
+    if (blob_len != sizeof(b))
+        return tt_fail(NULL, TUTTI_ERR_INTERNAL, "shm: connection blob from rank %d has %zu bytes",
+                       peer, blob_len);
+    memcpy(&b, blob, sizeof(b));
+    b.name[sizeof(b.name) - 1] = '\0';
+    if (b.nslots == 0 || b.nslots > TT_FIFO_MAX_SLOTS || b.slot_bytes == 0)
+        return tt_fail(NULL, TUTTI_ERR_INTERNAL, "shm: bad FIFO shape from rank %d", peer);
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "shm: out of memory");
+    c->map_len = tt_fifo_bytes(b.nslots, b.slot_bytes);
+    rc = shm_map(b.name, 0, c->map_len, &c->map);
+    if (rc != TUTTI_SUCCESS)
+        goto undo_alloc;
+    /* Both sides have it mapped now: the name is no longer needed. */
+    shm_unlink(b.name);
+    tt_fifo_view(&c->fifo, c->map);
+    if (c->fifo.ctrl->magic != TT_FIFO_MAGIC || c->fifo.nslots != b.nslots) {
+        rc = tt_fail(NULL, TUTTI_ERR_INTERNAL, "shm: segment %s from rank %d is not a FIFO",
+                     b.name, peer);
+        goto undo_map;
+    }
+    atomic_store(&c->fifo.ctrl->sender_attached, 1);
+    c->base.tp = &tt_transport_shm;
+    c->base.peer = peer;
+    c->base.channel = channel;
+    c->base.slot_bytes = b.slot_bytes;
+    *conn = &c->base;
+    TT_TRACE(TT_SUB_SHM, "attached %s to send to rank %d, channel %d", b.name, peer, channel);
+    return TUTTI_SUCCESS;
+
+undo_map:
+    munmap(c->map, c->map_len);
+undo_alloc:
+    free(c);
+    return rc;
+}
+
+static tutti_result_t shm_send_slot(struct tt_conn *conn, void **slot)
+{
+    struct shm_conn *c = (struct shm_conn *)conn;
+
+    *slot = tt_fifo_send_slot(&c->fifo);
+    return *slot ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
+}
+
+static tutti_result_t shm_send_commit(struct tt_conn *conn, size_t bytes)
+{
+    tt_fifo_send_commit(&((struct shm_conn *)conn)->fifo, bytes);
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t shm_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes)
+{
+    struct shm_conn *c = (struct shm_conn *)conn;
+
+    *slot = tt_fifo_recv_peek(&c->fifo, bytes);
+    return *slot ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
+}
+
+static tutti_result_t shm_recv_release(struct tt_conn *conn)
+{
+    tt_fifo_recv_release(&((struct shm_conn *)conn)->fifo);
+    return TUTTI_SUCCESS;
+}
+
+static void shm_close(struct tt_conn *conn)
+{
+    struct shm_conn *c = (struct shm_conn *)conn;
+
+    if (!c)
+        return;
+    /* A sender that never attached never unlinked the name: do it here. */
+    if (c->owner && !atomic_load(&c->fifo.ctrl->sender_attached))
+        shm_unlink(c->name);
+    munmap(c->map, c->map_len);
+    free(c);
+}
+
+tutti_result_t tt_transport_no_progress(struct tt_conn *conn)
+{
+    (void)conn;
+    return TUTTI_SUCCESS;
+}
+
+const struct tt_transport tt_transport_shm = {
+    .size = sizeof(struct tt_transport),
+    .name = "shm",
+    .recv_setup = shm_recv_setup,
+    .send_connect = shm_send_connect,
+    .send_slot = shm_send_slot,
+    .send_commit = shm_send_commit,
+    .recv_peek = shm_recv_peek,
+    .recv_release = shm_recv_release,
+    .progress = tt_transport_no_progress,
+    .close = shm_close,
+};

@@ -1,0 +1,65 @@
+/*
+ * transport.h -- the one interface every transport implements.
+ *
+ * A connection is a one-way FIFO of slots from a sender rank to a receiver rank on one
+ * channel. Setup: the receiver creates the FIFO and describes it in a small blob; the
+ * communicator carries the blob to the sender over bootstrap; the sender attaches.
+ * Data path (never blocks; "not yet" is TUTTI_IN_PROGRESS):
+ *   sender:   send_slot() -> writable slot of slot_bytes, fill it, send_commit(bytes)
+ *   receiver: recv_peek() -> oldest committed slot and its byte count, use it, recv_release()
+ * progress() pumps transports that need it (sockets, verbs); shm's is a no-op.
+ * Operations table begins with its size so it can grow (libfabric's rule).
+ */
+#ifndef TT_TRANSPORT_H
+#define TT_TRANSPORT_H
+
+#include "tutti.h"
+
+#include <stddef.h>
+
+#define TT_BLOB_MAX 256
+#define TT_MAX_SLOTS 64 /* most slots a connection FIFO may have */
+
+struct tt_transport;
+
+/* Common head of every transport's connection. */
+struct tt_conn {
+    const struct tt_transport *tp;
+    int peer;
+    int channel;
+    size_t slot_bytes;
+};
+
+/* What the communicator lends a transport during setup. */
+struct tt_transport_ctx {
+    int rank;
+    int nranks;
+    const char *job_tag; /* unique per communicator; used in names of OS objects */
+    size_t slot_bytes;
+    int nslots;
+};
+
+struct tt_transport {
+    size_t size;
+    const char *name;
+    tutti_result_t (*recv_setup)(const struct tt_transport_ctx *ctx, int peer, int channel,
+                                 void *blob, size_t *blob_len, struct tt_conn **conn);
+    tutti_result_t (*send_connect)(const struct tt_transport_ctx *ctx, int peer, int channel,
+                                   const void *blob, size_t blob_len, struct tt_conn **conn);
+    tutti_result_t (*send_slot)(struct tt_conn *conn, void **slot);
+    tutti_result_t (*send_commit)(struct tt_conn *conn, size_t bytes);
+    tutti_result_t (*recv_peek)(struct tt_conn *conn, const void **slot, size_t *bytes);
+    tutti_result_t (*recv_release)(struct tt_conn *conn);
+    tutti_result_t (*progress)(struct tt_conn *conn);
+    void (*close)(struct tt_conn *conn);
+};
+
+/* Shared memory between processes of one host. */
+extern const struct tt_transport tt_transport_shm;
+/* Plain memory within one process: the schedule simulator's transport. */
+extern const struct tt_transport tt_transport_mem;
+
+/* A progress() for transports that need none. */
+tutti_result_t tt_transport_no_progress(struct tt_conn *conn);
+
+#endif
