@@ -25,7 +25,11 @@ const char *tutti_strerror(tutti_result_t result)
 static tutti_result_t record(struct tutti_comm *comm, tutti_result_t rc, int loud, const char *fmt,
                              va_list ap)
 {
-    vsnprintf(thread_msg, sizeof(thread_msg), fmt, ap);
+    char msg[TT_ERRMSG_LEN];
+
+    /* Format aside first: the arguments may point into thread_msg itself. */
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    memcpy(thread_msg, msg, sizeof(msg));
     if (comm)
         snprintf(comm->last_error, sizeof(comm->last_error), "%s", thread_msg);
     if (loud)

@@ -87,8 +87,9 @@ void tt_log_write(enum tt_log_level level, enum tt_subsys sub, const char *fmt, 
     int n, rank = __atomic_load_n(&log_rank, __ATOMIC_RELAXED);
     va_list ap;
 
-    n = snprintf(line, sizeof(line), "%s:%d:%d tutti %s %s ", log_host, (int)getpid(), rank,
-                 names[level], subsys_name(sub));
+    n = snprintf(line, sizeof(line), "%s:%d:%d tutti %s %s%s", log_host, (int)getpid(), rank,
+                 names[level], sub == TT_SUB_ALL ? "" : subsys_name(sub),
+                 sub == TT_SUB_ALL ? "" : " ");
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof(line))
         vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);

@@ -1,0 +1,30 @@
+/*
+ * sim.h -- the schedule simulator: every rank's plan run in one process over in-memory FIFOs
+ * (the real executor, the real FIFO code), round-robin, so algorithms are checked at any
+ * rank count in milliseconds. A round in which no rank moves while some are unfinished is a
+ * deadlock and fails the run.
+ */
+#ifndef TT_SIM_H
+#define TT_SIM_H
+
+#include "algorithms/algorithms.h"
+#include "tutti.h"
+
+struct sim_config {
+    int nranks;
+    int nchannels;
+    size_t slot_bytes; /* small slots force many chunks */
+    int nslots;
+    const int *ring_order; /* NULL: 0..n-1 */
+};
+
+/*
+ * Run collective `a` (a->nchannels is overwritten with cfg->nchannels) on every rank.
+ * send[r] / recv[r] are rank r's buffers. Returns TUTTI_SUCCESS, or an error with the reason
+ * in tutti_last_error() (a deadlock is TUTTI_ERR_INTERNAL).
+ */
+tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
+                       struct tt_coll_args a, void **send, void **recv, tutti_dtype_t dtype,
+                       tutti_op_t op);
+
+#endif

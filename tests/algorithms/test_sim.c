@@ -1,0 +1,179 @@
+/*
+ * test_sim.c -- every algorithm, run by the schedule simulator for 1..64 ranks, several
+ * channel counts, counts that do not divide evenly, tiny FIFOs (many chunks), in and out of
+ * place and shuffled ring orders, checked exactly against values computed from (rank, index).
+ */
+#include "sim.h"
+
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int rank_counts[] = {1, 2, 3, 4, 5, 7, 8, 13, 16, 31, 64};
+#define NRC (int)(sizeof(rank_counts) / sizeof(rank_counts[0]))
+
+static int32_t val(int r, size_t i) { return (int32_t)((r * 31 + (int)(i % 1009) * 17) % 13) - 6; }
+
+/* Reference result of op over ranks 0..n-1 for element i of block `blk` (offset blk*count). */
+static int32_t reduce_ref(tutti_op_t op, int n, size_t i)
+{
+    int64_t acc = val(0, i);
+    for (int r = 1; r < n; r++) {
+        int64_t v = val(r, i);
+        switch (op) {
+        case TUTTI_SUM: case TUTTI_AVG: acc += v; break;
+        case TUTTI_MIN: acc = v < acc ? v : acc; break;
+        case TUTTI_MAX: acc = v > acc ? v : acc; break;
+        default: cr_assert_fail("op not covered");
+        }
+    }
+    return op == TUTTI_AVG ? (int32_t)(acc / n) : (int32_t)acc;
+}
+
+struct shape {
+    int n, nch, inplace, shuffle;
+    size_t count, slot;
+    int nslots;
+    tutti_op_t op;
+    int root;
+};
+
+static void shuffled(int n, unsigned seed, int *order)
+{
+    for (int k = 0; k < n; k++)
+        order[k] = k;
+    for (int k = n - 1; k > 0; k--) {
+        seed = seed * 1103515245u + 12345u;
+        int j = (int)((seed >> 8) % (unsigned)(k + 1)), t = order[k];
+        order[k] = order[j];
+        order[j] = t;
+    }
+}
+
+/* Run one shape of one collective and check every rank's result. */
+static void run_shape(enum tt_coll coll, const struct shape *s)
+{
+    const struct tt_algo *algo = tt_algo_find(coll, NULL);
+    int n = s->n, order[64];
+    size_t cnt = s->count, sendn, recvn;
+    void *send[64], *recv[64];
+    struct sim_config cfg = {.nranks = n, .nchannels = s->nch, .slot_bytes = s->slot,
+                             .nslots = s->nslots, .ring_order = s->shuffle ? order : NULL};
+    struct tt_coll_args a = {.coll = coll, .count = cnt, .root = s->root, .inplace = s->inplace};
+
+    shuffled(n, (unsigned)(n * 7 + (int)cnt), order);
+    sendn = coll == TT_COLL_REDUCE_SCATTER ? cnt * (size_t)n : cnt;
+    recvn = coll == TT_COLL_ALL_GATHER ? cnt * (size_t)n : cnt;
+    for (int r = 0; r < n; r++) {
+        int32_t *sb = malloc((sendn + 1) * sizeof(int32_t)), *rb;
+        for (size_t i = 0; i < sendn; i++)
+            sb[i] = coll == TT_COLL_REDUCE_SCATTER ? val(r, i) : val(r, i);
+        if (s->inplace && coll == TT_COLL_ALL_GATHER) {
+            rb = calloc(recvn + 1, sizeof(int32_t));
+            memcpy(rb + (size_t)r * cnt, sb, cnt * sizeof(int32_t));
+            free(sb);
+            sb = rb + (size_t)r * cnt;
+        } else if (s->inplace && coll == TT_COLL_REDUCE_SCATTER) {
+            rb = sb + (size_t)r * cnt;
+        } else if (s->inplace) {
+            rb = sb;
+        } else {
+            rb = malloc((recvn + 1) * sizeof(int32_t));
+            for (size_t i = 0; i < recvn; i++)
+                rb[i] = 0x5a5a5a5a;
+        }
+        send[r] = sb;
+        recv[r] = rb;
+    }
+    tutti_result_t rc = sim_run(&cfg, algo, a, send, recv, TUTTI_INT32, s->op);
+    cr_assert_eq(rc, TUTTI_SUCCESS, "%s n=%d ch=%d count=%zu inplace=%d slot=%zux%d: %s",
+                 tt_coll_name(coll), n, s->nch, cnt, s->inplace, s->slot, s->nslots,
+                 tutti_last_error());
+    for (int r = 0; r < n; r++) {
+        const int32_t *rb = recv[r];
+        for (size_t i = 0; i < recvn; i++) {
+            int32_t want;
+            switch (coll) {
+            case TT_COLL_ALL_REDUCE: want = reduce_ref(s->op, n, i); break;
+            case TT_COLL_ALL_GATHER: want = val((int)(i / cnt), i % cnt); break;
+            case TT_COLL_REDUCE_SCATTER: want = reduce_ref(s->op, n, (size_t)r * cnt + i); break;
+            case TT_COLL_BROADCAST: want = val(s->root, i); break;
+            default:
+                want = r == s->root ? reduce_ref(s->op, n, i)
+                                    : (s->inplace ? val(r, i) : 0x5a5a5a5a);
+            }
+            if (rb[i] != want)
+                cr_assert_fail("%s n=%d ch=%d count=%zu inplace=%d shuffle=%d op=%s root=%d "
+                               "slot=%zux%d: rank %d element %zu is %d, want %d",
+                               tt_coll_name(coll), n, s->nch, cnt, s->inplace, s->shuffle,
+                               tutti_op_name(s->op), s->root, s->slot, s->nslots, r, i, rb[i],
+                               want);
+        }
+    }
+    for (int r = 0; r < n; r++) {
+        if (s->inplace && coll == TT_COLL_ALL_GATHER)
+            free(recv[r]);
+        else if (s->inplace)
+            free(send[r]);
+        else {
+            free(send[r]);
+            free(recv[r]);
+        }
+    }
+}
+
+static void sweep(enum tt_coll coll)
+{
+    for (int k = 0; k < NRC; k++) {
+        int n = rank_counts[k];
+        size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n, (size_t)n + 1, 2 * (size_t)n + 3, 1001};
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+            for (int nch = 1; nch <= 3; nch++)
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    struct shape s = {.n = n, .nch = nch, .inplace = inplace,
+                                      .shuffle = (int)(c + (size_t)nch) % 2,
+                                      .count = counts[c],
+                                      .slot = (c + (size_t)nch) % 2 ? 64 : 256,
+                                      .nslots = (c + (size_t)nch) % 2 ? 2 : 4,
+                                      .op = (tutti_op_t)((c + (size_t)inplace) % 5),
+                                      .root = (int)(c * 7 + (size_t)nch) % n};
+                    if (s.op == TUTTI_PROD)
+                        s.op = TUTTI_MAX; /* products of 64 values overflow int32 */
+                    run_shape(coll, &s);
+                }
+    }
+}
+
+Test(sim, all_reduce_ring) { sweep(TT_COLL_ALL_REDUCE); }
+Test(sim, all_gather_ring) { sweep(TT_COLL_ALL_GATHER); }
+Test(sim, reduce_scatter_ring) { sweep(TT_COLL_REDUCE_SCATTER); }
+Test(sim, broadcast_chain) { sweep(TT_COLL_BROADCAST); }
+Test(sim, reduce_chain) { sweep(TT_COLL_REDUCE); }
+
+/* A plan whose sends are never received must be reported as a deadlock, not spin. */
+static void bad_build(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a)
+{
+    (void)a;
+    tt_plan_lane(p, 0);
+    /* Everyone receives first: nobody ever sends. */
+    tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_RECV, .dst = TT_BUF_RECV,
+                                      .recv_peer = tt_ring_at(&rings[0], rings[0].pos - 1),
+                                      .count = 4});
+    tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_SEND, .src = TT_BUF_SEND,
+                                      .send_peer = tt_ring_at(&rings[0], rings[0].pos + 1),
+                                      .count = 4});
+}
+
+Test(sim, detects_deadlock)
+{
+    struct tt_algo bad = {99, "bad", "receives before anyone sends", TT_COLL_ALL_REDUCE, bad_build};
+    struct sim_config cfg = {.nranks = 3, .nchannels = 1, .slot_bytes = 64, .nslots = 2};
+    int32_t bufs[3][2][4] = {{{0}}};
+    void *send[3] = {bufs[0][0], bufs[1][0], bufs[2][0]};
+    void *recv[3] = {bufs[0][1], bufs[1][1], bufs[2][1]};
+    struct tt_coll_args a = {.coll = TT_COLL_ALL_REDUCE, .count = 4};
+
+    cr_assert_eq(sim_run(&cfg, &bad, a, send, recv, TUTTI_INT32, TUTTI_SUM), TUTTI_ERR_INTERNAL);
+    cr_assert(strstr(tutti_last_error(), "deadlock") != NULL, "%s", tutti_last_error());
+}

@@ -1,0 +1,229 @@
+/*
+ * test_api.c -- the public API's argument checks, one- and two-rank communicators in one
+ * process (threads as ranks), point-to-point groups, and results of the one-rank paths.
+ */
+#include "tutti.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static tutti_comm_t solo(void)
+{
+    tutti_id_t id;
+    tutti_comm_t c = NULL;
+
+    cr_assert_eq(tutti_get_id(&id), TUTTI_SUCCESS, "%s", tutti_last_error());
+    cr_assert_eq(tutti_comm_init(&c, 1, &id, 0, NULL), TUTTI_SUCCESS, "%s", tutti_last_error());
+    return c;
+}
+
+#define EXPECT_ERR(call, code, word)                                                               \
+    do {                                                                                           \
+        tutti_result_t r_ = (call);                                                                \
+        cr_assert_eq(r_, code, "%s returned %s", #call, tutti_strerror(r_));                       \
+        cr_assert(strstr(tutti_last_error(), word) != NULL, "%s: message '%s' lacks '%s'", #call,  \
+                  tutti_last_error(), word);                                                       \
+    } while (0)
+
+Test(api, init_checks_its_arguments)
+{
+    tutti_id_t id;
+    tutti_comm_t c = (tutti_comm_t)0x1;
+    tutti_config_t cfg = TUTTI_CONFIG_INIT;
+
+    cr_assert_eq(tutti_get_id(&id), TUTTI_SUCCESS);
+    EXPECT_ERR(tutti_comm_init(NULL, 1, &id, 0, NULL), TUTTI_ERR_INVALID_ARG, "comm");
+    EXPECT_ERR(tutti_comm_init(&c, 1, NULL, 0, NULL), TUTTI_ERR_INVALID_ARG, "id");
+    EXPECT_ERR(tutti_comm_init(&c, 0, &id, 0, NULL), TUTTI_ERR_INVALID_ARG, "nranks");
+    EXPECT_ERR(tutti_comm_init(&c, 2, &id, 2, NULL), TUTTI_ERR_INVALID_ARG, "rank 2");
+    EXPECT_ERR(tutti_comm_init(&c, 2, &id, -1, NULL), TUTTI_ERR_INVALID_ARG, "rank -1");
+    cfg.size = 3;
+    EXPECT_ERR(tutti_comm_init(&c, 1, &id, 0, &cfg), TUTTI_ERR_INVALID_ARG, "config->size");
+    memset(&id, 0, sizeof(id));
+    EXPECT_ERR(tutti_comm_init(&c, 1, &id, 0, NULL), TUTTI_ERR_INVALID_ARG, "magic");
+    cr_assert_eq(c, (tutti_comm_t)0x1, "output untouched on failure");
+}
+
+Test(api, queries)
+{
+    tutti_comm_t c = solo();
+    int v = -1;
+
+    cr_assert_eq(tutti_comm_rank(c, &v), TUTTI_SUCCESS);
+    cr_assert_eq(v, 0);
+    cr_assert_eq(tutti_comm_size(c, &v), TUTTI_SUCCESS);
+    cr_assert_eq(v, 1);
+    cr_assert_eq(tutti_comm_local_rank(c, &v), TUTTI_SUCCESS);
+    cr_assert_eq(v, 0);
+    cr_assert_eq(tutti_comm_local_size(c, &v), TUTTI_SUCCESS);
+    cr_assert_eq(v, 1);
+    EXPECT_ERR(tutti_comm_rank(c, NULL), TUTTI_ERR_INVALID_ARG, "NULL");
+    EXPECT_ERR(tutti_comm_rank(NULL, &v), TUTTI_ERR_INVALID_ARG, "comm is NULL");
+    cr_assert_eq(tutti_comm_destroy(c), TUTTI_SUCCESS);
+    EXPECT_ERR(tutti_comm_rank(c, &v), TUTTI_ERR_INVALID_ARG, "not a live communicator");
+    EXPECT_ERR(tutti_comm_destroy(c), TUTTI_ERR_INVALID_ARG, "not a live communicator");
+    cr_assert_eq(tutti_comm_destroy(NULL), TUTTI_SUCCESS);
+}
+
+Test(api, collectives_check_their_arguments)
+{
+    tutti_comm_t c = solo();
+    float buf[64] = {0}, out[64];
+
+    EXPECT_ERR(tutti_all_reduce(buf, out, 4, TUTTI_FLOAT32, TUTTI_SUM, NULL, NULL),
+               TUTTI_ERR_INVALID_ARG, "comm is NULL");
+    EXPECT_ERR(tutti_all_reduce(NULL, out, 4, TUTTI_FLOAT32, TUTTI_SUM, c, NULL),
+               TUTTI_ERR_INVALID_ARG, "sendbuf");
+    EXPECT_ERR(tutti_all_reduce(buf, NULL, 4, TUTTI_FLOAT32, TUTTI_SUM, c, NULL),
+               TUTTI_ERR_INVALID_ARG, "recvbuf");
+    EXPECT_ERR(tutti_all_reduce(buf, out, 4, (tutti_dtype_t)42, TUTTI_SUM, c, NULL),
+               TUTTI_ERR_INVALID_ARG, "dtype 42");
+    EXPECT_ERR(tutti_all_reduce(buf, out, 4, TUTTI_FLOAT32, (tutti_op_t)-3, c, NULL),
+               TUTTI_ERR_INVALID_ARG, "op -3");
+    EXPECT_ERR(tutti_all_reduce(buf, out, SIZE_MAX / 2, TUTTI_FLOAT32, TUTTI_SUM, c, NULL),
+               TUTTI_ERR_INVALID_ARG, "overflows");
+    EXPECT_ERR(tutti_all_reduce(buf, buf + 1, 8, TUTTI_FLOAT32, TUTTI_SUM, c, NULL),
+               TUTTI_ERR_INVALID_ARG, "overlap");
+    EXPECT_ERR(tutti_all_gather(buf + 1, buf, 8, TUTTI_FLOAT32, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "overlap");
+    EXPECT_ERR(tutti_reduce_scatter(buf, buf + 2, 8, TUTTI_FLOAT32, TUTTI_SUM, c, NULL),
+               TUTTI_ERR_INVALID_ARG, "overlap");
+    EXPECT_ERR(tutti_broadcast(buf, out, 4, TUTTI_FLOAT32, 1, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "root 1");
+    EXPECT_ERR(tutti_reduce(buf, out, 4, TUTTI_FLOAT32, TUTTI_SUM, -1, c, NULL),
+               TUTTI_ERR_INVALID_ARG, "root -1");
+    EXPECT_ERR(tutti_all_reduce(buf, out, 4, TUTTI_FLOAT32, TUTTI_SUM, c, (tutti_stream_t)buf),
+               TUTTI_ERR_UNSUPPORTED, "stream");
+    EXPECT_ERR(tutti_send(buf, 4, TUTTI_FLOAT32, 1, c, NULL), TUTTI_ERR_INVALID_ARG, "peer 1");
+    EXPECT_ERR(tutti_recv(NULL, 4, TUTTI_FLOAT32, 0, c, NULL), TUTTI_ERR_INVALID_ARG, "recvbuf");
+    EXPECT_ERR(tutti_send(buf, 4, TUTTI_FLOAT32, 0, c, NULL), TUTTI_ERR_INVALID_ARG, "group");
+    /* count 0 is valid, with NULL buffers too */
+    cr_assert_eq(tutti_all_reduce(NULL, NULL, 0, TUTTI_FLOAT32, TUTTI_SUM, c, NULL),
+                 TUTTI_SUCCESS);
+    cr_assert_eq(tutti_all_gather(NULL, NULL, 0, TUTTI_INT8, c, NULL), TUTTI_SUCCESS);
+    /* a bad call leaves the communicator usable */
+    cr_assert_eq(tutti_barrier(c, NULL), TUTTI_SUCCESS, "%s", tutti_comm_last_error(c));
+    tutti_comm_destroy(c);
+}
+
+Test(api, groups)
+{
+    tutti_comm_t c = solo();
+    double a[1000], b[1000];
+
+    for (int i = 0; i < 1000; i++)
+        a[i] = i * 0.5;
+    EXPECT_ERR(tutti_group_end(), TUTTI_ERR_INVALID_ARG, "no group");
+    cr_assert_eq(tutti_group_start(), TUTTI_SUCCESS);
+    EXPECT_ERR(tutti_all_reduce(a, b, 4, TUTTI_FLOAT64, TUTTI_SUM, c, NULL),
+               TUTTI_ERR_UNSUPPORTED, "group");
+    cr_assert_eq(tutti_group_start(), TUTTI_SUCCESS); /* nested: counted */
+    cr_assert_eq(tutti_send(a, 1000, TUTTI_FLOAT64, 0, c, NULL), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_recv(b, 1000, TUTTI_FLOAT64, 0, c, NULL), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_group_end(), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_group_end(), TUTTI_SUCCESS, "%s", tutti_last_error());
+    cr_assert(memcmp(a, b, sizeof(a)) == 0, "send to self through a group");
+    tutti_comm_destroy(c);
+}
+
+Test(api, one_rank_results)
+{
+    tutti_comm_t c = solo();
+    int32_t x[5] = {1, -2, 3, -4, 5}, y[5] = {0};
+    uint16_t h[2] = {0x3c00, 0xc000}, hy[2];
+
+    cr_assert_eq(tutti_all_reduce(x, y, 5, TUTTI_INT32, TUTTI_AVG, c, NULL), TUTTI_SUCCESS);
+    cr_assert(memcmp(x, y, sizeof(x)) == 0);
+    cr_assert_eq(tutti_all_reduce(h, hy, 2, TUTTI_FLOAT16, TUTTI_PROD, c, NULL), TUTTI_SUCCESS);
+    cr_assert(hy[0] == 0x3c00 && hy[1] == 0xc000);
+    memset(y, 0, sizeof(y));
+    cr_assert_eq(tutti_all_gather(x, y, 5, TUTTI_INT32, c, NULL), TUTTI_SUCCESS);
+    cr_assert(memcmp(x, y, sizeof(x)) == 0);
+    memset(y, 0, sizeof(y));
+    cr_assert_eq(tutti_reduce(x, y, 5, TUTTI_INT32, TUTTI_MAX, 0, c, NULL), TUTTI_SUCCESS);
+    cr_assert(memcmp(x, y, sizeof(x)) == 0);
+    cr_assert_eq(tutti_all_reduce(x, x, 5, TUTTI_INT32, TUTTI_SUM, c, NULL), TUTTI_SUCCESS);
+    cr_assert(x[4] == 5, "in place on one rank leaves the data");
+    tutti_comm_destroy(c);
+}
+
+/* ---- two ranks as two threads ---- */
+
+struct duo {
+    tutti_id_t id;
+    int rank;
+    int ok;
+    char msg[512];
+};
+
+static void *duo_main(void *arg)
+{
+    struct duo *d = arg;
+    tutti_comm_t c;
+    const size_t n = 3 << 20; /* 12 MiB of floats: many FIFO rounds each way */
+    float *s = malloc(n * sizeof(float)), *r = malloc(n * sizeof(float));
+    int other = 1 - d->rank, bad = 0;
+    float in[4] = {1, 2, 3, 4}, out[4];
+
+    if (tutti_comm_init(&c, 2, &d->id, d->rank, NULL) != TUTTI_SUCCESS) {
+        snprintf(d->msg, sizeof(d->msg), "init: %s", tutti_last_error());
+        return NULL;
+    }
+    /* A call refused on one rank sends nothing: the next matched call still works. */
+    if (d->rank == 0 &&
+        tutti_all_reduce(in, out, 4, (tutti_dtype_t)77, TUTTI_SUM, c, NULL) != TUTTI_ERR_INVALID_ARG)
+        bad |= 1;
+    if (tutti_all_reduce(in, out, 4, TUTTI_FLOAT32, TUTTI_SUM, c, NULL) != TUTTI_SUCCESS ||
+        out[0] != 2 || out[3] != 8)
+        bad |= 2;
+    /* Both ranks send and receive large messages at once: must not deadlock in a group. */
+    for (size_t i = 0; i < n; i++)
+        s[i] = (float)(d->rank * 1000000 + (int)(i % 1000003));
+    tutti_group_start();
+    tutti_send(s, n, TUTTI_FLOAT32, other, c, NULL);
+    tutti_recv(r, n, TUTTI_FLOAT32, other, c, NULL);
+    if (tutti_group_end() != TUTTI_SUCCESS)
+        bad |= 4;
+    for (size_t i = 0; i < n && !(bad & 8); i++)
+        if (r[i] != (float)(other * 1000000 + (int)(i % 1000003)))
+            bad |= 8;
+    /* Plain send/recv in a matched order. */
+    if (d->rank == 0) {
+        if (tutti_send(s, 1000, TUTTI_FLOAT32, 1, c, NULL) != TUTTI_SUCCESS)
+            bad |= 16;
+    } else {
+        if (tutti_recv(r, 1000, TUTTI_FLOAT32, 0, c, NULL) != TUTTI_SUCCESS || r[999] != 999.0f)
+            bad |= 32;
+    }
+    if (tutti_barrier(c, NULL) != TUTTI_SUCCESS)
+        bad |= 64;
+    snprintf(d->msg, sizeof(d->msg), "rank %d: failures 0x%x: %s", d->rank, bad,
+             tutti_comm_last_error(c));
+    d->ok = bad == 0;
+    tutti_comm_destroy(c);
+    free(s);
+    free(r);
+    return NULL;
+}
+
+Test(api, two_ranks_in_one_process)
+{
+    struct duo d[2];
+    pthread_t t[2];
+
+    cr_assert_eq(tutti_get_id(&d[0].id), TUTTI_SUCCESS);
+    for (int r = 0; r < 2; r++) {
+        d[r].id = d[0].id;
+        d[r].rank = r;
+        d[r].ok = 0;
+        d[r].msg[0] = '\0';
+        pthread_create(&t[r], NULL, duo_main, &d[r]);
+    }
+    for (int r = 0; r < 2; r++)
+        pthread_join(t[r], NULL);
+    for (int r = 0; r < 2; r++)
+        cr_assert(d[r].ok, "%s", d[r].msg);
+}

@@ -1,0 +1,337 @@
+/*
+ * test_reduce.c -- host reduction kernels and 16-bit float conversions against scalar
+ * references that do not share their code: GCC's _Float16 for binary16, frexp/nearbyint
+ * arithmetic for bfloat16, 64-bit integer arithmetic for wrapping integer ops.
+ */
+#include "lib/half.h"
+#include "lib/reduce.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 0x1234567887654321ull;
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static uint16_t f16_bits(_Float16 h)
+{
+    uint16_t u;
+    memcpy(&u, &h, 2);
+    return u;
+}
+
+static _Float16 f16_from_bits(uint16_t u)
+{
+    _Float16 h;
+    memcpy(&h, &u, 2);
+    return h;
+}
+
+/* bfloat16 round-to-nearest-even of a float, by arithmetic on doubles. */
+static uint16_t bf16_ref(float f)
+{
+    int e;
+    double d = f, r;
+
+    if (isnan(f))
+        return 0x7fc0 | (signbit(f) ? 0x8000 : 0);
+    if (d == 0 || isinf(d))
+        return (uint16_t)(tt_f32_bits(f) >> 16);
+    frexp(d, &e); /* d = m * 2^e, 0.5 <= |m| < 1: 8 significant bits means quantum 2^(e-8) */
+    int q = e - 8 < -133 ? -133 : e - 8;
+    r = ldexp(nearbyint(ldexp(d, -q)), q);
+    if (fabs(r) > 3.3895313892515355e38) /* beyond the largest bfloat16 */
+        r = copysign(INFINITY, d);
+    return (uint16_t)(tt_f32_bits((float)r) >> 16);
+}
+
+static float bf16_val(uint16_t b) { return tt_bits_f32((uint32_t)b << 16); }
+
+Test(half, binary16_to_float_exhaustive)
+{
+    for (uint32_t h = 0; h < 65536; h++) {
+        float want = (float)f16_from_bits((uint16_t)h), got = tt_half_to_float((uint16_t)h);
+        if (isnan(want))
+            cr_assert(isnan(got), "0x%04x: want NaN, got %a", h, got);
+        else
+            cr_assert(tt_f32_bits(want) == tt_f32_bits(got), "0x%04x: want %a, got %a", h, want,
+                      got);
+    }
+}
+
+static void check_to_half(float f)
+{
+    uint16_t want = f16_bits((_Float16)f), got = tt_float_to_half(f);
+
+    if (isnan(f))
+        cr_assert((got & 0x7c00) == 0x7c00 && (got & 0x3ff), "%a: want NaN, got 0x%04x", f, got);
+    else
+        cr_assert_eq(got, want, "%a: want 0x%04x, got 0x%04x", f, want, got);
+}
+
+Test(half, float_to_binary16_rounding)
+{
+    /* Every half value, the midpoints between neighbours, and one ulp either side. */
+    for (uint32_t h = 0; h < 0x7c00; h++) {
+        uint32_t u = tt_f32_bits(tt_half_to_float((uint16_t)h));
+        uint32_t mid = tt_f32_bits((tt_half_to_float((uint16_t)h) +
+                                    tt_half_to_float((uint16_t)(h + 1))) / 2);
+        for (int s = 0; s < 2; s++) {
+            uint32_t sign = s ? 0x80000000u : 0;
+            check_to_half(tt_bits_f32((u | sign)));
+            check_to_half(tt_bits_f32((mid | sign)));
+            check_to_half(tt_bits_f32(((mid + 1) | sign)));
+            check_to_half(tt_bits_f32(((mid - 1) | sign)));
+        }
+    }
+    static const float edges[] = {65504.0f, 65519.99f, 65520.0f, 1e9f, 5.96e-8f, 2.98e-8f,
+                                  2.9802322e-8f, 1e-30f, INFINITY, -INFINITY, 0.0f, -0.0f};
+    for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+        check_to_half(edges[i]);
+    for (int i = 0; i < 2000000; i++)
+        check_to_half(tt_bits_f32((uint32_t)next()));
+}
+
+Test(half, bfloat16_rounding)
+{
+    for (int i = 0; i < 2000000; i++) {
+        float f = tt_bits_f32((uint32_t)next());
+        uint16_t got = tt_float_to_bf16(f);
+        if (isnan(f)) {
+            cr_assert(isnan(bf16_val(got)), "%a: want NaN", f);
+            continue;
+        }
+        cr_assert_eq(got, bf16_ref(f), "%a: want 0x%04x got 0x%04x", f, bf16_ref(f), got);
+    }
+    /* Ties: exactly halfway between two bfloat16 values go to the even one. */
+    for (uint32_t b = 0; b < 0x7f7f; b += 7) {
+        float tie = tt_bits_f32((b << 16) | 0x8000u);
+        cr_assert_eq(tt_float_to_bf16(tie), bf16_ref(tie), "tie 0x%04x", b);
+        cr_assert_eq(tt_float_to_bf16(tie), (b & 1) ? b + 1 : b, "tie 0x%04x", b);
+    }
+}
+
+/* ---- kernels ---- */
+
+#define N 1027 /* odd: exercises vector tails */
+
+static int64_t sx(tutti_dtype_t t, const void *p, size_t i)
+{
+    switch (t) {
+    case TUTTI_INT8: return ((const int8_t *)p)[i];
+    case TUTTI_UINT8: return ((const uint8_t *)p)[i];
+    case TUTTI_INT32: return ((const int32_t *)p)[i];
+    case TUTTI_UINT32: return ((const uint32_t *)p)[i];
+    case TUTTI_INT64: return ((const int64_t *)p)[i];
+    case TUTTI_UINT64: return (int64_t)((const uint64_t *)p)[i];
+    default: return 0;
+    }
+}
+
+static int is_unsigned(tutti_dtype_t t)
+{
+    return t == TUTTI_UINT8 || t == TUTTI_UINT32 || t == TUTTI_UINT64;
+}
+
+/* The expected integer result, wrapped to the type's width, as its low bytes. */
+static uint64_t int_ref(tutti_dtype_t t, tutti_op_t op, int64_t a, int64_t b)
+{
+    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+    int bits = (int)tutti_dtype_size(t) * 8;
+    uint64_t mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
+    int lt = is_unsigned(t) ? ((ua & mask) < (ub & mask)) : a < b;
+
+    switch (op) {
+    case TUTTI_SUM: case TUTTI_AVG: return (ua + ub) & mask;
+    case TUTTI_PROD: return (ua * ub) & mask;
+    case TUTTI_MIN: return (lt ? ua : ub) & mask;
+    default: return (lt ? ub : ua) & mask;
+    }
+}
+
+static double fmin_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a < b ? a : b; }
+static double fmax_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
+
+static void fill(tutti_dtype_t t, void *p, int with_nan)
+{
+    size_t es = tutti_dtype_size(t);
+    for (size_t i = 0; i < N; i++) {
+        uint64_t r = next();
+        double v = (double)((int64_t)(r % 2001) - 1000) / 8.0; /* exact in every float type */
+        if (with_nan && i % 97 == 5)
+            v = NAN;
+        switch (t) {
+        case TUTTI_FLOAT16: ((uint16_t *)p)[i] = f16_bits((_Float16)v); break;
+        case TUTTI_BFLOAT16: ((uint16_t *)p)[i] = bf16_ref((float)v); break;
+        case TUTTI_FLOAT32: ((float *)p)[i] = (float)v; break;
+        case TUTTI_FLOAT64: ((double *)p)[i] = v * 1.000001; break;
+        default: memcpy((char *)p + i * es, &r, es); break;
+        }
+    }
+}
+
+
+static double apply(tutti_op_t op, double x, double y)
+{
+    switch (op) {
+    case TUTTI_SUM: case TUTTI_AVG: return x + y;
+    case TUTTI_PROD: return x * y;
+    case TUTTI_MIN: return fmin_nan(x, y);
+    default: return fmax_nan(x, y);
+    }
+}
+
+static float applyf(tutti_op_t op, float x, float y)
+{
+    volatile float r; /* computed in float, as IEEE says, not in a wider register */
+    switch (op) {
+    case TUTTI_SUM: case TUTTI_AVG: r = x + y; break;
+    case TUTTI_PROD: r = x * y; break;
+    case TUTTI_MIN: r = (float)fmin_nan(x, y); break;
+    default: r = (float)fmax_nan(x, y); break;
+    }
+    return r;
+}
+
+/* Expected bits of element i of a OP b. */
+static uint64_t expect(tutti_dtype_t t, tutti_op_t op, const void *a, const void *b, size_t i)
+{
+    uint64_t bits = 0;
+
+    switch (t) {
+    case TUTTI_FLOAT16: {
+        float x = (float)f16_from_bits(((const uint16_t *)a)[i]);
+        float y = (float)f16_from_bits(((const uint16_t *)b)[i]);
+        return f16_bits((_Float16)applyf(op, x, y));
+    }
+    case TUTTI_BFLOAT16: {
+        float x = bf16_val(((const uint16_t *)a)[i]), y = bf16_val(((const uint16_t *)b)[i]);
+        return bf16_ref(applyf(op, x, y));
+    }
+    case TUTTI_FLOAT32:
+        return tt_f32_bits(applyf(op, ((const float *)a)[i], ((const float *)b)[i]));
+    case TUTTI_FLOAT64: {
+        double r = apply(op, ((const double *)a)[i], ((const double *)b)[i]);
+        memcpy(&bits, &r, 8);
+        return bits;
+    }
+    default:
+        return int_ref(t, op, sx(t, a, i), sx(t, b, i));
+    }
+}
+
+static uint64_t got_bits(tutti_dtype_t t, const void *p, size_t i)
+{
+    uint64_t v = 0;
+    memcpy(&v, (const char *)p + i * tutti_dtype_size(t), tutti_dtype_size(t));
+    return v;
+}
+
+static int nan_bits(tutti_dtype_t t, uint64_t v)
+{
+    switch (t) {
+    case TUTTI_FLOAT16: return (v & 0x7c00) == 0x7c00 && (v & 0x3ff);
+    case TUTTI_BFLOAT16: return (v & 0x7f80) == 0x7f80 && (v & 0x7f);
+    case TUTTI_FLOAT32: return isnan(tt_bits_f32((uint32_t)v));
+    case TUTTI_FLOAT64: { double d; memcpy(&d, &v, 8); return isnan(d); }
+    default: return 0;
+    }
+}
+
+static void check_kernel(tutti_dtype_t t, tutti_op_t op, int with_nan)
+{
+    size_t es = tutti_dtype_size(t);
+    char *a = malloc(N * es), *b = malloc(N * es), *d0 = malloc(N * es), *d1 = malloc(N * es);
+    char *a_copy = malloc(N * es);
+    tt_reduce_fn k = tt_reduce_kernel(t, op);
+
+    cr_assert_not_null(k);
+    fill(t, a, with_nan);
+    fill(t, b, with_nan);
+    memcpy(a_copy, a, N * es);
+    k(d0, d1, a, b, N);
+    for (size_t i = 0; i < N; i++) {
+        uint64_t want = expect(t, op, a, b, i), g0 = got_bits(t, d0, i), g1 = got_bits(t, d1, i);
+        if (nan_bits(t, want)) {
+            cr_assert(nan_bits(t, g0) && nan_bits(t, g1), "%s %s [%zu]: want NaN",
+                      tutti_dtype_name(t), tutti_op_name(op), i);
+            continue;
+        }
+        cr_assert(g0 == want && g1 == want, "%s %s [%zu]: want 0x%llx got 0x%llx / 0x%llx",
+                  tutti_dtype_name(t), tutti_op_name(op), i, (unsigned long long)want,
+                  (unsigned long long)g0, (unsigned long long)g1);
+    }
+    /* In place: d0 == a, the way the executor calls it. */
+    k(a, NULL, a, b, N);
+    for (size_t i = 0; i < N; i++)
+        if (!nan_bits(t, got_bits(t, d0, i)))
+            cr_assert(got_bits(t, a, i) == got_bits(t, d0, i), "%s %s in place [%zu]",
+                      tutti_dtype_name(t), tutti_op_name(op), i);
+    free(a);
+    free(b);
+    free(d0);
+    free(d1);
+    free(a_copy);
+}
+
+Test(reduce, every_dtype_and_op)
+{
+    for (int t = 0; t < TUTTI_NUM_DTYPES; t++)
+        for (int op = 0; op < TUTTI_NUM_OPS; op++)
+            check_kernel((tutti_dtype_t)t, (tutti_op_t)op, 0);
+}
+
+Test(reduce, nan_propagates_through_min_max_sum)
+{
+    for (int t = TUTTI_FLOAT16; t <= TUTTI_FLOAT64; t++)
+        for (int op = 0; op < TUTTI_NUM_OPS; op++)
+            check_kernel((tutti_dtype_t)t, (tutti_op_t)op, 1);
+}
+
+Test(reduce, integers_wrap)
+{
+    int8_t a8[2] = {127, -128}, b8[2] = {1, -1}, d8[2];
+    uint32_t au[1] = {0xffffffffu}, bu[1] = {2}, du[1];
+    int64_t a64[1] = {INT64_MAX}, b64[1] = {2}, d64[1];
+
+    tt_reduce_kernel(TUTTI_INT8, TUTTI_SUM)(d8, NULL, a8, b8, 2);
+    cr_assert(d8[0] == -128 && d8[1] == 127);
+    tt_reduce_kernel(TUTTI_UINT32, TUTTI_SUM)(du, NULL, au, bu, 1);
+    cr_assert_eq(du[0], 1u);
+    tt_reduce_kernel(TUTTI_INT64, TUTTI_PROD)(d64, NULL, a64, b64, 1);
+    cr_assert_eq(d64[0], -2);
+}
+
+Test(reduce, avg_divides_once)
+{
+    int32_t i32[4] = {-7, 7, 9, -1};
+    uint8_t u8[2] = {255, 3};
+    float f[2] = {3.0f, -1.0f};
+    uint16_t h[2] = {f16_bits((_Float16)3.0f), bf16_ref(3.0f)};
+
+    tt_postop_avg(TUTTI_INT32, i32, 4, 2);
+    cr_assert(i32[0] == -3 && i32[1] == 3 && i32[2] == 4 && i32[3] == 0, "truncates toward 0");
+    tt_postop_avg(TUTTI_UINT8, u8, 2, 200); /* a divisor wider than the type */
+    cr_assert(u8[0] == 1 && u8[1] == 0);
+    tt_postop_avg(TUTTI_FLOAT32, f, 2, 4);
+    cr_assert(f[0] == 0.75f && f[1] == -0.25f);
+    tt_postop_avg(TUTTI_FLOAT16, &h[0], 1, 3);
+    cr_assert_eq(h[0], f16_bits((_Float16)(3.0f / 3.0f)));
+    tt_postop_avg(TUTTI_BFLOAT16, &h[1], 1, 3);
+    cr_assert_eq(h[1], bf16_ref(1.0f));
+}
+
+Test(reduce, invalid_values_have_no_kernel)
+{
+    cr_assert_null(tt_reduce_kernel(TUTTI_NUM_DTYPES, TUTTI_SUM));
+    cr_assert_null(tt_reduce_kernel(TUTTI_FLOAT32, TUTTI_NUM_OPS));
+    cr_assert_null(tt_reduce_kernel((tutti_dtype_t)-1, TUTTI_SUM));
+}

@@ -1,0 +1,444 @@
+/*
+ * coll_check -- run under tutti-run: every collective over the real transports, checked
+ * against values computed independently from (rank, index).
+ *
+ *   coll_check matrix   every collective x dtype x op, counts 0, 1, n-1, 1000003,
+ *                       in and out of place, two roots
+ *   coll_check large    every collective with >= 8M elements (all-gather / reduce-scatter:
+ *                       8M across the whole array), in and out of place
+ *   coll_check p2p      ring exchange, all-to-all in a group, chained send/recv
+ *
+ * Inputs are small integers (exact in every dtype, sums and products included), periodic in
+ * the index, so the expected value of each element is computed once per residue from the
+ * integers and encoded into the dtype by conversions that do not use tutti's code (C casts,
+ * GCC's _Float16, frexp/nearbyint for bfloat16). Guard bytes around every buffer catch
+ * writes out of bounds; send buffers of out-of-place calls must come back unchanged.
+ * Exit status 0 means every check on this rank passed.
+ */
+#include "tutti.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GUARD 64
+#define GUARD_BYTE 0xa5
+#define MAXP 37
+
+static int rank, nranks, failures;
+static tutti_comm_t comm;
+
+/* ---- values ---- */
+
+static int is_signed(tutti_dtype_t t)
+{
+    return t == TUTTI_INT8 || t == TUTTI_INT32 || t == TUTTI_INT64 || t >= TUTTI_FLOAT16;
+}
+
+static int is_float(tutti_dtype_t t) { return t >= TUTTI_FLOAT16; }
+
+/* Period of the input pattern for an op (-1: no op, as in all-gather / broadcast). */
+static int period(int op)
+{
+    return op == TUTTI_SUM || op == TUTTI_AVG ? 9 : op == TUTTI_PROD ? 3 : 37;
+}
+
+static int64_t gen(tutti_dtype_t t, int op, int r, size_t i)
+{
+    int s = is_signed(t);
+    switch (op) {
+    case TUTTI_SUM:
+    case TUTTI_AVG:
+        return (int64_t)((i * 7 + (size_t)r * 3) % 9) - (s ? 4 : 0);
+    case TUTTI_PROD: {
+        int k = (int)((i + (size_t)r) % 3);
+        return k == 0 ? 2 : k == 1 ? (s ? -1 : 1) : 1;
+    }
+    default:
+        return (int64_t)((i * 13 + (size_t)r * 29) % 37) - (s ? 18 : 0);
+    }
+}
+
+static uint16_t bf16_of(double d)
+{
+    int e;
+    float f;
+    uint32_t u;
+
+    if (d != 0) {
+        frexp(d, &e);
+        d = ldexp(nearbyint(ldexp(d, 8 - e)), e - 8); /* 8 significant bits, ties to even */
+    }
+    f = (float)d;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+/* Encode an exact value into dtype t at p. Integers wrap modulo their width. */
+static void encode(tutti_dtype_t t, int64_t iv, double fv, void *p)
+{
+    switch (t) {
+    case TUTTI_INT8: { int8_t v = (int8_t)(uint8_t)iv; memcpy(p, &v, 1); break; }
+    case TUTTI_UINT8: { uint8_t v = (uint8_t)iv; memcpy(p, &v, 1); break; }
+    case TUTTI_INT32: { int32_t v = (int32_t)(uint32_t)iv; memcpy(p, &v, 4); break; }
+    case TUTTI_UINT32: { uint32_t v = (uint32_t)iv; memcpy(p, &v, 4); break; }
+    case TUTTI_INT64: memcpy(p, &iv, 8); break;
+    case TUTTI_UINT64: { uint64_t v = (uint64_t)iv; memcpy(p, &v, 8); break; }
+    case TUTTI_FLOAT16: { _Float16 v = (_Float16)fv; memcpy(p, &v, 2); break; }
+    case TUTTI_BFLOAT16: { uint16_t v = bf16_of(fv); memcpy(p, &v, 2); break; }
+    case TUTTI_FLOAT32: { float v = (float)fv; memcpy(p, &v, 4); break; }
+    default: memcpy(p, &fv, 8); break;
+    }
+}
+
+static void encode_int(tutti_dtype_t t, int64_t v, void *p) { encode(t, v, (double)v, p); }
+
+/* Expected value of op over all ranks at index i, encoded. */
+static void expected_reduce(tutti_dtype_t t, int op, size_t i, void *p)
+{
+    int64_t acc = gen(t, op, 0, i);
+
+    for (int r = 1; r < nranks; r++) {
+        int64_t v = gen(t, op, r, i);
+        switch (op) {
+        case TUTTI_SUM: case TUTTI_AVG: acc += v; break;
+        case TUTTI_PROD: acc *= v; break;
+        case TUTTI_MIN: acc = v < acc ? v : acc; break;
+        default: acc = v > acc ? v : acc; break;
+        }
+    }
+    if (op != TUTTI_AVG)
+        encode_int(t, acc, p);
+    else if (is_float(t))
+        encode(t, 0, (double)acc / nranks, p);
+    else
+        encode_int(t, acc / nranks, p); /* C division truncates toward zero, like tutti */
+}
+
+/* ---- buffers with guards ---- */
+
+struct buf {
+    unsigned char *base; /* GUARD bytes, data, GUARD bytes */
+    size_t bytes;
+};
+
+static void *buf_alloc(struct buf *b, size_t bytes)
+{
+    b->bytes = bytes;
+    b->base = malloc(bytes + 2 * GUARD);
+    if (!b->base) {
+        fprintf(stderr, "coll_check: out of memory for %zu bytes\n", bytes);
+        exit(2);
+    }
+    memset(b->base, GUARD_BYTE, bytes + 2 * GUARD);
+    return b->base + GUARD;
+}
+
+
+static int guards_ok(const struct buf *b)
+{
+    for (size_t i = 0; i < GUARD; i++)
+        if (b->base[i] != GUARD_BYTE || b->base[GUARD + b->bytes + i] != GUARD_BYTE)
+            return 0;
+    return 1;
+}
+
+static void fail(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(const char *what, const char *fmt, ...)
+{
+    va_list ap;
+    if (++failures > 10)
+        return;
+    printf("FAIL %s: ", what);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+}
+
+/* Compare n elements at out (starting at logical index first) with table[(first+k) % p]. */
+static void check_elems(const char *what, const void *out, size_t n, size_t first,
+                        const unsigned char *table, int p, size_t es)
+{
+    const unsigned char *o = out;
+    for (size_t k = 0; k < n; k++) {
+        const unsigned char *want = table + ((first + k) % (size_t)p) * es;
+        if (memcmp(o + k * es, want, es) != 0) {
+            uint64_t g = 0, w = 0;
+            memcpy(&g, o + k * es, es);
+            memcpy(&w, want, es);
+            fail(what, "element %zu is 0x%llx, expected 0x%llx", k, (unsigned long long)g,
+                 (unsigned long long)w);
+            return;
+        }
+    }
+}
+
+static void fill(tutti_dtype_t t, int op, int r, void *p, size_t n, size_t first)
+{
+    size_t es = tutti_dtype_size(t);
+    int per = period(op);
+    unsigned char pat[MAXP * 8];
+
+    for (int k = 0; k < per; k++)
+        encode_int(t, gen(t, op, r, (size_t)k), pat + (size_t)k * es);
+    for (size_t k = 0; k < n; k++)
+        memcpy((char *)p + k * es, pat + ((first + k) % (size_t)per) * es, es);
+}
+
+/* ---- one collective call, checked ---- */
+
+enum coll { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, REDUCE, NCOLL };
+static const char *coll_names[NCOLL] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                        "reduce"};
+
+static void run_one(enum coll c, tutti_dtype_t t, int op, size_t count, int inplace, int root)
+{
+    size_t es = tutti_dtype_size(t), n = (size_t)nranks;
+    size_t send_n = c == REDUCE_SCATTER ? count * n : count;
+    size_t recv_n = c == ALL_GATHER ? count * n : count;
+    int p = period(c == ALL_GATHER || c == BROADCAST ? -1 : op);
+    int gop = c == ALL_GATHER || c == BROADCAST ? -1 : op;
+    char what[160];
+    struct buf sb, rb;
+    unsigned char *table = malloc((size_t)MAXP * 8 * n);
+    void *send, *recv;
+    tutti_result_t rc;
+
+    snprintf(what, sizeof(what), "%s %s %s count=%zu %s root=%d ranks=%d", coll_names[c],
+             tutti_dtype_name(t), gop < 0 ? "-" : tutti_op_name((tutti_op_t)op), count,
+             inplace ? "in-place" : "out-of-place", root, nranks);
+    /* Buffers: in place, the send data lives inside the receive buffer. */
+    recv = buf_alloc(&rb, (c == REDUCE_SCATTER && inplace ? send_n : recv_n) * es);
+    if (inplace) {
+        sb = rb;
+        if (c == ALL_GATHER) {
+            send = (char *)recv + (size_t)rank * count * es;
+        } else if (c == REDUCE_SCATTER) {
+            send = recv;
+            recv = (char *)send + (size_t)rank * count * es;
+        } else {
+            send = recv;
+        }
+    } else {
+        send = buf_alloc(&sb, send_n * es);
+    }
+    fill(t, gop, rank, send, send_n, 0);
+    if (c == BROADCAST && rank != root && inplace)
+        memset(send, 0, send_n * es); /* non-roots' data must be overwritten */
+
+    switch (c) {
+    case ALL_REDUCE:
+        rc = tutti_all_reduce(send, recv, count, t, (tutti_op_t)op, comm, NULL);
+        break;
+    case ALL_GATHER:
+        rc = tutti_all_gather(send, recv, count, t, comm, NULL);
+        break;
+    case REDUCE_SCATTER:
+        rc = tutti_reduce_scatter(send, recv, count, t, (tutti_op_t)op, comm, NULL);
+        break;
+    case BROADCAST:
+        rc = tutti_broadcast(send, recv, count, t, root, comm, NULL);
+        break;
+    default:
+        rc = tutti_reduce(send, recv, count, t, (tutti_op_t)op, root, comm, NULL);
+        break;
+    }
+    if (rc != TUTTI_SUCCESS) {
+        fail(what, "returned %s: %s", tutti_strerror(rc), tutti_comm_last_error(comm));
+        goto out;
+    }
+
+    /* Expected values. */
+    switch (c) {
+    case ALL_REDUCE:
+    case REDUCE:
+        for (int k = 0; k < p; k++)
+            expected_reduce(t, op, (size_t)k, table + (size_t)k * es);
+        if (c == ALL_REDUCE || rank == root)
+            check_elems(what, recv, count, 0, table, p, es);
+        else if (!inplace) {
+            for (size_t k = 0; k < recv_n * es; k++)
+                if (((unsigned char *)recv)[k] != GUARD_BYTE) {
+                    fail(what, "a non-root's recvbuf was written");
+                    break;
+                }
+        }
+        break;
+    case REDUCE_SCATTER:
+        for (int k = 0; k < p; k++)
+            expected_reduce(t, op, (size_t)k, table + (size_t)k * es);
+        check_elems(what, recv, count, (size_t)rank * count, table, p, es);
+        break;
+    case ALL_GATHER:
+        for (int r = 0; r < nranks; r++) {
+            for (int k = 0; k < p; k++)
+                encode_int(t, gen(t, -1, r, (size_t)k), table + (size_t)k * es);
+            check_elems(what, (char *)recv + (size_t)r * count * es, count, 0, table, p, es);
+        }
+        break;
+    default:
+        for (int k = 0; k < p; k++)
+            encode_int(t, gen(t, -1, root, (size_t)k), table + (size_t)k * es);
+        check_elems(what, recv, count, 0, table, p, es);
+        break;
+    }
+    /* Out of place, the send buffer is read-only. */
+    if (!inplace && (c != BROADCAST || rank == root)) {
+        unsigned char *again = malloc(send_n * es + 1);
+        fill(t, gop, rank, again, send_n, 0);
+        if (memcmp(again, send, send_n * es) != 0)
+            fail(what, "sendbuf was modified");
+        free(again);
+    }
+    if (!guards_ok(&rb) || (!inplace && !guards_ok(&sb)))
+        fail(what, "wrote outside its buffers");
+out:
+    free(rb.base);
+    if (!inplace)
+        free(sb.base);
+    free(table);
+}
+
+static int big_counts_all;
+
+static void matrix(void)
+{
+    size_t counts[] = {0, 1, (size_t)nranks - 1, 1000003};
+
+    for (int c = 0; c < NCOLL; c++)
+        for (int t = 0; t < TUTTI_NUM_DTYPES; t++)
+            for (int op = 0; op < TUTTI_NUM_OPS; op++) {
+                if ((c == ALL_GATHER || c == BROADCAST) && op > 0)
+                    continue;
+                for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+                    for (int inplace = 0; inplace < 2; inplace++) {
+                        /* Big counts for a subset: every op once per dtype class. */
+                        if (counts[k] > 1000 && !big_counts_all && (t + op + inplace) % 3 != 0)
+                            continue;
+                        int root = (int)(k + (size_t)t + (size_t)op) % nranks;
+                        run_one((enum coll)c, (tutti_dtype_t)t, op, counts[k], inplace, root);
+                    }
+            }
+}
+
+static void large(void)
+{
+    const size_t big = 8388617; /* >= 8M and odd */
+    size_t per = (big + (size_t)nranks - 1) / (size_t)nranks;
+
+    for (int inplace = 0; inplace < 2; inplace++) {
+        run_one(ALL_REDUCE, TUTTI_FLOAT32, TUTTI_SUM, big, inplace, 0);
+        run_one(ALL_REDUCE, TUTTI_BFLOAT16, TUTTI_AVG, big, inplace, 0);
+        run_one(ALL_GATHER, TUTTI_FLOAT32, -1, per, inplace, 0);
+        run_one(REDUCE_SCATTER, TUTTI_INT32, TUTTI_MAX, per, inplace, 0);
+        run_one(BROADCAST, TUTTI_FLOAT64, -1, big, inplace, nranks - 1);
+        run_one(REDUCE, TUTTI_FLOAT32, TUTTI_MIN, big, inplace, nranks / 2);
+    }
+}
+
+static void p2p(void)
+{
+    size_t sizes[] = {0, 1, 4099, 3000017};
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t n = sizes[k];
+        int32_t *s = malloc((n + 1) * 4), *r = malloc((n + 1) * 4);
+        char what[96];
+
+        /* Ring exchange: everyone sends and receives at once. */
+        for (size_t i = 0; i < n; i++)
+            s[i] = (int32_t)(rank * 100000 + (int)(i % 99991));
+        snprintf(what, sizeof(what), "ring exchange of %zu int32", n);
+        tutti_group_start();
+        tutti_send(s, n, TUTTI_INT32, next, comm, NULL);
+        tutti_recv(r, n, TUTTI_INT32, prev, comm, NULL);
+        if (tutti_group_end() != TUTTI_SUCCESS)
+            fail(what, "%s", tutti_comm_last_error(comm));
+        for (size_t i = 0; i < n; i++)
+            if (r[i] != (int32_t)(prev * 100000 + (int)(i % 99991))) {
+                fail(what, "element %zu is %d", i, r[i]);
+                break;
+            }
+        free(s);
+        free(r);
+    }
+    /* All-to-all in one group, self included: block j goes to rank j. */
+    {
+        size_t blk = 1031;
+        int64_t *s = malloc(blk * (size_t)nranks * 8), *r = malloc(blk * (size_t)nranks * 8);
+        for (int j = 0; j < nranks; j++)
+            for (size_t i = 0; i < blk; i++)
+                s[(size_t)j * blk + i] = (int64_t)rank * 1000000 + j * 1000 + (int64_t)i;
+        tutti_group_start();
+        for (int j = 0; j < nranks; j++) {
+            tutti_send(s + (size_t)j * blk, blk, TUTTI_INT64, j, comm, NULL);
+            tutti_recv(r + (size_t)j * blk, blk, TUTTI_INT64, j, comm, NULL);
+        }
+        if (tutti_group_end() != TUTTI_SUCCESS)
+            fail("all-to-all", "%s", tutti_comm_last_error(comm));
+        for (int j = 0; j < nranks; j++)
+            for (size_t i = 0; i < blk; i++)
+                if (r[(size_t)j * blk + i] != (int64_t)j * 1000000 + rank * 1000 + (int64_t)i) {
+                    fail("all-to-all", "block %d element %zu", j, i);
+                    j = nranks;
+                    break;
+                }
+        free(s);
+        free(r);
+    }
+    /* A chain: rank 0 sends to 1, each passes it on (plain blocking calls). */
+    if (nranks > 1) {
+        double v[777];
+        if (rank == 0) {
+            for (int i = 0; i < 777; i++)
+                v[i] = i * 0.25;
+            tutti_send(v, 777, TUTTI_FLOAT64, 1, comm, NULL);
+        } else {
+            if (tutti_recv(v, 777, TUTTI_FLOAT64, rank - 1, comm, NULL) != TUTTI_SUCCESS)
+                fail("chain", "%s", tutti_comm_last_error(comm));
+            if (rank + 1 < nranks)
+                tutti_send(v, 777, TUTTI_FLOAT64, rank + 1, comm, NULL);
+            for (int i = 0; i < 777; i++)
+                if (v[i] != i * 0.25) {
+                    fail("chain", "element %d", i);
+                    break;
+                }
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "matrix";
+
+    if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS) {
+        printf("FAIL init: %s\n", tutti_last_error());
+        return 1;
+    }
+    tutti_comm_rank(comm, &rank);
+    tutti_comm_size(comm, &nranks);
+    if (strcmp(mode, "matrix") == 0)
+        matrix();
+    else if (strcmp(mode, "matrix-full") == 0) {
+        big_counts_all = 1;
+        matrix();
+    } else if (strcmp(mode, "large") == 0)
+        large();
+    else if (strcmp(mode, "p2p") == 0)
+        p2p();
+    else {
+        printf("coll_check: unknown mode %s (matrix, large, p2p)\n", mode);
+        return 2;
+    }
+    if (tutti_barrier(comm, NULL) != TUTTI_SUCCESS)
+        fail("final barrier", "%s", tutti_comm_last_error(comm));
+    tutti_comm_destroy(comm);
+    printf("%s: rank %d of %d: %s (%d failure(s))\n", mode, rank, nranks,
+           failures ? "FAILED" : "all checks passed", failures);
+    return failures ? 1 : 0;
+}
