@@ -6,8 +6,7 @@
 const struct tt_algo tt_algos[] = {
     {0, "ring", "reduce-scatter then all-gather around a ring; bandwidth-optimal",
      TT_COLL_ALL_REDUCE, tt_allreduce_ring},
-    {1, "ring", "each block travels n-1 hops around a ring", TT_COLL_ALL_GATHER,
-     tt_allgather_ring},
+    {1, "ring", "each block travels n-1 hops around a ring", TT_COLL_ALL_GATHER, tt_allgather_ring},
     {2, "ring", "partial sums travel n-1 hops around a ring", TT_COLL_REDUCE_SCATTER,
      tt_reducescatter_ring},
     {3, "chain", "pipelined chain along the ring from the root", TT_COLL_BROADCAST,

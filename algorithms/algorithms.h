@@ -46,11 +46,14 @@ const struct tt_algo *tt_algo_find(enum tt_coll coll, const char *name);
 
 const char *tt_coll_name(enum tt_coll coll);
 
-void tt_allreduce_ring(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
-void tt_allgather_ring(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
+void tt_allreduce_ring(struct tt_plan *p, const struct tt_ring *rings,
+                       const struct tt_coll_args *a);
+void tt_allgather_ring(struct tt_plan *p, const struct tt_ring *rings,
+                       const struct tt_coll_args *a);
 void tt_reducescatter_ring(struct tt_plan *p, const struct tt_ring *rings,
                            const struct tt_coll_args *a);
-void tt_broadcast_chain(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
+void tt_broadcast_chain(struct tt_plan *p, const struct tt_ring *rings,
+                        const struct tt_coll_args *a);
 void tt_reduce_chain(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
 
 #endif

@@ -22,15 +22,20 @@ void tt_allgather_ring(struct tt_plan *p, const struct tt_ring *rings, const str
         tt_plan_lane(p, ch);
         tt_split(a->count, a->nchannels, ch, &off, &cnt);
         if (!a->inplace)
-            tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_COPY, .src = TT_BUF_SEND,
-                                              .dst = TT_BUF_RECV, .src_off = off,
+            tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_COPY,
+                                              .src = TT_BUF_SEND,
+                                              .dst = TT_BUF_RECV,
+                                              .src_off = off,
                                               .dst_off = (size_t)me * a->count + off,
                                               .count = cnt});
         if (n == 1)
             continue;
         for (int k = 0; k < n; k++) {
-            struct tt_step s = {.src = TT_BUF_SEND, .dst = TT_BUF_RECV, .send_peer = next,
-                                .recv_peer = prev, .count = cnt};
+            struct tt_step s = {.src = TT_BUF_SEND,
+                                .dst = TT_BUF_RECV,
+                                .send_peer = next,
+                                .recv_peer = prev,
+                                .count = cnt};
             int owner = tt_ring_at(r, pos - k);
 
             s.prim = k == 0 ? TT_PRIM_SEND : k < n - 1 ? TT_PRIM_RECV_COPY_SEND : TT_PRIM_RECV;

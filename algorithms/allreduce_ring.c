@@ -27,14 +27,18 @@ void tt_allreduce_ring(struct tt_plan *p, const struct tt_ring *rings, const str
         tt_split(a->count, a->nchannels, ch, &off, &cnt);
         if (n == 1) {
             if (!a->inplace)
-                tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_COPY, .flags = TT_STEP_POSTOP,
-                                                  .src = TT_BUF_SEND, .dst = TT_BUF_RECV,
-                                                  .src_off = off, .dst_off = off, .count = cnt});
+                tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_COPY,
+                                                  .flags = TT_STEP_POSTOP,
+                                                  .src = TT_BUF_SEND,
+                                                  .dst = TT_BUF_RECV,
+                                                  .src_off = off,
+                                                  .dst_off = off,
+                                                  .count = cnt});
             continue;
         }
         for (int k = 0; k < 2 * n - 1; k++) {
-            struct tt_step s = {.src = TT_BUF_SEND, .dst = TT_BUF_RECV, .send_peer = next,
-                                .recv_peer = prev};
+            struct tt_step s = {
+                .src = TT_BUF_SEND, .dst = TT_BUF_RECV, .send_peer = next, .recv_peer = prev};
             int seg;
 
             if (k == 0) {

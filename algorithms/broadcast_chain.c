@@ -10,7 +10,8 @@
  */
 #include "algorithms.h"
 
-void tt_broadcast_chain(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a)
+void tt_broadcast_chain(struct tt_plan *p, const struct tt_ring *rings,
+                        const struct tt_coll_args *a)
 {
     for (int ch = 0; ch < a->nchannels; ch++) {
         const struct tt_ring *r = &rings[ch];
@@ -30,9 +31,12 @@ void tt_broadcast_chain(struct tt_plan *p, const struct tt_ring *rings, const st
         s.recv_peer = tt_ring_at(r, pos - 1);
         if (d == 0) {
             if (!a->inplace)
-                tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_COPY, .src = TT_BUF_SEND,
-                                                  .dst = TT_BUF_RECV, .src_off = off,
-                                                  .dst_off = off, .count = cnt});
+                tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_COPY,
+                                                  .src = TT_BUF_SEND,
+                                                  .dst = TT_BUF_RECV,
+                                                  .src_off = off,
+                                                  .dst_off = off,
+                                                  .count = cnt});
             if (n == 1)
                 continue;
             s.prim = TT_PRIM_SEND;

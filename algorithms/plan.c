@@ -61,7 +61,7 @@ void tt_plan_step(struct tt_plan *p, const struct tt_step *s)
 const char *tt_prim_name(int prim)
 {
     static const char *names[TT_NUM_PRIMS] = {
-        "send", "recv", "recv-reduce-send", "recv-reduce-copy", "recv-reduce-copy-send",
+        "send",           "recv", "recv-reduce-send", "recv-reduce-copy", "recv-reduce-copy-send",
         "recv-copy-send", "copy",
     };
     return (prim >= 0 && prim < TT_NUM_PRIMS) ? names[prim] : "?";

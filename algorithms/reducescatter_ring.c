@@ -25,15 +25,22 @@ void tt_reducescatter_ring(struct tt_plan *p, const struct tt_ring *rings,
         tt_split(a->count, a->nchannels, ch, &off, &cnt);
         if (n == 1) {
             if (!a->inplace)
-                tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_COPY, .flags = TT_STEP_POSTOP,
-                                                  .src = TT_BUF_SEND, .dst = TT_BUF_RECV,
+                tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_COPY,
+                                                  .flags = TT_STEP_POSTOP,
+                                                  .src = TT_BUF_SEND,
+                                                  .dst = TT_BUF_RECV,
                                                   .src_off = (size_t)me * a->count + off,
-                                                  .dst_off = off, .count = cnt});
+                                                  .dst_off = off,
+                                                  .count = cnt});
             continue;
         }
         for (int k = 0; k < n; k++) {
-            struct tt_step s = {.src = TT_BUF_SEND, .dst = TT_BUF_RECV, .send_peer = next,
-                                .recv_peer = prev, .count = cnt, .dst_off = off};
+            struct tt_step s = {.src = TT_BUF_SEND,
+                                .dst = TT_BUF_RECV,
+                                .send_peer = next,
+                                .recv_peer = prev,
+                                .count = cnt,
+                                .dst_off = off};
             int owner = tt_ring_at(r, pos - 1 - k);
 
             if (k == 0)

@@ -98,7 +98,14 @@ typedef enum {
  *   MIN, MAX:  a NaN in any input gives NaN; +0 and -0 compare equal (either may come back).
  *   AVG:       SUM divided by the number of ranks at the end; integers truncate toward zero.
  */
-typedef enum { TUTTI_SUM = 0, TUTTI_PROD, TUTTI_MIN, TUTTI_MAX, TUTTI_AVG, TUTTI_NUM_OPS } tutti_op_t;
+typedef enum {
+    TUTTI_SUM = 0,
+    TUTTI_PROD,
+    TUTTI_MIN,
+    TUTTI_MAX,
+    TUTTI_AVG,
+    TUTTI_NUM_OPS
+} tutti_op_t;
 
 /* tutti_dtype_size - bytes per element of dtype, or 0 for an invalid dtype. */
 TUTTI_API size_t tutti_dtype_size(tutti_dtype_t dtype);
@@ -158,13 +165,16 @@ typedef struct tutti_stream *tutti_stream_t;
  * its initial value takes the environment's setting (README lists the TUTTI_* variables).
  */
 typedef struct {
-    size_t size;         /* sizeof(tutti_config_t) as the caller was compiled */
-    double timeout_s;    /* bound on every wait; <= 0: TUTTI_TIMEOUT */
-    int local_rank;      /* rank among the ranks of this host; < 0: derived from host ids */
-    int nchannels;       /* parallel rings; <= 0: TUTTI_NCHANNELS */
+    size_t size;      /* sizeof(tutti_config_t) as the caller was compiled */
+    double timeout_s; /* bound on every wait; <= 0: TUTTI_TIMEOUT */
+    int local_rank;   /* rank among the ranks of this host; < 0: derived from host ids */
+    int nchannels;    /* parallel rings; <= 0: TUTTI_NCHANNELS */
 } tutti_config_t;
 
-#define TUTTI_CONFIG_INIT {sizeof(tutti_config_t), 0.0, -1, 0}
+#define TUTTI_CONFIG_INIT                                                                          \
+    {                                                                                              \
+        sizeof(tutti_config_t), 0.0, -1, 0                                                         \
+    }
 
 /*
  * tutti_comm_init - join a communicator of nranks ranks as rank `rank`.
@@ -236,8 +246,8 @@ TUTTI_API tutti_result_t tutti_all_gather(const void *sendbuf, void *recvbuf, si
 
 /* recvbuf[i] = op over ranks of sendbuf[rank * recvcount + i]; sendbuf holds nranks * recvcount. */
 TUTTI_API tutti_result_t tutti_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                              tutti_dtype_t dtype, tutti_op_t op,
-                                              tutti_comm_t comm, tutti_stream_t stream);
+                                              tutti_dtype_t dtype, tutti_op_t op, tutti_comm_t comm,
+                                              tutti_stream_t stream);
 
 /* recvbuf on every rank = sendbuf of root. */
 TUTTI_API tutti_result_t tutti_broadcast(const void *sendbuf, void *recvbuf, size_t count,
@@ -254,8 +264,8 @@ TUTTI_API tutti_result_t tutti_reduce(const void *sendbuf, void *recvbuf, size_t
  * order; count and dtype must agree. Outside a group a send may block until the peer
  * receives: pairs that send to each other at once belong in a group.
  */
-TUTTI_API tutti_result_t tutti_send(const void *sendbuf, size_t count, tutti_dtype_t dtype, int peer,
-                                    tutti_comm_t comm, tutti_stream_t stream);
+TUTTI_API tutti_result_t tutti_send(const void *sendbuf, size_t count, tutti_dtype_t dtype,
+                                    int peer, tutti_comm_t comm, tutti_stream_t stream);
 TUTTI_API tutti_result_t tutti_recv(void *recvbuf, size_t count, tutti_dtype_t dtype, int peer,
                                     tutti_comm_t comm, tutti_stream_t stream);
 

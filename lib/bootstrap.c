@@ -104,8 +104,10 @@ static int in_unit(struct tt_boot *b, int i)
     if (c->state == IN_HDR) {
         uint64_t len = tt_get64(c->hdr + 8);
         if (memcmp(c->hdr, "TTBM", 4) != 0 || len > TT_BOOT_MAX_MSG) {
-            TT_WARN(TT_SUB_BOOT, "bootstrap: malformed header from rank %d (length %llu); "
-                                 "connection dropped", c->peer, (unsigned long long)len);
+            TT_WARN(TT_SUB_BOOT,
+                    "bootstrap: malformed header from rank %d (length %llu); "
+                    "connection dropped",
+                    c->peer, (unsigned long long)len);
             in_drop(b, i);
             return -1;
         }
@@ -247,8 +249,8 @@ static tutti_result_t rendezvous(struct tt_boot *b, const struct tt_id_info *id,
     tt_addr_str(&id->root, where, sizeof(where));
     rc = tt_sock_connect(&id->root, deadline, &fd);
     if (rc != TUTTI_SUCCESS)
-        return tt_fail(NULL, rc, "rank %d: cannot reach the rendezvous at %s: %s", b->rank,
-                       where, tt_thread_error());
+        return tt_fail(NULL, rc, "rank %d: cannot reach the rendezvous at %s: %s", b->rank, where,
+                       tt_thread_error());
     /* Listen on the interface that faces the root. */
     getsockname(fd, (struct sockaddr *)&local.ss, &local.len);
     tt_addr_set_port(&local, 0);
@@ -360,8 +362,7 @@ static tutti_result_t out_connect(struct tt_boot *b, int peer, double deadline)
     rc = tt_sock_write(fd, hello, sizeof(hello), deadline);
     if (rc != TUTTI_SUCCESS) {
         close(fd);
-        return tt_fail(NULL, rc, "bootstrap: hello to rank %d failed: %s", peer,
-                       tt_thread_error());
+        return tt_fail(NULL, rc, "bootstrap: hello to rank %d failed: %s", peer, tt_thread_error());
     }
     b->out_fd[peer] = fd;
     return TUTTI_SUCCESS;
@@ -382,8 +383,7 @@ static tutti_result_t out_write(struct tt_boot *b, int peer, const void *buf, si
             continue;
         }
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            return tt_fail(NULL, TUTTI_ERR_REMOTE, "bootstrap: send to rank %d failed: %m",
-                           peer);
+            return tt_fail(NULL, TUTTI_ERR_REMOTE, "bootstrap: send to rank %d failed: %m", peer);
         if (tt_now() >= deadline)
             return tt_fail(NULL, TUTTI_ERR_TIMEOUT,
                            "bootstrap: rank %d did not take our message within %.0f s", peer,
@@ -393,8 +393,7 @@ static tutti_result_t out_write(struct tt_boot *b, int peer, const void *buf, si
     return TUTTI_SUCCESS;
 }
 
-tutti_result_t tt_boot_send(struct tt_boot *b, int peer, uint32_t tag, const void *data,
-                            size_t len)
+tutti_result_t tt_boot_send(struct tt_boot *b, int peer, uint32_t tag, const void *data, size_t len)
 {
     double deadline = tt_now() + b->timeout;
     unsigned char hdr[TT_MSG_HDR_LEN];
@@ -487,7 +486,10 @@ tutti_result_t tt_boot_barrier(struct tt_boot *b)
     return rc;
 }
 
-const struct tt_addr *tt_boot_self_addr(const struct tt_boot *b) { return &b->self; }
+const struct tt_addr *tt_boot_self_addr(const struct tt_boot *b)
+{
+    return &b->self;
+}
 
 void tt_boot_close(struct tt_boot *b)
 {

@@ -49,8 +49,8 @@ size_t tutti_dtype_size(tutti_dtype_t dtype)
 
 const char *tutti_dtype_name(tutti_dtype_t dtype)
 {
-    static const char *names[TUTTI_NUM_DTYPES] = {"int8",    "uint8",    "int32",   "uint32",
-                                                  "int64",   "uint64",   "float16", "bfloat16",
+    static const char *names[TUTTI_NUM_DTYPES] = {"int8",    "uint8",  "int32",   "uint32",
+                                                  "int64",   "uint64", "float16", "bfloat16",
                                                   "float32", "float64"};
     return (unsigned)dtype < TUTTI_NUM_DTYPES ? names[dtype] : "invalid";
 }
@@ -102,7 +102,8 @@ static tutti_result_t check_coll(struct tutti_comm *comm, const struct tt_call *
     const char *s = c->sendbuf;
     char *r = c->recvbuf;
 
-    TT_CHECK(check_dtype_op(comm, c, c->coll != TT_COLL_ALL_GATHER && c->coll != TT_COLL_BROADCAST));
+    TT_CHECK(
+        check_dtype_op(comm, c, c->coll != TT_COLL_ALL_GATHER && c->coll != TT_COLL_BROADCAST));
     es = tutti_dtype_size(c->dtype);
     if (c->coll == TT_COLL_BROADCAST || c->coll == TT_COLL_REDUCE) {
         if (c->root < 0 || c->root >= comm->nranks)
@@ -124,18 +125,11 @@ static tutti_result_t check_coll(struct tutti_comm *comm, const struct tt_call *
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: recvbuf is NULL with count %zu", c->fn,
                        elems);
     switch (c->coll) {
-    case TT_COLL_ALL_GATHER:
-        *inplace = s == r + (size_t)me * elems * es;
-        break;
-    case TT_COLL_REDUCE_SCATTER:
-        *inplace = r == s + (size_t)me * elems * es;
-        break;
-    default:
-        *inplace = s == r;
-        break;
+    case TT_COLL_ALL_GATHER: *inplace = s == r + (size_t)me * elems * es; break;
+    case TT_COLL_REDUCE_SCATTER: *inplace = r == s + (size_t)me * elems * es; break;
+    default: *inplace = s == r; break;
     }
-    if (uses_send && uses_recv && !*inplace &&
-        overlaps(s, send_elems * es, r, recv_elems * es))
+    if (uses_send && uses_recv && !*inplace && overlaps(s, send_elems * es, r, recv_elems * es))
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
                        "%s: sendbuf and recvbuf overlap but the call is not in place (see "
                        "tutti.h for the in-place layout of each collective)",
@@ -188,8 +182,9 @@ static tutti_result_t coll_run(struct tutti_comm *comm, const struct tt_call *c,
         return TUTTI_SUCCESS;
     bytes = c->count * tutti_dtype_size(c->dtype);
     a.nchannels = (int)(bytes / TT_MIN_CHANNEL_BYTES);
-    a.nchannels = a.nchannels < 1 ? 1 : a.nchannels > comm->nchannels ? comm->nchannels
-                                                                        : a.nchannels;
+    a.nchannels = a.nchannels < 1                 ? 1
+                  : a.nchannels > comm->nchannels ? comm->nchannels
+                                                  : a.nchannels;
     algo = tt_algo_find(c->coll, NULL);
     snprintf(what, sizeof(what), "%s #%llu (%zu x %s)", tt_coll_name(c->coll),
              (unsigned long long)comm->seq, c->count, tutti_dtype_name(c->dtype));
@@ -206,16 +201,16 @@ tutti_result_t tutti_all_reduce(const void *sendbuf, void *recvbuf, size_t count
                                 tutti_dtype_t dtype, tutti_op_t op, tutti_comm_t comm,
                                 tutti_stream_t stream)
 {
-    struct tt_call c = {TT_COLL_ALL_REDUCE, "tutti_all_reduce", sendbuf, recvbuf, count, dtype,
-                        op, 0};
+    struct tt_call c = {
+        TT_COLL_ALL_REDUCE, "tutti_all_reduce", sendbuf, recvbuf, count, dtype, op, 0};
     return coll_run(comm, &c, stream);
 }
 
 tutti_result_t tutti_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                 tutti_dtype_t dtype, tutti_comm_t comm, tutti_stream_t stream)
 {
-    struct tt_call c = {TT_COLL_ALL_GATHER, "tutti_all_gather", sendbuf, recvbuf, sendcount,
-                        dtype, TUTTI_SUM, 0};
+    struct tt_call c = {
+        TT_COLL_ALL_GATHER, "tutti_all_gather", sendbuf, recvbuf, sendcount, dtype, TUTTI_SUM, 0};
     return coll_run(comm, &c, stream);
 }
 
@@ -223,8 +218,8 @@ tutti_result_t tutti_reduce_scatter(const void *sendbuf, void *recvbuf, size_t r
                                     tutti_dtype_t dtype, tutti_op_t op, tutti_comm_t comm,
                                     tutti_stream_t stream)
 {
-    struct tt_call c = {TT_COLL_REDUCE_SCATTER, "tutti_reduce_scatter", sendbuf, recvbuf,
-                        recvcount, dtype, op, 0};
+    struct tt_call c = {
+        TT_COLL_REDUCE_SCATTER, "tutti_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 0};
     return coll_run(comm, &c, stream);
 }
 
@@ -232,8 +227,8 @@ tutti_result_t tutti_broadcast(const void *sendbuf, void *recvbuf, size_t count,
                                tutti_dtype_t dtype, int root, tutti_comm_t comm,
                                tutti_stream_t stream)
 {
-    struct tt_call c = {TT_COLL_BROADCAST, "tutti_broadcast", sendbuf, recvbuf, count, dtype,
-                        TUTTI_SUM, root};
+    struct tt_call c = {
+        TT_COLL_BROADCAST, "tutti_broadcast", sendbuf, recvbuf, count, dtype, TUTTI_SUM, root};
     return coll_run(comm, &c, stream);
 }
 
@@ -247,8 +242,8 @@ tutti_result_t tutti_reduce(const void *sendbuf, void *recvbuf, size_t count, tu
 tutti_result_t tutti_barrier(tutti_comm_t comm, tutti_stream_t stream)
 {
     uint8_t one = 1, sum = 0;
-    struct tt_call c = {TT_COLL_ALL_REDUCE, "tutti_barrier", &one, &sum, 1, TUTTI_UINT8,
-                        TUTTI_SUM, 0};
+    struct tt_call c = {TT_COLL_ALL_REDUCE, "tutti_barrier", &one, &sum, 1,
+                        TUTTI_UINT8,        TUTTI_SUM,       0};
     return coll_run(comm, &c, stream);
 }
 
@@ -301,8 +296,8 @@ static tutti_result_t p2p_run(struct tutti_comm *comm, struct p2p_op *ops, int n
         tt_plan_step(&comm->plan, &s);
     }
     comm->seq++;
-    snprintf(what, sizeof(what), "point-to-point #%llu (%d op(s))",
-             (unsigned long long)comm->seq, nops);
+    snprintf(what, sizeof(what), "point-to-point #%llu (%d op(s))", (unsigned long long)comm->seq,
+             nops);
     rc = run_plan(comm, bufs, TUTTI_UINT8, TUTTI_SUM, what);
 out:
     free(order);
@@ -311,8 +306,8 @@ out:
     return rc;
 }
 
-static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype_t dtype,
-                               int peer, struct tutti_comm *comm, tutti_stream_t stream)
+static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype_t dtype, int peer,
+                               struct tutti_comm *comm, tutti_stream_t stream)
 {
     const char *fn = is_send ? "tutti_send" : "tutti_recv";
     struct tt_call c = {.fn = fn, .dtype = dtype};
@@ -321,8 +316,8 @@ static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype
     TT_CHECK(check_comm(comm, stream, fn));
     TT_CHECK(check_dtype_op(comm, &c, 0));
     if (peer < 0 || peer >= comm->nranks)
-        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: peer %d is out of range [0, %d)", fn,
-                       peer, comm->nranks);
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: peer %d is out of range [0, %d)", fn, peer,
+                       comm->nranks);
     if (count > SIZE_MAX / 2 / tutti_dtype_size(dtype))
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: count %zu overflows", fn, count);
     if (count > 0 && !buf)

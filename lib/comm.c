@@ -150,8 +150,7 @@ static tutti_result_t pick_transport(struct tutti_comm *c, int peer)
                        "needs one host%s; this build has no network transport",
                        c->rank, c->peers[c->rank].host, peer, c->peers[peer].host,
                        transport_allowed("shm") ? "" : " and TUTTI_TRANSPORTS excludes shm");
-    TT_INFO(TT_SUB_INIT, "rank %d -> rank %d: transport %s", c->rank, peer,
-            c->tp_of[peer]->name);
+    TT_INFO(TT_SUB_INIT, "rank %d -> rank %d: transport %s", c->rank, peer, c->tp_of[peer]->name);
     return TUTTI_SUCCESS;
 }
 
@@ -203,8 +202,7 @@ static tutti_result_t connect_links(struct tutti_comm *c, const struct link *rec
         TT_CHECK(tt_boot_recv(c->boot, p, TT_TAG_CONN + (uint32_t)ch, wire, sizeof(wire)));
         len = tt_get32(wire);
         if (len > TT_BLOB_MAX)
-            return tt_fail(c, TUTTI_ERR_REMOTE, "rank %d sent a %u-byte connection blob", p,
-                           len);
+            return tt_fail(c, TUTTI_ERR_REMOTE, "rank %d sent a %u-byte connection blob", p, len);
         TT_CHECK(c->tp_of[p]->send_connect(&ctx, p, ch, wire + 4, len, &c->conns.send[idx]));
     }
     return TUTTI_SUCCESS;
@@ -283,8 +281,7 @@ static tutti_result_t read_config(struct tutti_comm *c, const tutti_config_t *cf
     if (cfg && cfg->nchannels > 0)
         nch = cfg->nchannels;
     if (nch < 1 || nch > 32)
-        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "channel count %lld must be within 1..32",
-                       nch);
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "channel count %lld must be within 1..32", nch);
     if (steps < 2 || steps > TT_MAX_SLOTS)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "TUTTI_STEPS=%lld must be within 2..%d", steps,
                        TT_MAX_SLOTS);
@@ -311,8 +308,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     c->tp_of = calloc(n, sizeof(*c->tp_of));
     c->conns.send = calloc(nconn, sizeof(*c->conns.send));
     c->conns.recv = calloc(nconn, sizeof(*c->conns.recv));
-    if (!c->peers || !c->ring_order || !c->rings || !c->tp_of || !c->conns.send ||
-        !c->conns.recv)
+    if (!c->peers || !c->ring_order || !c->rings || !c->tp_of || !c->conns.send || !c->conns.recv)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory for a communicator of %d ranks",
                        c->nranks);
     c->conns.nranks = c->nranks;
@@ -334,7 +330,8 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     for (int r = 0; r < c->nranks; r++)
         c->ring_order[r] = r;
     for (int ch = 0; ch < c->nchannels; ch++)
-        c->rings[ch] = (struct tt_ring){.nranks = c->nranks, .pos = c->rank, .order = c->ring_order};
+        c->rings[ch] =
+            (struct tt_ring){.nranks = c->nranks, .pos = c->rank, .order = c->ring_order};
 
     if (c->nranks > 1) {
         struct link recvs[32], sends[32];
@@ -394,8 +391,9 @@ tutti_result_t tutti_comm_init(tutti_comm_t *comm, int nranks, const tutti_id_t 
         rc = tt_fail(NULL, TUTTI_ERR_SYSTEM, "tutti_comm_init: out of memory");
         goto undo_comm;
     }
-    TT_INFO(TT_SUB_INIT, "rank %d of %d ready (local rank %d of %d, %d channel(s), %d x %zu-byte "
-                         "slots per connection)",
+    TT_INFO(TT_SUB_INIT,
+            "rank %d of %d ready (local rank %d of %d, %d channel(s), %d x %zu-byte "
+            "slots per connection)",
             rank, nranks, c->local_rank, c->local_size, c->nchannels, c->nslots, c->slot_bytes);
     *comm = c;
     return TUTTI_SUCCESS;
@@ -432,4 +430,7 @@ TT_QUERY(tutti_comm_size, nranks)
 TT_QUERY(tutti_comm_local_rank, local_rank)
 TT_QUERY(tutti_comm_local_size, local_size)
 
-int tutti_version(void) { return TUTTI_VERSION_CODE; }
+int tutti_version(void)
+{
+    return TUTTI_VERSION_CODE;
+}

@@ -34,12 +34,12 @@ struct tutti_comm {
 
     struct tt_boot *boot;
     struct tt_peer_info *peers;
-    int *ring_order;          /* rank at each ring position (identity until topology) */
-    struct tt_ring *rings;    /* one per channel */
+    int *ring_order;       /* rank at each ring position (identity until topology) */
+    struct tt_ring *rings; /* one per channel */
     struct tt_exec_conns conns;
     const struct tt_transport **tp_of; /* transport chosen per peer, NULL if none yet */
 
-    tutti_result_t error; /* sticky: TUTTI_SUCCESS while healthy */
+    tutti_result_t error;      /* sticky: TUTTI_SUCCESS while healthy */
     char fatal[TT_ERRMSG_LEN]; /* message of the error that made it unusable */
     volatile int abort_flag;
     uint64_t seq; /* collectives started */

@@ -24,8 +24,8 @@ struct knob {
 static struct knob knobs[] = {
     {"TUTTI_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE", NULL, 0, 0},
     {"TUTTI_DEBUG_SUBSYS", "ALL",
-     "subsystems to log: comma list of INIT,COLL,SHM,NET,IB,TOPO,TUNE,DDP,BOOT; ^ excludes",
-     NULL, 0, 0},
+     "subsystems to log: comma list of INIT,COLL,SHM,NET,IB,TOPO,TUNE,DDP,BOOT; ^ excludes", NULL,
+     0, 0},
     {"TUTTI_TIMEOUT", "300", "seconds any wait may make no progress before it fails", NULL, 0, 0},
     {"TUTTI_NCHANNELS", "1", "rings run in parallel, each over its own connections", NULL, 0, 0},
     {"TUTTI_BUFFSIZE", "1M", "bytes of FIFO per connection (split into TUTTI_STEPS slots)", NULL, 0,
@@ -76,9 +76,15 @@ static struct knob *load(const char *name)
     return k;
 }
 
-const char *tt_env_str(const char *name) { return load(name)->value; }
+const char *tt_env_str(const char *name)
+{
+    return load(name)->value;
+}
 
-int tt_env_is_set(const char *name) { return load(name)->from_env; }
+int tt_env_is_set(const char *name)
+{
+    return load(name)->from_env;
+}
 
 int tt_parse_size(const char *s, size_t *out)
 {
@@ -92,9 +98,21 @@ int tt_parse_size(const char *s, size_t *out)
     if (errno || end == s)
         return -1;
     switch (*end) {
-    case 'k': case 'K': mul = 1ULL << 10; end++; break;
-    case 'm': case 'M': mul = 1ULL << 20; end++; break;
-    case 'g': case 'G': mul = 1ULL << 30; end++; break;
+    case 'k':
+    case 'K':
+        mul = 1ULL << 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1ULL << 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1ULL << 30;
+        end++;
+        break;
     default: break;
     }
     if (*end == 'B' || *end == 'b')

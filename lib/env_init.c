@@ -32,8 +32,10 @@ static tutti_result_t parse_int(const char *name, const char *v, int *out)
     errno = 0;
     x = strtol(v, &end, 10);
     if (errno || end == v || *end != '\0' || x < 0 || x > 1 << 30)
-        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_comm_init_env: %s='%s' is not a "
-                                                    "non-negative integer", name, v);
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "tutti_comm_init_env: %s='%s' is not a "
+                       "non-negative integer",
+                       name, v);
     *out = (int)x;
     return TUTTI_SUCCESS;
 }
@@ -53,8 +55,8 @@ static tutti_result_t rank_and_size(int *rank, int *size, int *local_rank)
             continue;
         if (!r || !s)
             return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
-                           "tutti_comm_init_env: %s is set but %s is not", r ? sets[i][0] : sets[i][1],
-                           r ? sets[i][1] : sets[i][0]);
+                           "tutti_comm_init_env: %s is set but %s is not",
+                           r ? sets[i][0] : sets[i][1], r ? sets[i][1] : sets[i][0]);
         TT_CHECK(parse_int(sets[i][0], r, rank));
         TT_CHECK(parse_int(sets[i][1], s, size));
         *local_rank = -1;
@@ -121,9 +123,9 @@ static tutti_result_t rendezvous_from_env(int rank, int size, tutti_id_t *id)
     }
     if (host || port_s) {
         if (!host || !port_s)
-            return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
-                           "tutti_comm_init_env: %s is set but %s is not",
-                           host ? "MASTER_ADDR" : "MASTER_PORT", host ? "MASTER_PORT" : "MASTER_ADDR");
+            return tt_fail(
+                NULL, TUTTI_ERR_INVALID_ARG, "tutti_comm_init_env: %s is set but %s is not",
+                host ? "MASTER_ADDR" : "MASTER_PORT", host ? "MASTER_PORT" : "MASTER_ADDR");
         TT_CHECK(parse_int("MASTER_PORT", port_s, &port));
         if (port < 1 || port > 65535)
             return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,

@@ -13,12 +13,10 @@ const char *tutti_strerror(tutti_result_t result)
 {
     switch (result) {
 #define TT_RESULT_CASE(name, desc)                                                                 \
-    case TUTTI_##name:                                                                             \
-        return desc;
+    case TUTTI_##name: return desc;
         TUTTI_RESULT_MAP(TT_RESULT_CASE)
 #undef TT_RESULT_CASE
-    default:
-        return "unknown result code";
+    default: return "unknown result code";
     }
 }
 
@@ -63,9 +61,15 @@ void tt_error_to_comm(struct tutti_comm *comm)
         snprintf(comm->last_error, sizeof(comm->last_error), "%s", thread_msg);
 }
 
-const char *tt_thread_error(void) { return thread_msg; }
+const char *tt_thread_error(void)
+{
+    return thread_msg;
+}
 
-const char *tutti_last_error(void) { return thread_msg; }
+const char *tutti_last_error(void)
+{
+    return thread_msg;
+}
 
 const char *tutti_comm_last_error(tutti_comm_t comm)
 {

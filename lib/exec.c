@@ -45,7 +45,10 @@ static struct tt_conn *conn_at(struct tt_conn **table, const struct tt_exec_conn
     return table[(size_t)channel * (size_t)c->nranks + (size_t)peer];
 }
 
-static int prim_recvs(int prim) { return prim != TT_PRIM_SEND && prim != TT_PRIM_COPY; }
+static int prim_recvs(int prim)
+{
+    return prim != TT_PRIM_SEND && prim != TT_PRIM_COPY;
+}
 
 static int prim_sends(int prim)
 {
@@ -85,8 +88,8 @@ static void postop(struct tt_exec *x, const struct tt_step *s, void *d, size_t n
 }
 
 /* One chunk of one step: elements [lo, lo + n) of the step's range. */
-static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int channel,
-                                 size_t lo, size_t n)
+static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int channel, size_t lo,
+                                 size_t n)
 {
     size_t bytes = n * x->esize;
     const char *src = (const char *)x->bufs[s->src] + (s->src_off + lo) * x->esize;
@@ -130,15 +133,9 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
     }
 
     switch (s->prim) {
-    case TT_PRIM_SEND:
-        memcpy(sslot, src, bytes);
-        break;
-    case TT_PRIM_RECV:
-        memcpy(dst, rslot, bytes);
-        break;
-    case TT_PRIM_RECV_REDUCE_SEND:
-        x->kernel(sslot, NULL, rslot, src, n);
-        break;
+    case TT_PRIM_SEND: memcpy(sslot, src, bytes); break;
+    case TT_PRIM_RECV: memcpy(dst, rslot, bytes); break;
+    case TT_PRIM_RECV_REDUCE_SEND: x->kernel(sslot, NULL, rslot, src, n); break;
     case TT_PRIM_RECV_REDUCE_COPY:
         x->kernel(dst, NULL, rslot, src, n);
         postop(x, s, dst, n);
@@ -161,8 +158,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
             memmove(dst, src, bytes);
         postop(x, s, dst, n);
         break;
-    default:
-        return tt_fail(NULL, TUTTI_ERR_INTERNAL, "bad primitive %d in plan", s->prim);
+    default: return tt_fail(NULL, TUTTI_ERR_INTERNAL, "bad primitive %d in plan", s->prim);
     }
     if (sc) {
         r = sc->tp->send_commit(sc, bytes);

@@ -72,7 +72,10 @@ static inline uint16_t tt_float_to_half(float f)
     return (uint16_t)(sign | q);
 }
 
-static inline float tt_bf16_to_float(uint16_t b) { return tt_bits_f32((uint32_t)b << 16); }
+static inline float tt_bf16_to_float(uint16_t b)
+{
+    return tt_bits_f32((uint32_t)b << 16);
+}
 
 static inline uint16_t tt_float_to_bf16(float f)
 {

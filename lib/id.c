@@ -29,8 +29,8 @@ int tt_id_decode(const tutti_id_t *id, struct tt_id_info *info)
     }
     if (id->internal[4] != TT_ID_VERSION) {
         tt_fail_quiet(NULL, TUTTI_ERR_INVALID_ARG,
-                      "id has format version %d; this library reads version %d",
-                      id->internal[4], TT_ID_VERSION);
+                      "id has format version %d; this library reads version %d", id->internal[4],
+                      TT_ID_VERSION);
         return -1;
     }
     if (tt_addr_unpack(id->internal + 8, &info->root) != 0) {
@@ -130,12 +130,11 @@ tutti_result_t tutti_id_from_string(const char *str, tutti_id_t *id)
                              !str ? "str" : "id");
     len = strnlen(str, TUTTI_ID_STRLEN + 1);
     if (strncmp(str, ID_PREFIX, n) != 0)
-        return tt_fail_quiet(NULL, TUTTI_ERR_INVALID_ARG,
-                             "id string does not start with '%s'", ID_PREFIX);
+        return tt_fail_quiet(NULL, TUTTI_ERR_INVALID_ARG, "id string does not start with '%s'",
+                             ID_PREFIX);
     if (len != TUTTI_ID_STRLEN - 1)
         return tt_fail_quiet(NULL, TUTTI_ERR_INVALID_ARG,
-                             "id string has %zu characters; expected %d", len,
-                             TUTTI_ID_STRLEN - 1);
+                             "id string has %zu characters; expected %d", len, TUTTI_ID_STRLEN - 1);
     for (int i = 0; i < TUTTI_ID_BYTES; i++) {
         int hi = hexval(str[n + 2 * (size_t)i]), lo = hexval(str[n + 2 * (size_t)i + 1]);
         if (hi < 0 || lo < 0)

@@ -18,7 +18,7 @@ static const struct {
     const char *name;
     unsigned bit;
 } subsys_names[] = {
-    {"INIT", TT_SUB_INIT}, {"COLL", TT_SUB_COLL}, {"SHM", TT_SUB_SHM}, {"NET", TT_SUB_NET},
+    {"INIT", TT_SUB_INIT}, {"COLL", TT_SUB_COLL}, {"SHM", TT_SUB_SHM},   {"NET", TT_SUB_NET},
     {"IB", TT_SUB_IB},     {"TOPO", TT_SUB_TOPO}, {"TUNE", TT_SUB_TUNE}, {"DDP", TT_SUB_DDP},
     {"BOOT", TT_SUB_BOOT}, {"ALL", TT_SUB_ALL},
 };
@@ -43,7 +43,8 @@ static unsigned parse_mask(const char *s)
         s++;
     }
     snprintf(buf, sizeof(buf), "%s", s);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
         unsigned bit = 0;
         for (size_t i = 0; i < sizeof(subsys_names) / sizeof(subsys_names[0]); i++)
             if (strcasecmp(tok, subsys_names[i].name) == 0)
@@ -76,9 +77,15 @@ static void log_init_once(void)
     log_host[sizeof(log_host) - 1] = '\0';
 }
 
-void tt_log_init(void) { pthread_once(&log_once, log_init_once); }
+void tt_log_init(void)
+{
+    pthread_once(&log_once, log_init_once);
+}
 
-void tt_log_set_rank(int rank) { __atomic_store_n(&log_rank, rank, __ATOMIC_RELAXED); }
+void tt_log_set_rank(int rank)
+{
+    __atomic_store_n(&log_rank, rank, __ATOMIC_RELAXED);
+}
 
 void tt_log_write(enum tt_log_level level, enum tt_subsys sub, const char *fmt, ...)
 {

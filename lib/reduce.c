@@ -94,11 +94,14 @@ TT_HALF_KERNELS(bf16, tt_bf16_to_float, tt_float_to_bf16)
 TT_FLT_KERNELS(f32, float)
 TT_FLT_KERNELS(f64, double)
 
-#define TT_ROW(s) {sum_##s, prod_##s, min_##s, max_##s}
+#define TT_ROW(s)                                                                                  \
+    {                                                                                              \
+        sum_##s, prod_##s, min_##s, max_##s                                                        \
+    }
 
 /* Indexed [dtype][op] in the order of tutti_dtype_t and tutti_op_t (AVG uses SUM). */
 static const tt_reduce_fn kernels[TUTTI_NUM_DTYPES][4] = {
-    TT_ROW(i8),  TT_ROW(u8),   TT_ROW(i32), TT_ROW(u32), TT_ROW(i64),
+    TT_ROW(i8),  TT_ROW(u8),  TT_ROW(i32),  TT_ROW(u32), TT_ROW(i64),
     TT_ROW(u64), TT_ROW(f16), TT_ROW(bf16), TT_ROW(f32), TT_ROW(f64),
 };
 
@@ -113,7 +116,7 @@ tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op)
     do {                                                                                           \
         T *p = d;                                                                                  \
         for (size_t i = 0; i < n; i++)                                                             \
-            p[i] = (T)(p[i] / divisor);                                                         \
+            p[i] = (T)(p[i] / divisor);                                                            \
     } while (0)
 
 #define TT_DIV16_LOOP(TO_F, FROM_F)                                                                \

@@ -63,8 +63,7 @@ const char *tt_addr_str(const struct tt_addr *a, char *buf, size_t size)
         inet_ntop(AF_INET, &((const struct sockaddr_in *)&a->ss)->sin_addr, host, sizeof(host));
         snprintf(buf, size, "%s:%d", host, tt_addr_port(a));
     } else if (a->ss.ss_family == AF_INET6) {
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&a->ss)->sin6_addr, host,
-                  sizeof(host));
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&a->ss)->sin6_addr, host, sizeof(host));
         snprintf(buf, size, "[%s]:%d", host, tt_addr_port(a));
     } else {
         snprintf(buf, size, "(no address)");
@@ -151,7 +150,7 @@ tutti_result_t tt_if_pick(struct tt_addr *addr, char *ifname, size_t ifname_size
     }
     memset(addr, 0, sizeof(*addr));
     addr->len = best->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-                                                      : sizeof(struct sockaddr_in6);
+                                                     : sizeof(struct sockaddr_in6);
     memcpy(&addr->ss, best->ifa_addr, addr->len);
     tt_addr_set_port(addr, 0);
     snprintf(ifname, ifname_size, "%s", best->ifa_name);
@@ -277,9 +276,9 @@ tutti_result_t tt_sock_write(int fd, const void *buf, size_t len, double deadlin
             continue;
         }
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            return tt_fail(NULL, errno == EPIPE || errno == ECONNRESET ? TUTTI_ERR_REMOTE
-                                                                       : TUTTI_ERR_SYSTEM,
-                           "send failed: %m");
+            return tt_fail(
+                NULL, errno == EPIPE || errno == ECONNRESET ? TUTTI_ERR_REMOTE : TUTTI_ERR_SYSTEM,
+                "send failed: %m");
         if (tt_now() >= deadline)
             return tt_fail(NULL, TUTTI_ERR_TIMEOUT, "send timed out");
         poll_one(fd, POLLOUT, deadline);

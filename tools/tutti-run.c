@@ -33,9 +33,9 @@
 #define LINE_MAX_BYTES 65536
 
 struct stream {
-    int fd;        /* read end, -1 once closed */
-    int out;       /* 1 = stdout, 2 = stderr */
-    size_t len;    /* bytes of an unfinished line */
+    int fd;     /* read end, -1 once closed */
+    int out;    /* 1 = stdout, 2 = stderr */
+    size_t len; /* bytes of an unfinished line */
     char *buf;
 };
 
@@ -250,6 +250,14 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    /* Before any thread exists (the rendezvous runs in one): signals must reach signalfd. */
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, &mask, &oldmask);
+
     /* Single-host launcher: rendezvous on loopback unless told otherwise. */
     setenv("TUTTI_SOCKET_IFNAME", "=lo", 0);
     snprintf(tag, sizeof(tag), "r%d", (int)self);
@@ -263,12 +271,6 @@ int main(int argc, char **argv)
     snprintf(val, sizeof(val), "%d", nranks);
     setenv("TUTTI_WORLD_SIZE", val, 1);
 
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGCHLD);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGHUP);
-    sigprocmask(SIG_BLOCK, &mask, &oldmask);
     sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     ranks = calloc((size_t)nranks, sizeof(*ranks));
     pfd = calloc(2 * (size_t)nranks + 1, sizeof(*pfd));
@@ -362,12 +364,14 @@ int main(int argc, char **argv)
                         first = r;
                         result = status_code(st);
                         if (WIFSIGNALED(st))
-                            fprintf(stderr, "tutti-run: rank %d (pid %d) was killed by %s; "
-                                            "stopping the other ranks\n",
+                            fprintf(stderr,
+                                    "tutti-run: rank %d (pid %d) was killed by %s; "
+                                    "stopping the other ranks\n",
                                     r, (int)pid, strsignal(WTERMSIG(st)));
                         else
-                            fprintf(stderr, "tutti-run: rank %d (pid %d) exited with status %d; "
-                                            "stopping the other ranks\n",
+                            fprintf(stderr,
+                                    "tutti-run: rank %d (pid %d) exited with status %d; "
+                                    "stopping the other ranks\n",
                                     r, (int)pid, result);
                         signal_all(SIGTERM);
                         kill_at = now() + grace;

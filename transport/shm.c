@@ -27,7 +27,7 @@ struct shm_conn {
     struct tt_fifo fifo;
     void *map;
     size_t map_len;
-    int owner;      /* the receiver, which created the segment */
+    int owner; /* the receiver, which created the segment */
     char name[96];
 };
 
@@ -77,8 +77,7 @@ static tutti_result_t shm_recv_setup(const struct tt_transport_ctx *ctx, int pee
     tutti_result_t rc;
 
     memset(&b, 0, sizeof(b));
-    snprintf(b.name, sizeof(b.name), "/tutti-%s-%d-%d-%d", ctx->job_tag, ctx->rank, peer,
-             channel);
+    snprintf(b.name, sizeof(b.name), "/tutti-%s-%d-%d-%d", ctx->job_tag, ctx->rank, peer, channel);
     b.nslots = (uint32_t)ctx->nslots;
     b.slot_bytes = ctx->slot_bytes;
     c = calloc(1, sizeof(*c));
@@ -134,8 +133,8 @@ static tutti_result_t shm_send_connect(const struct tt_transport_ctx *ctx, int p
     shm_unlink(b.name);
     tt_fifo_view(&c->fifo, c->map);
     if (c->fifo.ctrl->magic != TT_FIFO_MAGIC || c->fifo.nslots != b.nslots) {
-        rc = tt_fail(NULL, TUTTI_ERR_INTERNAL, "shm: segment %s from rank %d is not a FIFO",
-                     b.name, peer);
+        rc = tt_fail(NULL, TUTTI_ERR_INTERNAL, "shm: segment %s from rank %d is not a FIFO", b.name,
+                     peer);
         goto undo_map;
     }
     atomic_store(&c->fifo.ctrl->sender_attached, 1);

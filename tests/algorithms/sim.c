@@ -13,13 +13,15 @@ static tutti_result_t sim_connect(const struct tt_transport_ctx *ctx, struct tt_
                                   int ch, int s, int d)
 {
     int n = conns[0].nranks;
-    size_t idx_at_d = (size_t)ch * (size_t)n + (size_t)s, idx_at_s = (size_t)ch * (size_t)n + (size_t)d;
+    size_t idx_at_d = (size_t)ch * (size_t)n + (size_t)s,
+           idx_at_s = (size_t)ch * (size_t)n + (size_t)d;
     unsigned char blob[TT_BLOB_MAX];
     size_t len;
     tutti_result_t rc;
 
     if (s < 0 || s >= n || d < 0 || d >= n)
-        return tt_fail_quiet(NULL, TUTTI_ERR_INTERNAL, "sim: plan names peer %d", s < 0 || s >= n ? s : d);
+        return tt_fail_quiet(NULL, TUTTI_ERR_INTERNAL, "sim: plan names peer %d",
+                             s < 0 || s >= n ? s : d);
     if (conns[s].send[idx_at_s])
         return TUTTI_SUCCESS;
     rc = tt_transport_mem.recv_setup(ctx, s, ch, blob, &len, &conns[d].recv[idx_at_d]);
@@ -34,8 +36,8 @@ tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
 {
     int n = cfg->nranks, nch = cfg->nchannels;
     size_t nconn = (size_t)n * (size_t)nch;
-    struct tt_transport_ctx ctx = {.job_tag = "sim", .slot_bytes = cfg->slot_bytes,
-                                   .nslots = cfg->nslots};
+    struct tt_transport_ctx ctx = {
+        .job_tag = "sim", .slot_bytes = cfg->slot_bytes, .nslots = cfg->nslots};
     struct tt_exec_conns *conns = calloc((size_t)n, sizeof(*conns));
     struct tt_plan *plans = calloc((size_t)n, sizeof(*plans));
     struct tt_exec *x = calloc((size_t)n, sizeof(*x));
@@ -53,7 +55,8 @@ tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
         pos[order[k]] = k;
     a.nchannels = nch;
     for (int r = 0; r < n; r++) {
-        conns[r] = (struct tt_exec_conns){.nranks = n, .nchannels = nch,
+        conns[r] = (struct tt_exec_conns){.nranks = n,
+                                          .nchannels = nch,
                                           .send = calloc(nconn, sizeof(void *)),
                                           .recv = calloc(nconn, sizeof(void *))};
         for (int ch = 0; ch < nch; ch++)
@@ -72,11 +75,9 @@ tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
             for (size_t i = 0; i < lane->nsteps && rc == TUTTI_SUCCESS; i++) {
                 const struct tt_step *st = &plans[r].steps[lane->first + i];
                 if (st->prim == TT_PRIM_SEND || st->prim == TT_PRIM_RECV_REDUCE_SEND ||
-                    st->prim == TT_PRIM_RECV_REDUCE_COPY_SEND ||
-                    st->prim == TT_PRIM_RECV_COPY_SEND)
+                    st->prim == TT_PRIM_RECV_REDUCE_COPY_SEND || st->prim == TT_PRIM_RECV_COPY_SEND)
                     rc = sim_connect(&ctx, conns, lane->channel, r, st->send_peer);
-                if (st->prim != TT_PRIM_SEND && st->prim != TT_PRIM_COPY &&
-                    rc == TUTTI_SUCCESS)
+                if (st->prim != TT_PRIM_SEND && st->prim != TT_PRIM_COPY && rc == TUTTI_SUCCESS)
                     rc = sim_connect(&ctx, conns, lane->channel, st->recv_peer, r);
             }
         }

@@ -13,7 +13,10 @@
 static const int rank_counts[] = {1, 2, 3, 4, 5, 7, 8, 13, 16, 31, 64};
 #define NRC (int)(sizeof(rank_counts) / sizeof(rank_counts[0]))
 
-static int32_t val(int r, size_t i) { return (int32_t)((r * 31 + (int)(i % 1009) * 17) % 13) - 6; }
+static int32_t val(int r, size_t i)
+{
+    return (int32_t)((r * 31 + (int)(i % 1009) * 17) % 13) - 6;
+}
 
 /* Reference result of op over ranks 0..n-1 for element i of block `blk` (offset blk*count). */
 static int32_t reduce_ref(tutti_op_t op, int n, size_t i)
@@ -22,7 +25,8 @@ static int32_t reduce_ref(tutti_op_t op, int n, size_t i)
     for (int r = 1; r < n; r++) {
         int64_t v = val(r, i);
         switch (op) {
-        case TUTTI_SUM: case TUTTI_AVG: acc += v; break;
+        case TUTTI_SUM:
+        case TUTTI_AVG: acc += v; break;
         case TUTTI_MIN: acc = v < acc ? v : acc; break;
         case TUTTI_MAX: acc = v > acc ? v : acc; break;
         default: cr_assert_fail("op not covered");
@@ -58,8 +62,11 @@ static void run_shape(enum tt_coll coll, const struct shape *s)
     int n = s->n, order[64];
     size_t cnt = s->count, sendn, recvn;
     void *send[64], *recv[64];
-    struct sim_config cfg = {.nranks = n, .nchannels = s->nch, .slot_bytes = s->slot,
-                             .nslots = s->nslots, .ring_order = s->shuffle ? order : NULL};
+    struct sim_config cfg = {.nranks = n,
+                             .nchannels = s->nch,
+                             .slot_bytes = s->slot,
+                             .nslots = s->nslots,
+                             .ring_order = s->shuffle ? order : NULL};
     struct tt_coll_args a = {.coll = coll, .count = cnt, .root = s->root, .inplace = s->inplace};
 
     shuffled(n, (unsigned)(n * 7 + (int)cnt), order);
@@ -100,8 +107,8 @@ static void run_shape(enum tt_coll coll, const struct shape *s)
             case TT_COLL_REDUCE_SCATTER: want = reduce_ref(s->op, n, (size_t)r * cnt + i); break;
             case TT_COLL_BROADCAST: want = val(s->root, i); break;
             default:
-                want = r == s->root ? reduce_ref(s->op, n, i)
-                                    : (s->inplace ? val(r, i) : 0x5a5a5a5a);
+                want =
+                    r == s->root ? reduce_ref(s->op, n, i) : (s->inplace ? val(r, i) : 0x5a5a5a5a);
             }
             if (rb[i] != want)
                 cr_assert_fail("%s n=%d ch=%d count=%zu inplace=%d shuffle=%d op=%s root=%d "
@@ -131,7 +138,9 @@ static void sweep(enum tt_coll coll)
         for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
             for (int nch = 1; nch <= 3; nch++)
                 for (int inplace = 0; inplace < 2; inplace++) {
-                    struct shape s = {.n = n, .nch = nch, .inplace = inplace,
+                    struct shape s = {.n = n,
+                                      .nch = nch,
+                                      .inplace = inplace,
                                       .shuffle = (int)(c + (size_t)nch) % 2,
                                       .count = counts[c],
                                       .slot = (c + (size_t)nch) % 2 ? 64 : 256,
@@ -145,11 +154,26 @@ static void sweep(enum tt_coll coll)
     }
 }
 
-Test(sim, all_reduce_ring) { sweep(TT_COLL_ALL_REDUCE); }
-Test(sim, all_gather_ring) { sweep(TT_COLL_ALL_GATHER); }
-Test(sim, reduce_scatter_ring) { sweep(TT_COLL_REDUCE_SCATTER); }
-Test(sim, broadcast_chain) { sweep(TT_COLL_BROADCAST); }
-Test(sim, reduce_chain) { sweep(TT_COLL_REDUCE); }
+Test(sim, all_reduce_ring)
+{
+    sweep(TT_COLL_ALL_REDUCE);
+}
+Test(sim, all_gather_ring)
+{
+    sweep(TT_COLL_ALL_GATHER);
+}
+Test(sim, reduce_scatter_ring)
+{
+    sweep(TT_COLL_REDUCE_SCATTER);
+}
+Test(sim, broadcast_chain)
+{
+    sweep(TT_COLL_BROADCAST);
+}
+Test(sim, reduce_chain)
+{
+    sweep(TT_COLL_REDUCE);
+}
 
 /* A plan whose sends are never received must be reported as a deadlock, not spin. */
 static void bad_build(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a)
@@ -157,10 +181,12 @@ static void bad_build(struct tt_plan *p, const struct tt_ring *rings, const stru
     (void)a;
     tt_plan_lane(p, 0);
     /* Everyone receives first: nobody ever sends. */
-    tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_RECV, .dst = TT_BUF_RECV,
+    tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_RECV,
+                                      .dst = TT_BUF_RECV,
                                       .recv_peer = tt_ring_at(&rings[0], rings[0].pos - 1),
                                       .count = 4});
-    tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_SEND, .src = TT_BUF_SEND,
+    tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_SEND,
+                                      .src = TT_BUF_SEND,
                                       .send_peer = tt_ring_at(&rings[0], rings[0].pos + 1),
                                       .count = 4});
 }

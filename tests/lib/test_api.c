@@ -101,8 +101,7 @@ Test(api, collectives_check_their_arguments)
     EXPECT_ERR(tutti_recv(NULL, 4, TUTTI_FLOAT32, 0, c, NULL), TUTTI_ERR_INVALID_ARG, "recvbuf");
     EXPECT_ERR(tutti_send(buf, 4, TUTTI_FLOAT32, 0, c, NULL), TUTTI_ERR_INVALID_ARG, "group");
     /* count 0 is valid, with NULL buffers too */
-    cr_assert_eq(tutti_all_reduce(NULL, NULL, 0, TUTTI_FLOAT32, TUTTI_SUM, c, NULL),
-                 TUTTI_SUCCESS);
+    cr_assert_eq(tutti_all_reduce(NULL, NULL, 0, TUTTI_FLOAT32, TUTTI_SUM, c, NULL), TUTTI_SUCCESS);
     cr_assert_eq(tutti_all_gather(NULL, NULL, 0, TUTTI_INT8, c, NULL), TUTTI_SUCCESS);
     /* a bad call leaves the communicator usable */
     cr_assert_eq(tutti_barrier(c, NULL), TUTTI_SUCCESS, "%s", tutti_comm_last_error(c));
@@ -118,8 +117,8 @@ Test(api, groups)
         a[i] = i * 0.5;
     EXPECT_ERR(tutti_group_end(), TUTTI_ERR_INVALID_ARG, "no group");
     cr_assert_eq(tutti_group_start(), TUTTI_SUCCESS);
-    EXPECT_ERR(tutti_all_reduce(a, b, 4, TUTTI_FLOAT64, TUTTI_SUM, c, NULL),
-               TUTTI_ERR_UNSUPPORTED, "group");
+    EXPECT_ERR(tutti_all_reduce(a, b, 4, TUTTI_FLOAT64, TUTTI_SUM, c, NULL), TUTTI_ERR_UNSUPPORTED,
+               "group");
     cr_assert_eq(tutti_group_start(), TUTTI_SUCCESS); /* nested: counted */
     cr_assert_eq(tutti_send(a, 1000, TUTTI_FLOAT64, 0, c, NULL), TUTTI_SUCCESS);
     cr_assert_eq(tutti_recv(b, 1000, TUTTI_FLOAT64, 0, c, NULL), TUTTI_SUCCESS);
@@ -173,8 +172,8 @@ static void *duo_main(void *arg)
         return NULL;
     }
     /* A call refused on one rank sends nothing: the next matched call still works. */
-    if (d->rank == 0 &&
-        tutti_all_reduce(in, out, 4, (tutti_dtype_t)77, TUTTI_SUM, c, NULL) != TUTTI_ERR_INVALID_ARG)
+    if (d->rank == 0 && tutti_all_reduce(in, out, 4, (tutti_dtype_t)77, TUTTI_SUM, c, NULL) !=
+                            TUTTI_ERR_INVALID_ARG)
         bad |= 1;
     if (tutti_all_reduce(in, out, 4, TUTTI_FLOAT32, TUTTI_SUM, c, NULL) != TUTTI_SUCCESS ||
         out[0] != 2 || out[3] != 8)

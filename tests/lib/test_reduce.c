@@ -53,7 +53,10 @@ static uint16_t bf16_ref(float f)
     return (uint16_t)(tt_f32_bits((float)r) >> 16);
 }
 
-static float bf16_val(uint16_t b) { return tt_bits_f32((uint32_t)b << 16); }
+static float bf16_val(uint16_t b)
+{
+    return tt_bits_f32((uint32_t)b << 16);
+}
 
 Test(half, binary16_to_float_exhaustive)
 {
@@ -82,8 +85,8 @@ Test(half, float_to_binary16_rounding)
     /* Every half value, the midpoints between neighbours, and one ulp either side. */
     for (uint32_t h = 0; h < 0x7c00; h++) {
         uint32_t u = tt_f32_bits(tt_half_to_float((uint16_t)h));
-        uint32_t mid = tt_f32_bits((tt_half_to_float((uint16_t)h) +
-                                    tt_half_to_float((uint16_t)(h + 1))) / 2);
+        uint32_t mid =
+            tt_f32_bits((tt_half_to_float((uint16_t)h) + tt_half_to_float((uint16_t)(h + 1))) / 2);
         for (int s = 0; s < 2; s++) {
             uint32_t sign = s ? 0x80000000u : 0;
             check_to_half(tt_bits_f32((u | sign)));
@@ -92,8 +95,8 @@ Test(half, float_to_binary16_rounding)
             check_to_half(tt_bits_f32(((mid - 1) | sign)));
         }
     }
-    static const float edges[] = {65504.0f, 65519.99f, 65520.0f, 1e9f, 5.96e-8f, 2.98e-8f,
-                                  2.9802322e-8f, 1e-30f, INFINITY, -INFINITY, 0.0f, -0.0f};
+    static const float edges[] = {65504.0f,      65519.99f, 65520.0f, 1e9f,      5.96e-8f, 2.98e-8f,
+                                  2.9802322e-8f, 1e-30f,    INFINITY, -INFINITY, 0.0f,     -0.0f};
     for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
         check_to_half(edges[i]);
     for (int i = 0; i < 2000000; i++)
@@ -150,15 +153,22 @@ static uint64_t int_ref(tutti_dtype_t t, tutti_op_t op, int64_t a, int64_t b)
     int lt = is_unsigned(t) ? ((ua & mask) < (ub & mask)) : a < b;
 
     switch (op) {
-    case TUTTI_SUM: case TUTTI_AVG: return (ua + ub) & mask;
+    case TUTTI_SUM:
+    case TUTTI_AVG: return (ua + ub) & mask;
     case TUTTI_PROD: return (ua * ub) & mask;
     case TUTTI_MIN: return (lt ? ua : ub) & mask;
     default: return (lt ? ub : ua) & mask;
     }
 }
 
-static double fmin_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a < b ? a : b; }
-static double fmax_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
+static double fmin_nan(double a, double b)
+{
+    return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+}
+static double fmax_nan(double a, double b)
+{
+    return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
+}
 
 static void fill(tutti_dtype_t t, void *p, int with_nan)
 {
@@ -178,11 +188,11 @@ static void fill(tutti_dtype_t t, void *p, int with_nan)
     }
 }
 
-
 static double apply(tutti_op_t op, double x, double y)
 {
     switch (op) {
-    case TUTTI_SUM: case TUTTI_AVG: return x + y;
+    case TUTTI_SUM:
+    case TUTTI_AVG: return x + y;
     case TUTTI_PROD: return x * y;
     case TUTTI_MIN: return fmin_nan(x, y);
     default: return fmax_nan(x, y);
@@ -193,7 +203,8 @@ static float applyf(tutti_op_t op, float x, float y)
 {
     volatile float r; /* computed in float, as IEEE says, not in a wider register */
     switch (op) {
-    case TUTTI_SUM: case TUTTI_AVG: r = x + y; break;
+    case TUTTI_SUM:
+    case TUTTI_AVG: r = x + y; break;
     case TUTTI_PROD: r = x * y; break;
     case TUTTI_MIN: r = (float)fmin_nan(x, y); break;
     default: r = (float)fmax_nan(x, y); break;
@@ -223,8 +234,7 @@ static uint64_t expect(tutti_dtype_t t, tutti_op_t op, const void *a, const void
         memcpy(&bits, &r, 8);
         return bits;
     }
-    default:
-        return int_ref(t, op, sx(t, a, i), sx(t, b, i));
+    default: return int_ref(t, op, sx(t, a, i), sx(t, b, i));
     }
 }
 
@@ -241,7 +251,11 @@ static int nan_bits(tutti_dtype_t t, uint64_t v)
     case TUTTI_FLOAT16: return (v & 0x7c00) == 0x7c00 && (v & 0x3ff);
     case TUTTI_BFLOAT16: return (v & 0x7f80) == 0x7f80 && (v & 0x7f);
     case TUTTI_FLOAT32: return isnan(tt_bits_f32((uint32_t)v));
-    case TUTTI_FLOAT64: { double d; memcpy(&d, &v, 8); return isnan(d); }
+    case TUTTI_FLOAT64: {
+        double d;
+        memcpy(&d, &v, 8);
+        return isnan(d);
+    }
     default: return 0;
     }
 }

@@ -2,8 +2,10 @@
  * coll_check -- run under tutti-run: every collective over the real transports, checked
  * against values computed independently from (rank, index).
  *
- *   coll_check matrix   every collective x dtype x op, counts 0, 1, n-1, 1000003,
- *                       in and out of place, two roots
+ *   coll_check matrix [N]  every collective x dtype x op, counts 0, 1, n-1 and N
+ *                       (default 1000003; all-gather / reduce-scatter take N/n per rank,
+ *                       kept odd), in and out of place, roots varying; N for a third of the
+ *                       dtype x op pairs (matrix-full: for all)
  *   coll_check large    every collective with >= 8M elements (all-gather / reduce-scatter:
  *                       8M across the whole array), in and out of place
  *   coll_check p2p      ring exchange, all-to-all in a group, chained send/recv
@@ -38,7 +40,10 @@ static int is_signed(tutti_dtype_t t)
     return t == TUTTI_INT8 || t == TUTTI_INT32 || t == TUTTI_INT64 || t >= TUTTI_FLOAT16;
 }
 
-static int is_float(tutti_dtype_t t) { return t >= TUTTI_FLOAT16; }
+static int is_float(tutti_dtype_t t)
+{
+    return t >= TUTTI_FLOAT16;
+}
 
 /* Period of the input pattern for an op (-1: no op, as in all-gather / broadcast). */
 static int period(int op)
@@ -51,14 +56,12 @@ static int64_t gen(tutti_dtype_t t, int op, int r, size_t i)
     int s = is_signed(t);
     switch (op) {
     case TUTTI_SUM:
-    case TUTTI_AVG:
-        return (int64_t)((i * 7 + (size_t)r * 3) % 9) - (s ? 4 : 0);
+    case TUTTI_AVG: return (int64_t)((i * 7 + (size_t)r * 3) % 9) - (s ? 4 : 0);
     case TUTTI_PROD: {
         int k = (int)((i + (size_t)r) % 3);
         return k == 0 ? 2 : k == 1 ? (s ? -1 : 1) : 1;
     }
-    default:
-        return (int64_t)((i * 13 + (size_t)r * 29) % 37) - (s ? 18 : 0);
+    default: return (int64_t)((i * 13 + (size_t)r * 29) % 37) - (s ? 18 : 0);
     }
 }
 
@@ -81,20 +84,55 @@ static uint16_t bf16_of(double d)
 static void encode(tutti_dtype_t t, int64_t iv, double fv, void *p)
 {
     switch (t) {
-    case TUTTI_INT8: { int8_t v = (int8_t)(uint8_t)iv; memcpy(p, &v, 1); break; }
-    case TUTTI_UINT8: { uint8_t v = (uint8_t)iv; memcpy(p, &v, 1); break; }
-    case TUTTI_INT32: { int32_t v = (int32_t)(uint32_t)iv; memcpy(p, &v, 4); break; }
-    case TUTTI_UINT32: { uint32_t v = (uint32_t)iv; memcpy(p, &v, 4); break; }
+    case TUTTI_INT8: {
+        int8_t v = (int8_t)(uint8_t)iv;
+        memcpy(p, &v, 1);
+        break;
+    }
+    case TUTTI_UINT8: {
+        uint8_t v = (uint8_t)iv;
+        memcpy(p, &v, 1);
+        break;
+    }
+    case TUTTI_INT32: {
+        int32_t v = (int32_t)(uint32_t)iv;
+        memcpy(p, &v, 4);
+        break;
+    }
+    case TUTTI_UINT32: {
+        uint32_t v = (uint32_t)iv;
+        memcpy(p, &v, 4);
+        break;
+    }
     case TUTTI_INT64: memcpy(p, &iv, 8); break;
-    case TUTTI_UINT64: { uint64_t v = (uint64_t)iv; memcpy(p, &v, 8); break; }
-    case TUTTI_FLOAT16: { _Float16 v = (_Float16)fv; memcpy(p, &v, 2); break; }
-    case TUTTI_BFLOAT16: { uint16_t v = bf16_of(fv); memcpy(p, &v, 2); break; }
-    case TUTTI_FLOAT32: { float v = (float)fv; memcpy(p, &v, 4); break; }
+    case TUTTI_UINT64: {
+        uint64_t v = (uint64_t)iv;
+        memcpy(p, &v, 8);
+        break;
+    }
+    case TUTTI_FLOAT16: {
+        _Float16 v = (_Float16)fv;
+        memcpy(p, &v, 2);
+        break;
+    }
+    case TUTTI_BFLOAT16: {
+        uint16_t v = bf16_of(fv);
+        memcpy(p, &v, 2);
+        break;
+    }
+    case TUTTI_FLOAT32: {
+        float v = (float)fv;
+        memcpy(p, &v, 4);
+        break;
+    }
     default: memcpy(p, &fv, 8); break;
     }
 }
 
-static void encode_int(tutti_dtype_t t, int64_t v, void *p) { encode(t, v, (double)v, p); }
+static void encode_int(tutti_dtype_t t, int64_t v, void *p)
+{
+    encode(t, v, (double)v, p);
+}
 
 /* Expected value of op over all ranks at index i, encoded. */
 static void expected_reduce(tutti_dtype_t t, int op, size_t i, void *p)
@@ -104,7 +142,8 @@ static void expected_reduce(tutti_dtype_t t, int op, size_t i, void *p)
     for (int r = 1; r < nranks; r++) {
         int64_t v = gen(t, op, r, i);
         switch (op) {
-        case TUTTI_SUM: case TUTTI_AVG: acc += v; break;
+        case TUTTI_SUM:
+        case TUTTI_AVG: acc += v; break;
         case TUTTI_PROD: acc *= v; break;
         case TUTTI_MIN: acc = v < acc ? v : acc; break;
         default: acc = v > acc ? v : acc; break;
@@ -136,7 +175,6 @@ static void *buf_alloc(struct buf *b, size_t bytes)
     memset(b->base, GUARD_BYTE, bytes + 2 * GUARD);
     return b->base + GUARD;
 }
-
 
 static int guards_ok(const struct buf *b)
 {
@@ -231,21 +269,13 @@ static void run_one(enum coll c, tutti_dtype_t t, int op, size_t count, int inpl
         memset(send, 0, send_n * es); /* non-roots' data must be overwritten */
 
     switch (c) {
-    case ALL_REDUCE:
-        rc = tutti_all_reduce(send, recv, count, t, (tutti_op_t)op, comm, NULL);
-        break;
-    case ALL_GATHER:
-        rc = tutti_all_gather(send, recv, count, t, comm, NULL);
-        break;
+    case ALL_REDUCE: rc = tutti_all_reduce(send, recv, count, t, (tutti_op_t)op, comm, NULL); break;
+    case ALL_GATHER: rc = tutti_all_gather(send, recv, count, t, comm, NULL); break;
     case REDUCE_SCATTER:
         rc = tutti_reduce_scatter(send, recv, count, t, (tutti_op_t)op, comm, NULL);
         break;
-    case BROADCAST:
-        rc = tutti_broadcast(send, recv, count, t, root, comm, NULL);
-        break;
-    default:
-        rc = tutti_reduce(send, recv, count, t, (tutti_op_t)op, root, comm, NULL);
-        break;
+    case BROADCAST: rc = tutti_broadcast(send, recv, count, t, root, comm, NULL); break;
+    default: rc = tutti_reduce(send, recv, count, t, (tutti_op_t)op, root, comm, NULL); break;
     }
     if (rc != TUTTI_SUCCESS) {
         fail(what, "returned %s: %s", tutti_strerror(rc), tutti_comm_last_error(comm));
@@ -304,10 +334,11 @@ out:
 }
 
 static int big_counts_all;
+static size_t matrix_big = 1000003;
 
 static void matrix(void)
 {
-    size_t counts[] = {0, 1, (size_t)nranks - 1, 1000003};
+    size_t counts[] = {0, 1, (size_t)nranks - 1, matrix_big};
 
     for (int c = 0; c < NCOLL; c++)
         for (int t = 0; t < TUTTI_NUM_DTYPES; t++)
@@ -320,7 +351,11 @@ static void matrix(void)
                         if (counts[k] > 1000 && !big_counts_all && (t + op + inplace) % 3 != 0)
                             continue;
                         int root = (int)(k + (size_t)t + (size_t)op) % nranks;
-                        run_one((enum coll)c, (tutti_dtype_t)t, op, counts[k], inplace, root);
+                        size_t count = counts[k];
+                        /* All-gather / reduce-scatter: about that many in the whole array. */
+                        if ((c == ALL_GATHER || c == REDUCE_SCATTER) && count > 1000)
+                            count = (count / (size_t)nranks) | 1;
+                        run_one((enum coll)c, (tutti_dtype_t)t, op, count, inplace, root);
                     }
             }
 }
@@ -416,6 +451,8 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "matrix";
 
+    if (argc > 2)
+        matrix_big = strtoull(argv[2], NULL, 10);
     if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS) {
         printf("FAIL init: %s\n", tutti_last_error());
         return 1;

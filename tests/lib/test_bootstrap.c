@@ -1,0 +1,228 @@
+/*
+ * test_bootstrap.c -- strangers at the rendezvous and at a rank's bootstrap listener: wrong
+ * secrets, garbage, truncated hellos, silent connections and huge lengths are dropped while
+ * the real ranks join and talk; refusals (duplicate rank, nranks mismatch, timeout) come back
+ * to the rank with a message.
+ */
+#include "lib/bootstrap.h"
+#include "lib/socket.h"
+#include "lib/wait.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int dial(const struct tt_addr *a)
+{
+    int fd;
+    cr_assert_eq(tt_sock_connect(a, tt_now() + 5, &fd), TUTTI_SUCCESS, "%s", tutti_last_error());
+    return fd;
+}
+
+static void send_bytes(int fd, const void *p, size_t n)
+{
+    cr_assert_eq(tt_sock_write(fd, p, n, tt_now() + 5), TUTTI_SUCCESS);
+}
+
+struct joiner {
+    struct tt_id_info id;
+    int rank, nranks;
+    double timeout;
+    tutti_result_t rc;
+    struct tt_boot *b;
+    char msg[512];
+};
+
+static void *join_main(void *arg)
+{
+    struct joiner *j = arg;
+    j->rc = tt_boot_init(&j->id, j->rank, j->nranks, j->timeout, &j->b);
+    snprintf(j->msg, sizeof(j->msg), "%s", tutti_last_error());
+    return NULL;
+}
+
+static void new_root(struct tt_id_info *id)
+{
+    cr_assert_eq(tt_addr_resolve("127.0.0.1", 0, &id->root), TUTTI_SUCCESS);
+    for (int i = 0; i < TT_SECRET_BYTES; i++)
+        id->secret[i] = (unsigned char)(rand() & 0xff);
+    cr_assert_eq(tt_boot_root_start(&id->root, id->secret, 20), TUTTI_SUCCESS);
+}
+
+static void start(struct joiner *j, pthread_t *t, const struct tt_id_info *id, int rank, int nranks,
+                  double timeout)
+{
+    memset(j, 0, sizeof(*j));
+    j->id = *id;
+    j->rank = rank;
+    j->nranks = nranks;
+    j->timeout = timeout;
+    pthread_create(t, NULL, join_main, j);
+}
+
+Test(bootstrap, strangers_at_the_rendezvous_do_not_join_or_stall_it, .timeout = 60)
+{
+    struct tt_id_info id;
+    struct joiner j[2];
+    pthread_t t[2];
+    unsigned char hello[TT_HELLO_ROOT_LEN] = {0}, garbage[TT_HELLO_ROOT_LEN];
+    int fds[4];
+
+    new_root(&id);
+    /* A silent connection, garbage, a truncated hello, and a wrong secret claiming rank 0. */
+    fds[0] = dial(&id.root);
+    fds[1] = dial(&id.root);
+    memset(garbage, 0x41, sizeof(garbage));
+    send_bytes(fds[1], garbage, sizeof(garbage));
+    fds[2] = dial(&id.root);
+    send_bytes(fds[2], "TTBH", 4);
+    close(fds[2]);
+    fds[3] = dial(&id.root);
+    memcpy(hello, "TTBH", 4);
+    memset(hello + 4, 0x5a, TT_SECRET_BYTES);
+    tt_put32(hello + 36, 0);
+    tt_put32(hello + 40, 2);
+    tt_addr_pack(&id.root, hello + 44);
+    send_bytes(fds[3], hello, sizeof(hello));
+
+    start(&j[0], &t[0], &id, 0, 2, 20);
+    start(&j[1], &t[1], &id, 1, 2, 20);
+    pthread_join(t[0], NULL);
+    pthread_join(t[1], NULL);
+    cr_assert_eq(j[0].rc, TUTTI_SUCCESS, "rank 0: %s", j[0].msg);
+    cr_assert_eq(j[1].rc, TUTTI_SUCCESS, "rank 1: %s", j[1].msg);
+
+    /* The ranks talk to each other; the impostor got nothing but a closed socket. */
+    char got[6] = {0};
+    cr_assert_eq(tt_boot_send(j[1].b, 0, 7, "hello", 6), TUTTI_SUCCESS);
+    cr_assert_eq(tt_boot_recv(j[0].b, 1, 7, got, 6), TUTTI_SUCCESS, "%s", tutti_last_error());
+    cr_assert_str_eq(got, "hello");
+    char c;
+    cr_assert_eq(tt_sock_read(fds[3], &c, 1, tt_now() + 5), TUTTI_ERR_REMOTE);
+    for (int i = 0; i < 4; i++)
+        if (i != 2)
+            close(fds[i]);
+    tt_boot_close(j[0].b);
+    tt_boot_close(j[1].b);
+}
+
+Test(bootstrap, strangers_at_a_rank_listener_are_dropped, .timeout = 60)
+{
+    struct tt_id_info id;
+    struct joiner j[2];
+    pthread_t t[2];
+    unsigned char hello[TT_HELLO_PEER_LEN], hdr[TT_MSG_HDR_LEN];
+    const struct tt_addr *listener;
+    int bad[4];
+
+    new_root(&id);
+    start(&j[0], &t[0], &id, 0, 2, 20);
+    start(&j[1], &t[1], &id, 1, 2, 20);
+    pthread_join(t[0], NULL);
+    pthread_join(t[1], NULL);
+    cr_assert_eq(j[0].rc, TUTTI_SUCCESS, "%s", j[0].msg);
+    cr_assert_eq(j[1].rc, TUTTI_SUCCESS, "%s", j[1].msg);
+    listener = tt_boot_self_addr(j[0].b);
+
+    /* Wrong secret. */
+    bad[0] = dial(listener);
+    memcpy(hello, "TTBP", 4);
+    memset(hello + 4, 0x11, TT_SECRET_BYTES);
+    tt_put32(hello + 36, 1);
+    tt_put32(hello + 40, 2);
+    send_bytes(bad[0], hello, sizeof(hello));
+    /* Right secret (an insider gone wrong), then a length of 1 TiB: no allocation. */
+    bad[1] = dial(listener);
+    memcpy(hello + 4, id.secret, TT_SECRET_BYTES);
+    send_bytes(bad[1], hello, sizeof(hello));
+    memcpy(hdr, "TTBM", 4);
+    tt_put32(hdr + 4, 7);
+    tt_put64(hdr + 8, 1ull << 40);
+    send_bytes(bad[1], hdr, sizeof(hdr));
+    /* Right secret but a rank number out of range. */
+    bad[2] = dial(listener);
+    tt_put32(hello + 36, 99);
+    send_bytes(bad[2], hello, sizeof(hello));
+    /* Silent. */
+    bad[3] = dial(listener);
+
+    /* The real peer still gets through, though it sends after the strangers. */
+    char got[3] = {0};
+    cr_assert_eq(tt_boot_send(j[1].b, 0, 9, "ok", 3), TUTTI_SUCCESS);
+    cr_assert_eq(tt_boot_recv(j[0].b, 1, 9, got, 3), TUTTI_SUCCESS, "%s", tutti_last_error());
+    cr_assert_str_eq(got, "ok");
+    /* The huge-length sender was cut off. */
+    char c;
+    cr_assert_eq(tt_sock_read(bad[1], &c, 1, tt_now() + 5), TUTTI_ERR_REMOTE);
+    for (int i = 0; i < 4; i++)
+        close(bad[i]);
+    tt_boot_close(j[0].b);
+    tt_boot_close(j[1].b);
+}
+
+Test(bootstrap, duplicate_rank_and_size_mismatch_are_refused_with_a_reason, .timeout = 60)
+{
+    struct tt_id_info id;
+    struct joiner j[4];
+    pthread_t t[4];
+
+    new_root(&id);
+    start(&j[0], &t[0], &id, 0, 3, 20);
+    usleep(200000);
+    start(&j[1], &t[1], &id, 0, 3, 20); /* rank 0 again */
+    pthread_join(t[1], NULL);
+    cr_assert_eq(j[1].rc, TUTTI_ERR_INVALID_ARG, "%s", j[1].msg);
+    cr_assert(strstr(j[1].msg, "already joined"), "%s", j[1].msg);
+    start(&j[2], &t[2], &id, 1, 4, 20); /* wrong size */
+    pthread_join(t[2], NULL);
+    cr_assert_eq(j[2].rc, TUTTI_ERR_INVALID_ARG, "%s", j[2].msg);
+    cr_assert(strstr(j[2].msg, "nranks mismatch"), "%s", j[2].msg);
+    start(&j[2], &t[2], &id, 1, 3, 20);
+    start(&j[3], &t[3], &id, 2, 3, 20);
+    for (int i = 0; i < 4; i++)
+        if (i != 1)
+            pthread_join(t[i], NULL);
+    for (int i = 0; i < 4; i++)
+        if (i != 1) {
+            cr_assert_eq(j[i].rc, TUTTI_SUCCESS, "%s", j[i].msg);
+            tt_boot_close(j[i].b);
+        }
+}
+
+Test(bootstrap, missing_rank_times_out_with_its_number, .timeout = 60)
+{
+    struct tt_id_info id;
+    struct joiner j;
+    pthread_t t;
+    double t0 = tt_now();
+
+    cr_assert_eq(tt_addr_resolve("127.0.0.1", 0, &id.root), TUTTI_SUCCESS);
+    memset(id.secret, 3, TT_SECRET_BYTES);
+    cr_assert_eq(tt_boot_root_start(&id.root, id.secret, 1.0), TUTTI_SUCCESS);
+    start(&j, &t, &id, 0, 2, 10);
+    pthread_join(t, NULL);
+    cr_assert_eq(j.rc, TUTTI_ERR_TIMEOUT, "%s", j.msg);
+    cr_assert(strstr(j.msg, "missing ranks: 1"), "%s", j.msg);
+    cr_assert(tt_now() - t0 < 5);
+}
+
+Test(bootstrap, no_root_is_a_timeout_not_a_hang, .timeout = 30)
+{
+    struct tt_id_info id;
+    struct tt_boot *b;
+    double t0 = tt_now();
+    int fd;
+    struct tt_addr a;
+
+    /* A port nobody listens on: bind and close one. */
+    cr_assert_eq(tt_addr_resolve("127.0.0.1", 0, &a), TUTTI_SUCCESS);
+    cr_assert_eq(tt_sock_listen(&a, 1, &fd), TUTTI_SUCCESS);
+    close(fd);
+    id.root = a;
+    memset(id.secret, 1, TT_SECRET_BYTES);
+    cr_assert_eq(tt_boot_init(&id, 0, 2, 1.0, &b), TUTTI_ERR_TIMEOUT, "%s", tutti_last_error());
+    cr_assert(strstr(tutti_last_error(), "rendezvous"), "%s", tutti_last_error());
+    cr_assert(tt_now() - t0 < 5);
+}

@@ -1,0 +1,40 @@
+/*
+ * test_coll.c -- runs coll_check under tutti-run for 1, 2, 3, 4 and 8 ranks (more ranks than
+ * cores on purpose) in each mode; a rank's failure lines are in the test log.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+static void run(int n, const char *mode)
+{
+    char cmd[1024];
+    int st;
+
+    snprintf(cmd, sizeof(cmd), "'%s' -n %d '%s' %s 2>&1", getenv("TUTTI_RUN"), n,
+             getenv("COLL_CHECK"), mode);
+    st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit status %d", cmd,
+              WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
+#define COLL_TESTS(n)                                                                              \
+    Test(coll, matrix_##n##_ranks, .timeout = 300)                                                 \
+    {                                                                                              \
+        run(n, "matrix-full");                                                                     \
+    }                                                                                              \
+    Test(coll, large_##n##_ranks, .timeout = 300)                                                  \
+    {                                                                                              \
+        run(n, "large");                                                                           \
+    }                                                                                              \
+    Test(coll, p2p_##n##_ranks, .timeout = 120)                                                    \
+    {                                                                                              \
+        run(n, "p2p");                                                                             \
+    }
+
+COLL_TESTS(1)
+COLL_TESTS(2)
+COLL_TESTS(3)
+COLL_TESTS(4)
+COLL_TESTS(8)
