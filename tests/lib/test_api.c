@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static tutti_comm_t solo(void)
 {
@@ -225,4 +226,73 @@ Test(api, two_ranks_in_one_process)
         pthread_join(t[r], NULL);
     for (int r = 0; r < 2; r++)
         cr_assert(d[r].ok, "%s", d[r].msg);
+}
+
+/* ---- a peer that never comes: bounded wait, then the error state ---- */
+
+struct stall {
+    tutti_id_t id;
+    int rank;
+    tutti_result_t first, second;
+    double took;
+    char msg[512], msg2[512];
+    pthread_barrier_t *done;
+};
+
+static double secs(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *stall_main(void *arg)
+{
+    struct stall *s = arg;
+    tutti_config_t cfg = TUTTI_CONFIG_INIT;
+    tutti_comm_t c;
+    float x[8] = {0}, y[8];
+
+    cfg.timeout_s = 1.0;
+    if (tutti_comm_init(&c, 2, &s->id, s->rank, &cfg) != TUTTI_SUCCESS) {
+        snprintf(s->msg, sizeof(s->msg), "init: %s", tutti_last_error());
+        s->first = TUTTI_ERR_INTERNAL;
+        pthread_barrier_wait(s->done);
+        return NULL;
+    }
+    if (s->rank == 0) {
+        double t0 = secs();
+        s->first = tutti_all_reduce(x, y, 8, TUTTI_FLOAT32, TUTTI_SUM, c, NULL);
+        s->took = secs() - t0;
+        snprintf(s->msg, sizeof(s->msg), "%s", tutti_comm_last_error(c));
+        s->second = tutti_all_reduce(x, y, 8, TUTTI_FLOAT32, TUTTI_SUM, c, NULL);
+        snprintf(s->msg2, sizeof(s->msg2), "%s", tutti_comm_last_error(c));
+    }
+    /* Rank 1 never joins the all-reduce; it leaves once rank 0 has seen the timeout. */
+    pthread_barrier_wait(s->done);
+    tutti_comm_destroy(c);
+    return NULL;
+}
+
+Test(api, missing_peer_times_out_then_fails_fast, .timeout = 30)
+{
+    struct stall s[2];
+    pthread_t t[2];
+    pthread_barrier_t done;
+
+    pthread_barrier_init(&done, NULL, 2);
+    cr_assert_eq(tutti_get_id(&s[0].id), TUTTI_SUCCESS);
+    for (int r = 0; r < 2; r++) {
+        s[r].id = s[0].id;
+        s[r].rank = r;
+        s[r].done = &done;
+        pthread_create(&t[r], NULL, stall_main, &s[r]);
+    }
+    for (int r = 0; r < 2; r++)
+        pthread_join(t[r], NULL);
+    cr_assert_eq(s[0].first, TUTTI_ERR_TIMEOUT, "%s", s[0].msg);
+    cr_assert(s[0].took >= 0.9 && s[0].took < 5, "took %.2f s", s[0].took);
+    cr_assert(strstr(s[0].msg, "all_reduce #1") && strstr(s[0].msg, "rank 1"), "%s", s[0].msg);
+    cr_assert_eq(s[0].second, TUTTI_ERR_TIMEOUT, "later calls fail fast with the first cause");
+    cr_assert(strstr(s[0].msg2, "unusable") && strstr(s[0].msg2, "no progress"), "%s", s[0].msg2);
 }

@@ -41,7 +41,9 @@ int main(int argc, char **argv)
         return 1;
     fprintf(f, "%d\n", (int)getpid());
     fclose(f);
-    printf("rank %d ready\n", rank);
+    int local;
+    tutti_comm_local_rank(comm, &local);
+    printf("rank %d ready (local rank %d, %d ranks)\n", rank, local, n);
     fflush(stdout);
     tutti_barrier(comm, NULL);
     if (strcmp(argv[2], "exit") == 0 && argc > 4 && rank == atoi(argv[3]))

@@ -1,0 +1,187 @@
+/*
+ * test_env.c -- tutti_comm_init_env under the variables other launchers set: torchrun
+ * (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), Slurm and Open MPI on one host (loopback
+ * rendezvous from the job id); and the errors that name a missing or malformed variable.
+ * Each rank is a process started here with exactly those variables (no tutti-run).
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* Start n ranks of rank_helper; env[r] is rank r's NULL-terminated environment. */
+static void run_ranks(int n, char *env[][12], int *codes)
+{
+    pid_t pids[8];
+
+    for (int r = 0; r < n; r++) {
+        pids[r] = fork();
+        cr_assert(pids[r] >= 0);
+        if (pids[r] == 0) {
+            char out[128];
+            snprintf(out, sizeof(out), "%s/out.%d", dir, r);
+            int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            dup2(fd, 1);
+            dup2(fd, 2);
+            execle(getenv("RANK_HELPER"), "rank_helper", dir, "ok", (char *)NULL, env[r]);
+            _exit(126);
+        }
+    }
+    for (int r = 0; r < n; r++) {
+        int st;
+        waitpid(pids[r], &st, 0);
+        codes[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+}
+
+static const char *output(int r)
+{
+    static char buf[4096];
+    char path[128];
+    FILE *f;
+    size_t n;
+
+    snprintf(path, sizeof(path), "%s/out.%d", dir, r);
+    f = fopen(path, "r");
+    if (!f)
+        return "";
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void setup(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/tutti-env-test-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+}
+
+static char *fmt(const char *f, int v)
+{
+    char *s;
+    cr_assert(asprintf(&s, f, v) > 0);
+    return s;
+}
+
+static void expect_ok(int n, char *env[][12])
+{
+    int codes[8];
+
+    run_ranks(n, env, codes);
+    for (int r = 0; r < n; r++) {
+        char want[64];
+        cr_assert_eq(codes[r], 0, "rank %d exited %d: %s", r, codes[r], output(r));
+        snprintf(want, sizeof(want), "rank %d ready (local rank %d, %d ranks)", r, r, n);
+        cr_assert(strstr(output(r), want), "rank %d said: %s", r, output(r));
+    }
+}
+
+Test(env, torchrun_variables, .init = setup, .timeout = 60)
+{
+    char *env[3][12];
+    int port = free_port();
+
+    for (int r = 0; r < 3; r++) {
+        char **e = env[r];
+        int k = 0;
+        e[k++] = fmt("RANK=%d", r);
+        e[k++] = "WORLD_SIZE=3";
+        e[k++] = fmt("LOCAL_RANK=%d", r);
+        e[k++] = "MASTER_ADDR=127.0.0.1";
+        e[k++] = fmt("MASTER_PORT=%d", port);
+        e[k++] = "TUTTI_TIMEOUT=30";
+        e[k] = NULL;
+    }
+    expect_ok(3, env);
+}
+
+Test(env, slurm_on_one_node, .init = setup, .timeout = 60)
+{
+    char *env[2][12];
+    int job = getpid() * 7 + 13;
+
+    for (int r = 0; r < 2; r++) {
+        char **e = env[r];
+        int k = 0;
+        e[k++] = fmt("SLURM_PROCID=%d", r);
+        e[k++] = "SLURM_NTASKS=2";
+        e[k++] = fmt("SLURM_LOCALID=%d", r);
+        e[k++] = "SLURM_NNODES=1";
+        e[k++] = fmt("SLURM_JOB_ID=%d", job);
+        e[k++] = "TUTTI_TIMEOUT=30";
+        e[k] = NULL;
+    }
+    expect_ok(2, env);
+}
+
+Test(env, open_mpi_on_one_host, .init = setup, .timeout = 60)
+{
+    char *env[2][12];
+    int job = getpid() * 11 + 5;
+
+    for (int r = 0; r < 2; r++) {
+        char **e = env[r];
+        int k = 0;
+        e[k++] = fmt("OMPI_COMM_WORLD_RANK=%d", r);
+        e[k++] = "OMPI_COMM_WORLD_SIZE=2";
+        e[k++] = fmt("OMPI_COMM_WORLD_LOCAL_RANK=%d", r);
+        e[k++] = "OMPI_COMM_WORLD_LOCAL_SIZE=2";
+        e[k++] = fmt("OMPI_MCA_ess_base_jobid=%d", job);
+        e[k++] = "TUTTI_TIMEOUT=30";
+        e[k] = NULL;
+    }
+    expect_ok(2, env);
+}
+
+/* One process whose init must fail with a message naming `word`. */
+static void expect_init_error(char **e, const char *word)
+{
+    char *env[1][12];
+    int code;
+
+    memcpy(env[0], e, 12 * sizeof(char *));
+    run_ranks(1, env, &code);
+    cr_assert_eq(code, 1, "exit %d: %s", code, output(0));
+    cr_assert(strstr(output(0), word), "message lacks '%s': %s", word, output(0));
+}
+
+Test(env, missing_and_malformed_variables_are_named, .init = setup, .timeout = 60)
+{
+    char *a[12] = {"RANK=0", NULL};
+    expect_init_error(a, "WORLD_SIZE is not");
+    char *b[12] = {NULL};
+    expect_init_error(b, "no rank in the environment");
+    char *c[12] = {"RANK=0", "WORLD_SIZE=two", NULL};
+    expect_init_error(c, "WORLD_SIZE='two'");
+    char *d[12] = {"RANK=2", "WORLD_SIZE=2", NULL};
+    expect_init_error(d, "out of range");
+    char *f[12] = {"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", NULL};
+    expect_init_error(f, "MASTER_PORT is not");
+    char *g[12] = {"RANK=0", "WORLD_SIZE=2", NULL};
+    expect_init_error(g, "no rendezvous");
+    char *h[12] = {"TUTTI_RANK=0", "TUTTI_WORLD_SIZE=2", "TUTTI_ID=tutti1:zz", NULL};
+    expect_init_error(h, "TUTTI_ID");
+    char *i[12] = {"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=70000", NULL};
+    expect_init_error(i, "MASTER_PORT=70000");
+}
