@@ -18,6 +18,7 @@
  * Exit status 0 means every check on this rank passed.
  */
 #include "tutti.h"
+#include "values.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -28,134 +29,9 @@
 
 #define GUARD 64
 #define GUARD_BYTE 0xa5
-#define MAXP 37
 
 static int rank, nranks, failures;
 static tutti_comm_t comm;
-
-/* ---- values ---- */
-
-static int is_signed(tutti_dtype_t t)
-{
-    return t == TUTTI_INT8 || t == TUTTI_INT32 || t == TUTTI_INT64 || t >= TUTTI_FLOAT16;
-}
-
-static int is_float(tutti_dtype_t t)
-{
-    return t >= TUTTI_FLOAT16;
-}
-
-/* Period of the input pattern for an op (-1: no op, as in all-gather / broadcast). */
-static int period(int op)
-{
-    return op == TUTTI_SUM || op == TUTTI_AVG ? 9 : op == TUTTI_PROD ? 3 : 37;
-}
-
-static int64_t gen(tutti_dtype_t t, int op, int r, size_t i)
-{
-    int s = is_signed(t);
-    switch (op) {
-    case TUTTI_SUM:
-    case TUTTI_AVG: return (int64_t)((i * 7 + (size_t)r * 3) % 9) - (s ? 4 : 0);
-    case TUTTI_PROD: {
-        int k = (int)((i + (size_t)r) % 3);
-        return k == 0 ? 2 : k == 1 ? (s ? -1 : 1) : 1;
-    }
-    default: return (int64_t)((i * 13 + (size_t)r * 29) % 37) - (s ? 18 : 0);
-    }
-}
-
-static uint16_t bf16_of(double d)
-{
-    int e;
-    float f;
-    uint32_t u;
-
-    if (d != 0) {
-        frexp(d, &e);
-        d = ldexp(nearbyint(ldexp(d, 8 - e)), e - 8); /* 8 significant bits, ties to even */
-    }
-    f = (float)d;
-    memcpy(&u, &f, 4);
-    return (uint16_t)(u >> 16);
-}
-
-/* Encode an exact value into dtype t at p. Integers wrap modulo their width. */
-static void encode(tutti_dtype_t t, int64_t iv, double fv, void *p)
-{
-    switch (t) {
-    case TUTTI_INT8: {
-        int8_t v = (int8_t)(uint8_t)iv;
-        memcpy(p, &v, 1);
-        break;
-    }
-    case TUTTI_UINT8: {
-        uint8_t v = (uint8_t)iv;
-        memcpy(p, &v, 1);
-        break;
-    }
-    case TUTTI_INT32: {
-        int32_t v = (int32_t)(uint32_t)iv;
-        memcpy(p, &v, 4);
-        break;
-    }
-    case TUTTI_UINT32: {
-        uint32_t v = (uint32_t)iv;
-        memcpy(p, &v, 4);
-        break;
-    }
-    case TUTTI_INT64: memcpy(p, &iv, 8); break;
-    case TUTTI_UINT64: {
-        uint64_t v = (uint64_t)iv;
-        memcpy(p, &v, 8);
-        break;
-    }
-    case TUTTI_FLOAT16: {
-        _Float16 v = (_Float16)fv;
-        memcpy(p, &v, 2);
-        break;
-    }
-    case TUTTI_BFLOAT16: {
-        uint16_t v = bf16_of(fv);
-        memcpy(p, &v, 2);
-        break;
-    }
-    case TUTTI_FLOAT32: {
-        float v = (float)fv;
-        memcpy(p, &v, 4);
-        break;
-    }
-    default: memcpy(p, &fv, 8); break;
-    }
-}
-
-static void encode_int(tutti_dtype_t t, int64_t v, void *p)
-{
-    encode(t, v, (double)v, p);
-}
-
-/* Expected value of op over all ranks at index i, encoded. */
-static void expected_reduce(tutti_dtype_t t, int op, size_t i, void *p)
-{
-    int64_t acc = gen(t, op, 0, i);
-
-    for (int r = 1; r < nranks; r++) {
-        int64_t v = gen(t, op, r, i);
-        switch (op) {
-        case TUTTI_SUM:
-        case TUTTI_AVG: acc += v; break;
-        case TUTTI_PROD: acc *= v; break;
-        case TUTTI_MIN: acc = v < acc ? v : acc; break;
-        default: acc = v > acc ? v : acc; break;
-        }
-    }
-    if (op != TUTTI_AVG)
-        encode_int(t, acc, p);
-    else if (is_float(t))
-        encode(t, 0, (double)acc / nranks, p);
-    else
-        encode_int(t, acc / nranks, p); /* C division truncates toward zero, like tutti */
-}
 
 /* ---- buffers with guards ---- */
 
@@ -197,34 +73,20 @@ static void fail(const char *what, const char *fmt, ...)
     printf("\n");
 }
 
-/* Compare n elements at out (starting at logical index first) with table[(first+k) % p]. */
-static void check_elems(const char *what, const void *out, size_t n, size_t first,
-                        const unsigned char *table, int p, size_t es)
+/* Report the first element of out that differs from the expected table. */
+static void check_elems(const char *what, tutti_dtype_t t, int op, const void *out, size_t n,
+                        size_t first, const unsigned char *table)
 {
-    const unsigned char *o = out;
-    for (size_t k = 0; k < n; k++) {
-        const unsigned char *want = table + ((first + k) % (size_t)p) * es;
-        if (memcmp(o + k * es, want, es) != 0) {
-            uint64_t g = 0, w = 0;
-            memcpy(&g, o + k * es, es);
-            memcpy(&w, want, es);
-            fail(what, "element %zu is 0x%llx, expected 0x%llx", k, (unsigned long long)g,
-                 (unsigned long long)w);
-            return;
-        }
+    size_t bad = 0, es = tutti_dtype_size(t);
+    size_t wrong = val_count_wrong(t, op, out, n, first, table, &bad);
+
+    if (wrong) {
+        uint64_t g = 0, w = 0;
+        memcpy(&g, (const char *)out + bad * es, es);
+        memcpy(&w, table + ((first + bad) % (size_t)val_period(op)) * es, es);
+        fail(what, "%zu element(s) wrong; first: [%zu] is 0x%llx, expected 0x%llx", wrong, bad,
+             (unsigned long long)g, (unsigned long long)w);
     }
-}
-
-static void fill(tutti_dtype_t t, int op, int r, void *p, size_t n, size_t first)
-{
-    size_t es = tutti_dtype_size(t);
-    int per = period(op);
-    unsigned char pat[MAXP * 8];
-
-    for (int k = 0; k < per; k++)
-        encode_int(t, gen(t, op, r, (size_t)k), pat + (size_t)k * es);
-    for (size_t k = 0; k < n; k++)
-        memcpy((char *)p + k * es, pat + ((first + k) % (size_t)per) * es, es);
 }
 
 /* ---- one collective call, checked ---- */
@@ -238,11 +100,10 @@ static void run_one(enum coll c, tutti_dtype_t t, int op, size_t count, int inpl
     size_t es = tutti_dtype_size(t), n = (size_t)nranks;
     size_t send_n = c == REDUCE_SCATTER ? count * n : count;
     size_t recv_n = c == ALL_GATHER ? count * n : count;
-    int p = period(c == ALL_GATHER || c == BROADCAST ? -1 : op);
-    int gop = c == ALL_GATHER || c == BROADCAST ? -1 : op;
+    int gop = c == ALL_GATHER || c == BROADCAST ? VAL_NO_OP : op;
     char what[160];
     struct buf sb, rb;
-    unsigned char *table = malloc((size_t)MAXP * 8 * n);
+    unsigned char table[VAL_MAX_PERIOD * 8];
     void *send, *recv;
     tutti_result_t rc;
 
@@ -264,7 +125,7 @@ static void run_one(enum coll c, tutti_dtype_t t, int op, size_t count, int inpl
     } else {
         send = buf_alloc(&sb, send_n * es);
     }
-    fill(t, gop, rank, send, send_n, 0);
+    val_fill(t, gop, rank, send, send_n, 0);
     if (c == BROADCAST && rank != root && inplace)
         memset(send, 0, send_n * es); /* non-roots' data must be overwritten */
 
@@ -286,10 +147,9 @@ static void run_one(enum coll c, tutti_dtype_t t, int op, size_t count, int inpl
     switch (c) {
     case ALL_REDUCE:
     case REDUCE:
-        for (int k = 0; k < p; k++)
-            expected_reduce(t, op, (size_t)k, table + (size_t)k * es);
+        val_expect_reduce(t, op, nranks, table);
         if (c == ALL_REDUCE || rank == root)
-            check_elems(what, recv, count, 0, table, p, es);
+            check_elems(what, t, op, recv, count, 0, table);
         else if (!inplace) {
             for (size_t k = 0; k < recv_n * es; k++)
                 if (((unsigned char *)recv)[k] != GUARD_BYTE) {
@@ -299,27 +159,24 @@ static void run_one(enum coll c, tutti_dtype_t t, int op, size_t count, int inpl
         }
         break;
     case REDUCE_SCATTER:
-        for (int k = 0; k < p; k++)
-            expected_reduce(t, op, (size_t)k, table + (size_t)k * es);
-        check_elems(what, recv, count, (size_t)rank * count, table, p, es);
+        val_expect_reduce(t, op, nranks, table);
+        check_elems(what, t, op, recv, count, (size_t)rank * count, table);
         break;
     case ALL_GATHER:
         for (int r = 0; r < nranks; r++) {
-            for (int k = 0; k < p; k++)
-                encode_int(t, gen(t, -1, r, (size_t)k), table + (size_t)k * es);
-            check_elems(what, (char *)recv + (size_t)r * count * es, count, 0, table, p, es);
+            val_expect_input(t, gop, r, table);
+            check_elems(what, t, gop, (char *)recv + (size_t)r * count * es, count, 0, table);
         }
         break;
     default:
-        for (int k = 0; k < p; k++)
-            encode_int(t, gen(t, -1, root, (size_t)k), table + (size_t)k * es);
-        check_elems(what, recv, count, 0, table, p, es);
+        val_expect_input(t, gop, root, table);
+        check_elems(what, t, gop, recv, count, 0, table);
         break;
     }
     /* Out of place, the send buffer is read-only. */
     if (!inplace && (c != BROADCAST || rank == root)) {
         unsigned char *again = malloc(send_n * es + 1);
-        fill(t, gop, rank, again, send_n, 0);
+        val_fill(t, gop, rank, again, send_n, 0);
         if (memcmp(again, send, send_n * es) != 0)
             fail(what, "sendbuf was modified");
         free(again);
@@ -330,7 +187,6 @@ out:
     free(rb.base);
     if (!inplace)
         free(sb.base);
-    free(table);
 }
 
 static int big_counts_all;

@@ -1,0 +1,116 @@
+/* values.c -- see values.h. */
+#include "values.h"
+
+#include <math.h>
+#include <string.h>
+
+static int is_signed(tutti_dtype_t t)
+{
+    return t == TUTTI_INT8 || t == TUTTI_INT32 || t == TUTTI_INT64 || t >= TUTTI_FLOAT16;
+}
+
+int val_period(int op) { return op == TUTTI_SUM || op == TUTTI_AVG ? 9 : op == TUTTI_PROD ? 3 : 37; }
+
+int64_t val_gen(tutti_dtype_t t, int op, int r, size_t i)
+{
+    int s = is_signed(t);
+
+    switch (op) {
+    case TUTTI_SUM:
+    case TUTTI_AVG: return (int64_t)((i * 7 + (size_t)r * 3) % 9) - (s ? 4 : 0);
+    case TUTTI_PROD: {
+        int k = (int)((i + (size_t)r) % 3);
+        return k == 0 ? 2 : k == 1 ? (s ? -1 : 1) : 1;
+    }
+    default: return (int64_t)((i * 13 + (size_t)r * 29) % 37) - (s ? 18 : 0);
+    }
+}
+
+static uint16_t bf16_of(double d)
+{
+    int e;
+    float f;
+    uint32_t u;
+
+    if (d != 0) {
+        frexp(d, &e);
+        d = ldexp(nearbyint(ldexp(d, 8 - e)), e - 8); /* 8 significant bits, ties to even */
+    }
+    f = (float)d;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+void val_encode(tutti_dtype_t t, int64_t iv, double fv, void *p)
+{
+    switch (t) {
+    case TUTTI_INT8: { int8_t v = (int8_t)(uint8_t)iv; memcpy(p, &v, 1); break; }
+    case TUTTI_UINT8: { uint8_t v = (uint8_t)iv; memcpy(p, &v, 1); break; }
+    case TUTTI_INT32: { int32_t v = (int32_t)(uint32_t)iv; memcpy(p, &v, 4); break; }
+    case TUTTI_UINT32: { uint32_t v = (uint32_t)iv; memcpy(p, &v, 4); break; }
+    case TUTTI_INT64: memcpy(p, &iv, 8); break;
+    case TUTTI_UINT64: { uint64_t v = (uint64_t)iv; memcpy(p, &v, 8); break; }
+    case TUTTI_FLOAT16: { _Float16 v = (_Float16)fv; memcpy(p, &v, 2); break; }
+    case TUTTI_BFLOAT16: { uint16_t v = bf16_of(fv); memcpy(p, &v, 2); break; }
+    case TUTTI_FLOAT32: { float v = (float)fv; memcpy(p, &v, 4); break; }
+    default: memcpy(p, &fv, 8); break;
+    }
+}
+
+void val_fill(tutti_dtype_t t, int op, int r, void *p, size_t n, size_t first)
+{
+    size_t es = tutti_dtype_size(t), per = (size_t)val_period(op);
+    unsigned char pat[VAL_MAX_PERIOD * 8];
+
+    for (size_t k = 0; k < per; k++) {
+        int64_t v = val_gen(t, op, r, k);
+        val_encode(t, v, (double)v, pat + k * es);
+    }
+    for (size_t k = 0; k < n; k++)
+        memcpy((char *)p + k * es, pat + ((first + k) % per) * es, es);
+}
+
+void val_expect_reduce(tutti_dtype_t t, int op, int nranks, unsigned char *table)
+{
+    size_t es = tutti_dtype_size(t);
+
+    for (int k = 0; k < val_period(op); k++) {
+        int64_t acc = val_gen(t, op, 0, (size_t)k);
+        for (int r = 1; r < nranks; r++) {
+            int64_t v = val_gen(t, op, r, (size_t)k);
+            switch (op) {
+            case TUTTI_SUM: case TUTTI_AVG: acc += v; break;
+            case TUTTI_PROD: acc *= v; break;
+            case TUTTI_MIN: acc = v < acc ? v : acc; break;
+            default: acc = v > acc ? v : acc; break;
+            }
+        }
+        if (op == TUTTI_AVG && t >= TUTTI_FLOAT16)
+            val_encode(t, 0, (double)acc / nranks, table + (size_t)k * es);
+        else if (op == TUTTI_AVG)
+            val_encode(t, acc / nranks, 0, table + (size_t)k * es); /* truncates toward zero */
+        else
+            val_encode(t, acc, (double)acc, table + (size_t)k * es);
+    }
+}
+
+void val_expect_input(tutti_dtype_t t, int op, int r, unsigned char *table)
+{
+    val_fill(t, op, r, table, (size_t)val_period(op), 0);
+}
+
+size_t val_count_wrong(tutti_dtype_t t, int op, const void *out, size_t n, size_t first,
+                       const unsigned char *table, size_t *first_bad)
+{
+    size_t es = tutti_dtype_size(t), per = (size_t)val_period(op), wrong = 0;
+    const unsigned char *o = out;
+
+    for (size_t k = 0; k < n; k++) {
+        if (memcmp(o + k * es, table + ((first + k) % per) * es, es) != 0) {
+            if (wrong == 0 && first_bad)
+                *first_bad = k;
+            wrong++;
+        }
+    }
+    return wrong;
+}
