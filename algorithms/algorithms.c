@@ -5,22 +5,28 @@
 
 const struct tt_algo tt_algos[] = {
     {0, "ring", "reduce-scatter then all-gather around a ring; bandwidth-optimal",
-     TT_COLL_ALL_REDUCE, tt_allreduce_ring},
-    {1, "ring", "each block travels n-1 hops around a ring", TT_COLL_ALL_GATHER, tt_allgather_ring},
+     TT_COLL_ALL_REDUCE, tt_allreduce_ring, NULL},
+    {1, "ring", "each block travels n-1 hops around a ring", TT_COLL_ALL_GATHER, tt_allgather_ring,
+     NULL},
     {2, "ring", "partial sums travel n-1 hops around a ring", TT_COLL_REDUCE_SCATTER,
-     tt_reducescatter_ring},
+     tt_reducescatter_ring, NULL},
     {3, "chain", "pipelined chain along the ring from the root", TT_COLL_BROADCAST,
-     tt_broadcast_chain},
+     tt_broadcast_chain, NULL},
     {4, "chain", "pipelined chain along the ring ending at the root", TT_COLL_REDUCE,
-     tt_reduce_chain},
+     tt_reduce_chain, NULL},
+    {5, "rd", "recursive doubling: log2(n) whole-array exchanges; small messages",
+     TT_COLL_ALL_REDUCE, tt_allreduce_rd, tt_allreduce_rd_fits},
 };
 const int tt_num_algos = (int)(sizeof(tt_algos) / sizeof(tt_algos[0]));
 
-const struct tt_algo *tt_algo_find(enum tt_coll coll, const char *name)
+const struct tt_algo *tt_algo_find(enum tt_coll coll, const char *name, int nranks)
 {
-    for (int i = 0; i < tt_num_algos; i++)
-        if (tt_algos[i].coll == coll && (!name || strcmp(name, tt_algos[i].name) == 0))
-            return &tt_algos[i];
+    for (int i = 0; i < tt_num_algos; i++) {
+        const struct tt_algo *a = &tt_algos[i];
+        if (a->coll == coll && (!name || strcmp(name, a->name) == 0) &&
+            (!a->fits || a->fits(nranks)))
+            return a;
+    }
     return NULL;
 }
 

@@ -27,6 +27,8 @@ struct tt_coll_args {
 };
 
 /* rings[c] is channel c's ring; every ring has the same ranks. */
+typedef int (*tt_fits_fn)(int nranks);
+
 typedef void (*tt_build_fn)(struct tt_plan *p, const struct tt_ring *rings,
                             const struct tt_coll_args *a);
 
@@ -36,16 +38,19 @@ struct tt_algo {
     const char *desc;
     enum tt_coll coll;
     tt_build_fn build;
+    tt_fits_fn fits; /* NULL: any rank count */
 };
 
 extern const struct tt_algo tt_algos[];
 extern const int tt_num_algos;
 
-/* First algorithm for coll with this name (NULL name: the default one), or NULL. */
-const struct tt_algo *tt_algo_find(enum tt_coll coll, const char *name);
+/* First algorithm for coll with this name that fits nranks (NULL name: the first), or NULL. */
+const struct tt_algo *tt_algo_find(enum tt_coll coll, const char *name, int nranks);
 
 const char *tt_coll_name(enum tt_coll coll);
 
+int tt_allreduce_rd_fits(int nranks);
+void tt_allreduce_rd(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
 void tt_allreduce_ring(struct tt_plan *p, const struct tt_ring *rings,
                        const struct tt_coll_args *a);
 void tt_allgather_ring(struct tt_plan *p, const struct tt_ring *rings,

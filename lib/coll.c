@@ -12,9 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Below this many bytes per channel, extra channels cost more than they bring. */
-#define TT_MIN_CHANNEL_BYTES (64 * 1024)
-
 struct tt_call {
     enum tt_coll coll;
     const char *fn;
@@ -144,20 +141,20 @@ static tutti_result_t check_coll(struct tutti_comm *comm, const struct tt_call *
 }
 
 static tutti_result_t run_plan(struct tutti_comm *comm, void *const *bufs, tutti_dtype_t dtype,
-                               tutti_op_t op, const char *what)
+                               tutti_op_t op, const struct tt_label *what)
 {
     struct tt_lane_state *ls;
     struct tt_exec x;
     tutti_result_t rc;
 
     if (comm->plan.oom)
-        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory building the plan", what);
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory building the plan", what->name);
     ls = tt_comm_lane_state(comm, comm->plan.nlanes);
     if (!ls && comm->plan.nlanes > 0)
-        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", what);
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", what->name);
     tt_exec_init(&x, &comm->plan, bufs, dtype, op, comm->nranks, comm->slot_bytes, &comm->conns,
                  ls);
-    rc = tt_exec_run(&x, comm->timeout_s, &comm->abort_flag, what);
+    rc = tt_exec_run(&x, comm->timeout_s, comm->spin, &comm->abort_flag, what);
     if (rc != TUTTI_SUCCESS)
         return tt_comm_set_error(comm, rc);
     return TUTTI_SUCCESS;
@@ -169,7 +166,7 @@ static tutti_result_t coll_run(struct tutti_comm *comm, const struct tt_call *c,
     struct tt_coll_args a = {.coll = c->coll, .count = c->count, .root = c->root};
     const struct tt_algo *algo;
     size_t bytes;
-    char what[96];
+    struct tt_label label;
     void *bufs[2];
 
     TT_CHECK(check_comm(comm, stream, c->fn));
@@ -181,20 +178,19 @@ static tutti_result_t coll_run(struct tutti_comm *comm, const struct tt_call *c,
     if (c->count == 0)
         return TUTTI_SUCCESS;
     bytes = c->count * tutti_dtype_size(c->dtype);
-    a.nchannels = (int)(bytes / TT_MIN_CHANNEL_BYTES);
-    a.nchannels = a.nchannels < 1                 ? 1
-                  : a.nchannels > comm->nchannels ? comm->nchannels
-                                                  : a.nchannels;
-    algo = tt_algo_find(c->coll, NULL);
-    snprintf(what, sizeof(what), "%s #%llu (%zu x %s)", tt_coll_name(c->coll),
-             (unsigned long long)comm->seq, c->count, tutti_dtype_name(c->dtype));
-    TT_TRACE(TT_SUB_COLL, "%s: %s, %d channel(s)%s", what, algo->name, a.nchannels,
-             a.inplace ? ", in place" : "");
+    if (c->coll == TT_COLL_ALL_GATHER || c->coll == TT_COLL_REDUCE_SCATTER)
+        bytes *= (size_t)comm->nranks;
+    algo = tt_tune_pick(&comm->tuner, c->coll, bytes, &a.nchannels);
+    label = (struct tt_label){tt_coll_name(c->coll), comm->seq, c->count, c->dtype};
+    if (tt_log_on(TT_LOG_TRACE, TT_SUB_COLL))
+        TT_TRACE(TT_SUB_COLL, "%s #%llu: %zu x %s, %s, %d channel(s)%s", label.name,
+                 (unsigned long long)label.seq, c->count, tutti_dtype_name(c->dtype), algo->name,
+                 a.nchannels, a.inplace ? ", in place" : "");
     tt_plan_reset(&comm->plan);
     algo->build(&comm->plan, comm->rings, &a);
     bufs[TT_BUF_SEND] = (void *)c->sendbuf;
     bufs[TT_BUF_RECV] = c->recvbuf;
-    return run_plan(comm, bufs, c->dtype, c->op, what);
+    return run_plan(comm, bufs, c->dtype, c->op, &label);
 }
 
 tutti_result_t tutti_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -266,7 +262,7 @@ static tutti_result_t p2p_run(struct tutti_comm *comm, struct p2p_op *ops, int n
     void **bufs = malloc((size_t)nops * sizeof(*bufs));
     int *peers = malloc((size_t)nops * sizeof(*peers)), npeers = 0;
     tutti_result_t rc;
-    char what[64];
+    struct tt_label label;
 
     if (!order || !bufs || !peers) {
         rc = tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
@@ -296,9 +292,8 @@ static tutti_result_t p2p_run(struct tutti_comm *comm, struct p2p_op *ops, int n
         tt_plan_step(&comm->plan, &s);
     }
     comm->seq++;
-    snprintf(what, sizeof(what), "point-to-point #%llu (%d op(s))", (unsigned long long)comm->seq,
-             nops);
-    rc = run_plan(comm, bufs, TUTTI_UINT8, TUTTI_SUM, what);
+    label = (struct tt_label){"point-to-point", comm->seq, (size_t)nops, TUTTI_NUM_DTYPES};
+    rc = run_plan(comm, bufs, TUTTI_UINT8, TUTTI_SUM, &label);
 out:
     free(order);
     free(bufs);

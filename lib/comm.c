@@ -271,7 +271,7 @@ static void comm_free(struct tutti_comm *c)
 static tutti_result_t read_config(struct tutti_comm *c, const tutti_config_t *cfg)
 {
     size_t buff = tt_env_size("TUTTI_BUFFSIZE");
-    long long steps = tt_env_int("TUTTI_STEPS"), nch = tt_env_int("TUTTI_NCHANNELS");
+    long long steps = tt_env_int("TUTTI_STEPS"), nch = tt_env_int("TUTTI_NCHANNELS"), spin;
 
     c->timeout_s = tt_env_double("TUTTI_TIMEOUT");
     if (cfg && cfg->timeout_s > 0)
@@ -293,7 +293,9 @@ static tutti_result_t read_config(struct tutti_comm *c, const tutti_config_t *cf
     c->nchannels = (int)nch;
     c->nslots = (int)steps;
     c->slot_bytes = (buff / (size_t)steps) & ~(size_t)63;
-    return TUTTI_SUCCESS;
+    spin = tt_env_int("TUTTI_SPIN");
+    c->spin = spin < 0 ? 0 : spin > 100000000 ? 100000000 : (unsigned)spin;
+    return tt_tune_init(&c->tuner, c->nranks, c->nchannels);
 }
 
 static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *info,

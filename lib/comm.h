@@ -8,6 +8,7 @@
 #include "../transport/transport.h"
 #include "bootstrap.h"
 #include "exec.h"
+#include "tune.h"
 
 #include <stdint.h>
 
@@ -30,6 +31,8 @@ struct tutti_comm {
     int nchannels;
     size_t slot_bytes;
     int nslots;
+    unsigned spin; /* polls before a wait yields */
+    struct tt_tuner tuner;
     char job_tag[64];
 
     struct tt_boot *boot;

@@ -3,6 +3,7 @@
 #include "error.h"
 #include "wait.h"
 
+#include <stdio.h>
 #include <string.h>
 
 void tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void *const *bufs,
@@ -69,14 +70,14 @@ static tutti_result_t poll_peek(struct tt_conn *c, const void **slot, size_t *by
     return r;
 }
 
-static tutti_result_t poll_slot(struct tt_conn *c, void **slot)
+static tutti_result_t poll_slot(struct tt_conn *c, size_t bytes, void **slot)
 {
-    tutti_result_t r = c->tp->send_slot(c, slot);
+    tutti_result_t r = c->tp->send_slot(c, bytes, slot);
 
     if (r == TUTTI_IN_PROGRESS) {
         r = c->tp->progress(c);
         if (r == TUTTI_SUCCESS)
-            r = c->tp->send_slot(c, slot);
+            r = c->tp->send_slot(c, bytes, slot);
     }
     return r;
 }
@@ -123,7 +124,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
         if (!sc)
             return tt_fail(NULL, TUTTI_ERR_INTERNAL, "no connection to rank %d on channel %d",
                            s->send_peer, channel);
-        r = poll_slot(sc, &sslot);
+        r = poll_slot(sc, bytes, &sslot);
         if (r == TUTTI_IN_PROGRESS) {
             x->wait_peer = s->send_peer;
             x->wait_dir = 's';
@@ -216,13 +217,14 @@ tutti_result_t tt_exec_progress(struct tt_exec *x)
     return x->lanes_left == 0 ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
 }
 
-tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, const volatile int *abort_flag,
-                           const char *what)
+tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin,
+                           const volatile int *abort_flag, const struct tt_label *what)
 {
     struct tt_backoff b;
     double last_move = tt_now();
+    char name[96];
 
-    tt_backoff_init(&b);
+    tt_backoff_init(&b, spin);
     for (;;) {
         tutti_result_t r = tt_exec_progress(x);
         double now;
@@ -239,12 +241,25 @@ tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, const volatile i
             continue;
         if (last_move == 0)
             last_move = now;
-        if (abort_flag && *abort_flag)
-            return tt_fail(NULL, TUTTI_ERR_ABORTED, "%s: aborted", what);
-        if (now - last_move > timeout_s)
+        if (abort_flag && *abort_flag) {
+            tt_label_format(what, name, sizeof(name));
+            return tt_fail(NULL, TUTTI_ERR_ABORTED, "%s: aborted", name);
+        }
+        if (now - last_move > timeout_s) {
+            tt_label_format(what, name, sizeof(name));
             return tt_fail(NULL, TUTTI_ERR_TIMEOUT,
-                           "%s: no progress for %.0f s while %s rank %d (TUTTI_TIMEOUT)", what,
+                           "%s: no progress for %.0f s while %s rank %d (TUTTI_TIMEOUT)", name,
                            timeout_s, x->wait_dir == 's' ? "sending to" : "receiving from",
                            x->wait_peer);
+        }
     }
+}
+
+void tt_label_format(const struct tt_label *l, char *buf, size_t size)
+{
+    if (l->dtype == TUTTI_NUM_DTYPES)
+        snprintf(buf, size, "%s #%llu (%zu op(s))", l->name, l->seq, l->count);
+    else
+        snprintf(buf, size, "%s #%llu (%zu x %s)", l->name, l->seq, l->count,
+                 tutti_dtype_name(l->dtype));
 }

@@ -56,12 +56,23 @@ void tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void *const *bu
 /* TUTTI_SUCCESS when every lane is done, TUTTI_IN_PROGRESS, or an error (message set). */
 tutti_result_t tt_exec_progress(struct tt_exec *x);
 
+/* What an operation is, for messages (formatted only when something fails). */
+struct tt_label {
+    const char *name; /* "all_reduce" */
+    unsigned long long seq;
+    size_t count;        /* elements, or operations for point-to-point */
+    tutti_dtype_t dtype; /* TUTTI_NUM_DTYPES: count is operations */
+};
+
+/* "all_reduce #12 (1000 x float32)" */
+void tt_label_format(const struct tt_label *l, char *buf, size_t size);
+
 /*
- * Run to completion. Fails with TUTTI_ERR_TIMEOUT when nothing moves for timeout_s seconds,
- * or TUTTI_ERR_ABORTED when *abort_flag becomes non-zero. `what` names the operation in
- * messages ("all_reduce #12").
+ * Run to completion, spinning `spin` polls before a wait yields. Fails with TUTTI_ERR_TIMEOUT when
+ * nothing moves for timeout_s seconds, or TUTTI_ERR_ABORTED when *abort_flag becomes non-zero.
+ * `what` names the operation in messages ("all_reduce #12").
  */
-tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, const volatile int *abort_flag,
-                           const char *what);
+tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin,
+                           const volatile int *abort_flag, const struct tt_label *what);
 
 #endif

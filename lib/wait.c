@@ -1,12 +1,9 @@
 /* wait.c -- see wait.h. */
 #include "wait.h"
-#include "config.h"
 
-void tt_backoff_init(struct tt_backoff *b)
+void tt_backoff_init(struct tt_backoff *b, unsigned spin_limit)
 {
-    long long spin = tt_env_int("TUTTI_SPIN");
-
-    b->spin_limit = spin < 0 ? 0 : spin > 1000000 ? 1000000 : (unsigned)spin;
+    b->spin_limit = spin_limit;
     tt_backoff_reset(b);
 }
 

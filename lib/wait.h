@@ -2,9 +2,10 @@
  * wait.h -- how every wait in tutti waits: spin briefly, then yield, then sleep.
  *
  * Ranks may outnumber cores, so a waiter must give its core to the rank it waits for. The
- * first TUTTI_SPIN polls spin (cheap when the peer runs on another core), the next ones call
- * sched_yield (hands the core to a runnable peer at once), and after a millisecond without
- * progress the waiter sleeps in growing steps up to 200 us. Any progress resets the backoff.
+ * first `spin_limit` polls (TUTTI_SPIN) spin (cheap when the peer runs on another core), the next
+ * ones call sched_yield (hands the core to a runnable peer at once), and after a millisecond
+ * without progress the waiter sleeps in growing steps up to 200 us. Any progress resets the
+ * backoff.
  */
 #ifndef TT_WAIT_H
 #define TT_WAIT_H
@@ -35,7 +36,7 @@ static inline void tt_cpu_relax(void)
 #endif
 }
 
-void tt_backoff_init(struct tt_backoff *b);
+void tt_backoff_init(struct tt_backoff *b, unsigned spin_limit);
 
 static inline void tt_backoff_reset(struct tt_backoff *b)
 {

@@ -66,9 +66,9 @@ static tutti_result_t mem_send_connect(const struct tt_transport_ctx *ctx, int p
     return TUTTI_SUCCESS;
 }
 
-static tutti_result_t mem_send_slot(struct tt_conn *conn, void **slot)
+static tutti_result_t mem_send_slot(struct tt_conn *conn, size_t bytes, void **slot)
 {
-    *slot = tt_fifo_send_slot(&((struct mem_conn *)conn)->fifo);
+    *slot = tt_fifo_send_slot(&((struct mem_conn *)conn)->fifo, bytes);
     return *slot ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
 }
 

@@ -153,11 +153,11 @@ undo_alloc:
     return rc;
 }
 
-static tutti_result_t shm_send_slot(struct tt_conn *conn, void **slot)
+static tutti_result_t shm_send_slot(struct tt_conn *conn, size_t bytes, void **slot)
 {
     struct shm_conn *c = (struct shm_conn *)conn;
 
-    *slot = tt_fifo_send_slot(&c->fifo);
+    *slot = tt_fifo_send_slot(&c->fifo, bytes);
     return *slot ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
 }
 

@@ -5,7 +5,7 @@
  * channel. Setup: the receiver creates the FIFO and describes it in a small blob; the
  * communicator carries the blob to the sender over bootstrap; the sender attaches.
  * Data path (never blocks; "not yet" is TUTTI_IN_PROGRESS):
- *   sender:   send_slot() -> writable slot of slot_bytes, fill it, send_commit(bytes)
+ *   sender:   send_slot(bytes) -> where to write bytes (<= slot_bytes), fill, send_commit(bytes)
  *   receiver: recv_peek() -> oldest committed slot and its byte count, use it, recv_release()
  * progress() pumps transports that need it (sockets, verbs); shm's is a no-op.
  * Operations table begins with its size so it can grow (libfabric's rule).
@@ -46,7 +46,7 @@ struct tt_transport {
                                  void *blob, size_t *blob_len, struct tt_conn **conn);
     tutti_result_t (*send_connect)(const struct tt_transport_ctx *ctx, int peer, int channel,
                                    const void *blob, size_t blob_len, struct tt_conn **conn);
-    tutti_result_t (*send_slot)(struct tt_conn *conn, void **slot);
+    tutti_result_t (*send_slot)(struct tt_conn *conn, size_t bytes, void **slot);
     tutti_result_t (*send_commit)(struct tt_conn *conn, size_t bytes);
     tutti_result_t (*recv_peek)(struct tt_conn *conn, const void **slot, size_t *bytes);
     tutti_result_t (*recv_release)(struct tt_conn *conn);

@@ -56,9 +56,9 @@ static void shuffled(int n, unsigned seed, int *order)
 }
 
 /* Run one shape of one collective and check every rank's result. */
-static void run_shape(enum tt_coll coll, const struct shape *s)
+static void run_shape(const struct tt_algo *algo, const struct shape *s)
 {
-    const struct tt_algo *algo = tt_algo_find(coll, NULL);
+    enum tt_coll coll = algo->coll;
     int n = s->n, order[64];
     size_t cnt = s->count, sendn, recvn;
     void *send[64], *recv[64];
@@ -94,8 +94,8 @@ static void run_shape(enum tt_coll coll, const struct shape *s)
         recv[r] = rb;
     }
     tutti_result_t rc = sim_run(&cfg, algo, a, send, recv, TUTTI_INT32, s->op);
-    cr_assert_eq(rc, TUTTI_SUCCESS, "%s n=%d ch=%d count=%zu inplace=%d slot=%zux%d: %s",
-                 tt_coll_name(coll), n, s->nch, cnt, s->inplace, s->slot, s->nslots,
+    cr_assert_eq(rc, TUTTI_SUCCESS, "%s/%s n=%d ch=%d count=%zu inplace=%d slot=%zux%d: %s",
+                 tt_coll_name(coll), algo->name, n, s->nch, cnt, s->inplace, s->slot, s->nslots,
                  tutti_last_error());
     for (int r = 0; r < n; r++) {
         const int32_t *rb = recv[r];
@@ -111,11 +111,11 @@ static void run_shape(enum tt_coll coll, const struct shape *s)
                     r == s->root ? reduce_ref(s->op, n, i) : (s->inplace ? val(r, i) : 0x5a5a5a5a);
             }
             if (rb[i] != want)
-                cr_assert_fail("%s n=%d ch=%d count=%zu inplace=%d shuffle=%d op=%s root=%d "
+                cr_assert_fail("%s/%s n=%d ch=%d count=%zu inplace=%d shuffle=%d op=%s root=%d "
                                "slot=%zux%d: rank %d element %zu is %d, want %d",
-                               tt_coll_name(coll), n, s->nch, cnt, s->inplace, s->shuffle,
-                               tutti_op_name(s->op), s->root, s->slot, s->nslots, r, i, rb[i],
-                               want);
+                               tt_coll_name(coll), algo->name, n, s->nch, cnt, s->inplace,
+                               s->shuffle, tutti_op_name(s->op), s->root, s->slot, s->nslots, r, i,
+                               rb[i], want);
         }
     }
     for (int r = 0; r < n; r++) {
@@ -130,30 +130,41 @@ static void run_shape(enum tt_coll coll, const struct shape *s)
     }
 }
 
-static void sweep(enum tt_coll coll)
+static void sweep_algo(const struct tt_algo *algo, int n)
 {
-    for (int k = 0; k < NRC; k++) {
-        int n = rank_counts[k];
-        size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n, (size_t)n + 1, 2 * (size_t)n + 3, 1001};
-        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
-            for (int nch = 1; nch <= 3; nch++)
-                for (int inplace = 0; inplace < 2; inplace++) {
-                    struct shape s = {.n = n,
-                                      .nch = nch,
-                                      .inplace = inplace,
-                                      .shuffle = (int)(c + (size_t)nch) % 2,
-                                      .count = counts[c],
-                                      .slot = (c + (size_t)nch) % 2 ? 64 : 256,
-                                      .nslots = (c + (size_t)nch) % 2 ? 2 : 4,
-                                      .op = (tutti_op_t)((c + (size_t)inplace) % 5),
-                                      .root = (int)(c * 7 + (size_t)nch) % n};
-                    if (s.op == TUTTI_PROD)
-                        s.op = TUTTI_MAX; /* products of 64 values overflow int32 */
-                    run_shape(coll, &s);
-                }
-    }
+    size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n, (size_t)n + 1, 2 * (size_t)n + 3, 1001};
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+        for (int nch = 1; nch <= 3; nch++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                struct shape s = {.n = n,
+                                  .nch = nch,
+                                  .inplace = inplace,
+                                  .shuffle = (int)(c + (size_t)nch) % 2,
+                                  .count = counts[c],
+                                  .slot = (c + (size_t)nch) % 2 ? 64 : 256,
+                                  .nslots = (c + (size_t)nch) % 2 ? 2 : 4,
+                                  .op = (tutti_op_t)((c + (size_t)inplace) % 5),
+                                  .root = (int)(c * 7 + (size_t)nch) % n};
+                if (s.op == TUTTI_PROD)
+                    s.op = TUTTI_MAX; /* products of 64 values overflow int32 */
+                run_shape(algo, &s);
+            }
 }
 
+/* Every algorithm of coll that fits, at every rank count. Returns how many ran. */
+static int sweep(enum tt_coll coll)
+{
+    int ran = 0;
+
+    for (int k = 0; k < NRC; k++)
+        for (int a = 0; a < tt_num_algos; a++)
+            if (tt_algos[a].coll == coll &&
+                (!tt_algos[a].fits || tt_algos[a].fits(rank_counts[k]))) {
+                sweep_algo(&tt_algos[a], rank_counts[k]);
+                ran++;
+            }
+    return ran;
+}
 Test(sim, all_reduce_ring)
 {
     sweep(TT_COLL_ALL_REDUCE);
@@ -193,7 +204,8 @@ static void bad_build(struct tt_plan *p, const struct tt_ring *rings, const stru
 
 Test(sim, detects_deadlock)
 {
-    struct tt_algo bad = {99, "bad", "receives before anyone sends", TT_COLL_ALL_REDUCE, bad_build};
+    struct tt_algo bad = {99,        "bad", "receives before anyone sends", TT_COLL_ALL_REDUCE,
+                          bad_build, NULL};
     struct sim_config cfg = {.nranks = 3, .nchannels = 1, .slot_bytes = 64, .nslots = 2};
     int32_t bufs[3][2][4] = {{{0}}};
     void *send[3] = {bufs[0][0], bufs[1][0], bufs[2][0]};

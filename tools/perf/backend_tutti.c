@@ -1,0 +1,80 @@
+/* backend_tutti.c -- tutti-perf's backend: the calls of include/tutti.h (see perf.h). */
+#include "perf.h"
+
+#include <stdio.h>
+
+static tutti_comm_t comm;
+static int me, n;
+
+static int t_init(int *argc, char ***argv, int *rank, int *nranks)
+{
+    (void)argc;
+    (void)argv;
+    if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS) {
+        fprintf(stderr, "tutti-perf: cannot join: %s\n", tutti_last_error());
+        return -1;
+    }
+    tutti_comm_rank(comm, &me);
+    tutti_comm_size(comm, &n);
+    *rank = me;
+    *nranks = n;
+    return 0;
+}
+
+static int t_supports(enum pcoll c, tutti_dtype_t t, int op)
+{
+    (void)c;
+    (void)t;
+    (void)op;
+    return 1;
+}
+
+static int t_run(enum pcoll c, void *s, void *r, size_t count, tutti_dtype_t t, int op, int root,
+                 int inplace)
+{
+    tutti_op_t o = (tutti_op_t)op;
+
+    (void)inplace; /* tutti sees in place from the pointers */
+    switch (c) {
+    case ALL_REDUCE: return tutti_all_reduce(s, r, count, t, o, comm, NULL);
+    case ALL_GATHER: return tutti_all_gather(s, r, count, t, comm, NULL);
+    case REDUCE_SCATTER: return tutti_reduce_scatter(s, r, count, t, o, comm, NULL);
+    case BROADCAST: return tutti_broadcast(s, r, count, t, root, comm, NULL);
+    case REDUCE: return tutti_reduce(s, r, count, t, o, root, comm, NULL);
+    default:
+        tutti_group_start();
+        tutti_send(s, count, t, (me + 1) % n, comm, NULL);
+        tutti_recv(r, count, t, (me + n - 1) % n, comm, NULL);
+        return tutti_group_end();
+    }
+}
+
+static void t_barrier(void) { tutti_barrier(comm, NULL); }
+
+static void t_allreduce_double(double *v, enum perf_agg agg)
+{
+    tutti_all_reduce(v, v, 1, TUTTI_FLOAT64,
+                     agg == AGG_MIN ? TUTTI_MIN : agg == AGG_MAX ? TUTTI_MAX : TUTTI_AVG, comm,
+                     NULL);
+}
+
+static void t_allreduce_sum_ll(long long *v)
+{
+    tutti_all_reduce(v, v, 1, TUTTI_INT64, TUTTI_SUM, comm, NULL);
+}
+
+static const char *t_last_error(void) { return tutti_comm_last_error(comm); }
+
+static void t_fini(void) { tutti_comm_destroy(comm); }
+
+const struct perf_backend perf_backend = {
+    .name = "tutti",
+    .init = t_init,
+    .supports = t_supports,
+    .run = t_run,
+    .barrier = t_barrier,
+    .allreduce_double = t_allreduce_double,
+    .allreduce_sum_ll = t_allreduce_sum_ll,
+    .last_error = t_last_error,
+    .fini = t_fini,
+};

@@ -1,0 +1,38 @@
+/*
+ * perf.h -- what the perf driver (perf_main.c) needs from a communication library. tutti-perf
+ * links the tutti backend; bench/compare-mpi's mpi-perf links an MPI backend, so both print
+ * the same table from the same timing loop and the same result check.
+ *
+ * Buffers follow tutti.h's layout, in place included; a backend whose library lays data out
+ * differently converts inside run().
+ */
+#ifndef TT_PERF_H
+#define TT_PERF_H
+
+#include "tutti.h"
+
+#include <stddef.h>
+
+enum pcoll { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, REDUCE, SENDRECV, NPCOLL };
+
+enum perf_agg { AGG_AVG, AGG_MIN, AGG_MAX };
+
+struct perf_backend {
+    const char *name; /* "tutti", "mpi": goes into JSON rows */
+    /* Join; writes rank and size. Returns 0, or prints why and returns -1. */
+    int (*init)(int *argc, char ***argv, int *rank, int *nranks);
+    /* Can this library do this dtype/op at all? */
+    int (*supports)(enum pcoll c, tutti_dtype_t t, int op);
+    /* One call: count per rank block, as in tutti.h. 0 on success. */
+    int (*run)(enum pcoll c, void *send, void *recv, size_t count, tutti_dtype_t t, int op,
+               int root, int inplace);
+    void (*barrier)(void);
+    void (*allreduce_double)(double *v, enum perf_agg agg);
+    void (*allreduce_sum_ll)(long long *v);
+    const char *(*last_error)(void);
+    void (*fini)(void);
+};
+
+extern const struct perf_backend perf_backend;
+
+#endif
