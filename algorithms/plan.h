@@ -79,6 +79,18 @@ void tt_plan_lane(struct tt_plan *p, int channel);
 /* Append a step to the open lane. Steps of zero count are dropped (both ends agree). */
 void tt_plan_step(struct tt_plan *p, const struct tt_step *s);
 
+/* Does the primitive receive from recv_peer / send to send_peer? */
+static inline int tt_prim_recvs(int prim)
+{
+    return prim != TT_PRIM_SEND && prim != TT_PRIM_COPY;
+}
+
+static inline int tt_prim_sends(int prim)
+{
+    return prim == TT_PRIM_SEND || prim == TT_PRIM_RECV_REDUCE_SEND ||
+           prim == TT_PRIM_RECV_REDUCE_COPY_SEND || prim == TT_PRIM_RECV_COPY_SEND;
+}
+
 /* Name of a primitive, for traces and tests. */
 const char *tt_prim_name(int prim);
 

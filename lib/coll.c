@@ -149,6 +149,9 @@ static tutti_result_t run_plan(struct tutti_comm *comm, void *const *bufs, tutti
 
     if (comm->plan.oom)
         return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory building the plan", what->name);
+    rc = tt_comm_connect_plan(comm, &comm->plan);
+    if (rc != TUTTI_SUCCESS)
+        return tt_comm_set_error(comm, rc);
     ls = tt_comm_lane_state(comm, comm->plan.nlanes);
     if (!ls && comm->plan.nlanes > 0)
         return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", what->name);
@@ -260,25 +263,16 @@ static tutti_result_t p2p_run(struct tutti_comm *comm, struct p2p_op *ops, int n
 {
     struct p2p_op **order = malloc((size_t)nops * sizeof(*order));
     void **bufs = malloc((size_t)nops * sizeof(*bufs));
-    int *peers = malloc((size_t)nops * sizeof(*peers)), npeers = 0;
     tutti_result_t rc;
     struct tt_label label;
 
-    if (!order || !bufs || !peers) {
+    if (!order || !bufs) {
         rc = tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
         goto out;
     }
     for (int i = 0; i < nops; i++)
         order[i] = &ops[i];
     qsort(order, (size_t)nops, sizeof(*order), op_key_cmp);
-    for (int i = 0; i < nops; i++)
-        if (i == 0 || order[i]->peer != order[i - 1]->peer)
-            peers[npeers++] = order[i]->peer;
-    rc = tt_comm_connect_peers(comm, peers, npeers);
-    if (rc != TUTTI_SUCCESS) {
-        rc = tt_comm_set_error(comm, rc);
-        goto out;
-    }
     tt_plan_reset(&comm->plan);
     for (int i = 0; i < nops; i++) {
         const struct p2p_op *o = order[i];
@@ -297,7 +291,6 @@ static tutti_result_t p2p_run(struct tutti_comm *comm, struct p2p_op *ops, int n
 out:
     free(order);
     free(bufs);
-    free(peers);
     return rc;
 }
 

@@ -208,24 +208,47 @@ static tutti_result_t connect_links(struct tutti_comm *c, const struct link *rec
     return TUTTI_SUCCESS;
 }
 
-tutti_result_t tt_comm_connect_peers(struct tutti_comm *c, const int *peers, int npeers)
+/* Add (peer, channel) to a list unless it is there already. */
+static int link_add(struct link *list, int n, int peer, int channel)
 {
-    struct link *recvs = malloc((size_t)npeers * sizeof(*recvs));
-    struct link *sends = malloc((size_t)npeers * sizeof(*sends));
+    for (int i = 0; i < n; i++)
+        if (list[i].peer == peer && list[i].channel == channel)
+            return n;
+    list[n] = (struct link){peer, channel};
+    return n + 1;
+}
+
+tutti_result_t tt_comm_connect_plan(struct tutti_comm *c, const struct tt_plan *p)
+{
+    struct link *recvs = NULL, *sends = NULL;
     int nr = 0, ns = 0;
     tutti_result_t rc;
 
-    if (!recvs || !sends) {
-        free(recvs);
-        free(sends);
-        return tt_fail(c, TUTTI_ERR_SYSTEM, "out of memory connecting %d peers", npeers);
+    for (size_t i = 0, lane = 0; i < p->nsteps; i++) {
+        const struct tt_step *s = &p->steps[i];
+        size_t base;
+        while (i >= p->lanes[lane].first + p->lanes[lane].nsteps)
+            lane++;
+        base = (size_t)p->lanes[lane].channel * (size_t)c->nranks;
+        if ((tt_prim_sends(s->prim) && !c->conns.send[base + (size_t)s->send_peer]) ||
+            (tt_prim_recvs(s->prim) && !c->conns.recv[base + (size_t)s->recv_peer])) {
+            if (!recvs) {
+                recvs = malloc(p->nsteps * sizeof(*recvs));
+                sends = malloc(p->nsteps * sizeof(*sends));
+                if (!recvs || !sends) {
+                    free(recvs);
+                    free(sends);
+                    return tt_fail(c, TUTTI_ERR_SYSTEM, "out of memory connecting peers");
+                }
+            }
+            if (tt_prim_sends(s->prim) && !c->conns.send[base + (size_t)s->send_peer])
+                ns = link_add(sends, ns, s->send_peer, p->lanes[lane].channel);
+            if (tt_prim_recvs(s->prim) && !c->conns.recv[base + (size_t)s->recv_peer])
+                nr = link_add(recvs, nr, s->recv_peer, p->lanes[lane].channel);
+        }
     }
-    for (int i = 0; i < npeers; i++) {
-        if (!c->conns.recv[peers[i]])
-            recvs[nr++] = (struct link){peers[i], 0};
-        if (!c->conns.send[peers[i]])
-            sends[ns++] = (struct link){peers[i], 0};
-    }
+    if (!recvs)
+        return TUTTI_SUCCESS;
     rc = connect_links(c, recvs, nr, sends, ns);
     free(recvs);
     free(sends);

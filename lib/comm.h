@@ -58,11 +58,11 @@ struct tutti_comm {
 tutti_result_t tt_comm_check(struct tutti_comm *comm, const char *fn);
 
 /*
- * Make sure send and receive connections to each listed peer exist on channel 0 (both
- * directions). Collective between each pair: both sides call it for each other, in any
- * order relative to other peers.
+ * Connect whatever the plan sends to or receives from that is not connected yet. Plans of one
+ * operation match across ranks (a send from A to B is a receive from A at B), so every pair
+ * sets up its connections at the same operation; peers meet in any order.
  */
-tutti_result_t tt_comm_connect_peers(struct tutti_comm *comm, const int *peers, int npeers);
+tutti_result_t tt_comm_connect_plan(struct tutti_comm *comm, const struct tt_plan *plan);
 
 /* Lane state array with room for the plan's lanes. */
 struct tt_lane_state *tt_comm_lane_state(struct tutti_comm *comm, int nlanes);

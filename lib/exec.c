@@ -46,17 +46,6 @@ static struct tt_conn *conn_at(struct tt_conn **table, const struct tt_exec_conn
     return table[(size_t)channel * (size_t)c->nranks + (size_t)peer];
 }
 
-static int prim_recvs(int prim)
-{
-    return prim != TT_PRIM_SEND && prim != TT_PRIM_COPY;
-}
-
-static int prim_sends(int prim)
-{
-    return prim == TT_PRIM_SEND || prim == TT_PRIM_RECV_REDUCE_SEND ||
-           prim == TT_PRIM_RECV_REDUCE_COPY_SEND || prim == TT_PRIM_RECV_COPY_SEND;
-}
-
 /* Peek / get a slot; pump the connection once if the transport says "not yet". */
 static tutti_result_t poll_peek(struct tt_conn *c, const void **slot, size_t *bytes)
 {
@@ -101,7 +90,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
     size_t rbytes = 0;
     tutti_result_t r;
 
-    if (prim_recvs(s->prim)) {
+    if (tt_prim_recvs(s->prim)) {
         rc = conn_at(x->conns->recv, x->conns, channel, s->recv_peer);
         if (!rc)
             return tt_fail(NULL, TUTTI_ERR_INTERNAL, "no connection from rank %d on channel %d",
@@ -119,7 +108,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
                            "same count, dtype and root?",
                            s->recv_peer, rbytes, bytes);
     }
-    if (prim_sends(s->prim)) {
+    if (tt_prim_sends(s->prim)) {
         sc = conn_at(x->conns->send, x->conns, channel, s->send_peer);
         if (!sc)
             return tt_fail(NULL, TUTTI_ERR_INTERNAL, "no connection to rank %d on channel %d",
