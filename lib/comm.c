@@ -8,6 +8,7 @@
 #include "log.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,7 +295,7 @@ static void comm_free(struct tutti_comm *c)
 static tutti_result_t read_config(struct tutti_comm *c, const tutti_config_t *cfg)
 {
     size_t buff = tt_env_size("TUTTI_BUFFSIZE");
-    long long steps = tt_env_int("TUTTI_STEPS"), nch = tt_env_int("TUTTI_NCHANNELS"), spin;
+    long long steps = tt_env_int("TUTTI_STEPS"), nch = tt_env_int("TUTTI_NCHANNELS");
 
     c->timeout_s = tt_env_double("TUTTI_TIMEOUT");
     if (cfg && cfg->timeout_s > 0)
@@ -316,9 +317,26 @@ static tutti_result_t read_config(struct tutti_comm *c, const tutti_config_t *cf
     c->nchannels = (int)nch;
     c->nslots = (int)steps;
     c->slot_bytes = (buff / (size_t)steps) & ~(size_t)63;
-    spin = tt_env_int("TUTTI_SPIN");
-    c->spin = spin < 0 ? 0 : spin > 100000000 ? 100000000 : (unsigned)spin;
     return tt_tune_init(&c->tuner, c->nranks, c->nchannels);
+}
+
+/*
+ * Polls before a wait yields. Spinning pays when the awaited rank runs on another core; when
+ * this host's ranks outnumber the cores we may use, the awaited rank may need our core, so
+ * yield at once.
+ */
+static unsigned wait_spin(int local_size)
+{
+    const char *v = tt_env_str("TUTTI_SPIN");
+    cpu_set_t set;
+    int cores;
+
+    if (strcmp(v, "auto") != 0) {
+        long long s = tt_env_int("TUTTI_SPIN");
+        return s < 0 ? 0 : s > 100000000 ? 100000000 : (unsigned)s;
+    }
+    cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    return local_size > cores ? 0 : 2000;
 }
 
 static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *info,
@@ -350,6 +368,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     }
     c->local_rank = local_rank_hint >= 0 ? local_rank_hint : local_rank;
     c->local_size = local_size;
+    c->spin = wait_spin(local_size);
 
     /* Rings: rank order for now; the topology work reorders them. */
     for (int r = 0; r < c->nranks; r++)

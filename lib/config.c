@@ -34,7 +34,10 @@ static struct knob knobs[] = {
     {"TUTTI_ALGO", "",
      "algorithm per collective, e.g. all_reduce:ring;all_reduce:rd (default: the tuner's rule)",
      NULL, 0, 0},
-    {"TUTTI_SPIN", "200", "polls a wait spins before it starts to yield the core", NULL, 0, 0},
+    {"TUTTI_SPIN", "auto",
+     "polls a wait spins before it yields the core; auto: 2000, or 0 when this host's ranks "
+     "outnumber its cores",
+     NULL, 0, 0},
     {"TUTTI_SOCKET_IFNAME", "",
      "interfaces for bootstrap sockets: prefixes (eth,ib), ^ to exclude, = for exact names", NULL,
      0, 0},

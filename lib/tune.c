@@ -2,8 +2,11 @@
  * tune.c -- algorithm choice; see tune.h.
  *
  * Rules (measured with tutti-perf on the reference 2-core machine, BENCHMARKS.md):
- *   all-reduce: recursive doubling while the array is at most TT_RD_MAX_BYTES and the rank
- *   count is a power of two (one hop per round beats the ring's 2(n-1) hops), else the ring.
+ *   all-reduce: on 2 ranks, recursive doubling (a single exchange) at every size: each rank
+ *   has one dependency per chunk instead of the ring's three, and measured twice the ring's
+ *   bandwidth. On more ranks, recursive doubling while the array is at most TT_RD_MAX_BYTES
+ *   and the rank count is a power of two (log2(n) hops against the ring's 2(n-1)), else the
+ *   ring (bandwidth-optimal).
  *   Others: their only algorithm.
  * Channels: one per TT_MIN_CHANNEL_BYTES of data, up to TUTTI_NCHANNELS.
  */
@@ -15,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define TT_RD_MAX_BYTES (64 * 1024)
+#define TT_RD_MAX_BYTES (16 * 1024)
 #define TT_MIN_CHANNEL_BYTES (64 * 1024)
 
 static int coll_by_name(const char *s, size_t len)
@@ -75,7 +78,7 @@ const struct tt_algo *tt_tune_pick(const struct tt_tuner *t, enum tt_coll coll, 
     const struct tt_algo *a = t->forced[coll];
     size_t ch = bytes / TT_MIN_CHANNEL_BYTES;
 
-    if (!a && coll == TT_COLL_ALL_REDUCE && bytes <= TT_RD_MAX_BYTES)
+    if (!a && coll == TT_COLL_ALL_REDUCE && (t->nranks == 2 || bytes <= TT_RD_MAX_BYTES))
         a = tt_algo_find(coll, "rd", t->nranks);
     if (!a)
         a = tt_algo_find(coll,

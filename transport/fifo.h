@@ -1,14 +1,17 @@
 /*
- * fifo.h -- single-producer single-consumer ring of slots, the core of the shm and mem
+ * fifo.h -- single-producer single-consumer queue of messages, the core of the shm and mem
  * transports.
  *
- * Layout (one allocation or shared segment): a control block with one 64-byte cell per slot,
- * then nslots slots of slot_bytes each. A cell holds the slot's sequence number, its byte
- * count and, for payloads of up to TT_FIFO_INLINE bytes, the payload itself: the receiver
- * polls the cell it expects next, so a small message costs one cache-line transfer. The
- * sender writes the payload, then the cell's sequence number with release; the receiver
- * reads the sequence number with acquire. The receiver owns `tail` (slots released), which
- * the sender rereads only when its cached copy says the ring is full.
+ * Layout (one allocation or shared segment): a control block with TT_FIFO_CELLS cells of 64
+ * bytes, then nslots data slots of slot_bytes each. Every message takes the next cell; a cell
+ * holds the message's sequence number, its byte count and, up to TT_FIFO_INLINE bytes, the
+ * payload itself, so a small message costs one cache-line transfer and up to TT_FIFO_CELLS
+ * small messages can be in flight (a sender runs that far ahead). A larger message also takes
+ * the next data slot, in order, so at most nslots large messages are in flight.
+ * The sender writes the payload, then the cell's sequence number with release; the receiver
+ * polls the cell it expects with acquire. The receiver owns `tail` (cells released) and
+ * `data_tail` (data slots released), which the sender rereads only when its cached copies
+ * say the queue is full.
  */
 #ifndef TT_FIFO_H
 #define TT_FIFO_H
@@ -19,23 +22,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TT_FIFO_MAGIC 0x74746666u /* "ttff" */
-#define TT_FIFO_MAX_SLOTS TT_MAX_SLOTS
+#define TT_FIFO_MAGIC 0x74746667u /* "ttfg" */
+#define TT_FIFO_CELLS 64
 #define TT_FIFO_INLINE 48
 
 struct tt_fifo_cell {
-    _Atomic uint64_t seq; /* position + 1 once the slot is committed */
+    _Atomic uint64_t seq; /* message number + 1 once committed */
     uint64_t bytes;
     unsigned char data[TT_FIFO_INLINE];
 };
 
 struct tt_fifo_ctrl {
-    _Alignas(64) _Atomic uint64_t tail; /* slots released by the receiver */
+    _Alignas(64) _Atomic uint64_t tail; /* cells released by the receiver */
+    _Atomic uint64_t data_tail;         /* data slots released by the receiver */
     _Alignas(64) uint32_t magic;
     uint32_t nslots;
     uint64_t slot_bytes;
     _Atomic uint32_t sender_attached;
-    _Alignas(64) struct tt_fifo_cell cells[TT_FIFO_MAX_SLOTS];
+    _Alignas(64) struct tt_fifo_cell cells[TT_FIFO_CELLS];
 };
 
 #define TT_FIFO_DATA_OFFSET 8192
@@ -48,8 +52,10 @@ struct tt_fifo {
     char *data;
     uint32_t nslots;
     size_t slot_bytes;
-    uint64_t pos;    /* slots committed (sender) or released (receiver) */
-    uint64_t cached; /* sender: last value read of tail */
+    uint64_t pos;         /* messages committed (sender) or released (receiver) */
+    uint64_t data_pos;    /* data slots used (sender) or released (receiver) */
+    uint64_t cached;      /* sender: last value read of tail */
+    uint64_t data_cached; /* sender: last value read of data_tail */
 };
 
 static inline size_t tt_fifo_bytes(uint32_t nslots, size_t slot_bytes)
@@ -63,8 +69,9 @@ static inline void tt_fifo_format(void *region, uint32_t nslots, size_t slot_byt
     struct tt_fifo_ctrl *c = region;
 
     atomic_init(&c->tail, 0);
+    atomic_init(&c->data_tail, 0);
     atomic_init(&c->sender_attached, 0);
-    for (uint32_t i = 0; i < TT_FIFO_MAX_SLOTS; i++)
+    for (uint32_t i = 0; i < TT_FIFO_CELLS; i++)
         atomic_init(&c->cells[i].seq, 0);
     c->nslots = nslots;
     c->slot_bytes = slot_bytes;
@@ -77,49 +84,59 @@ static inline void tt_fifo_view(struct tt_fifo *f, void *region)
     f->data = (char *)region + TT_FIFO_DATA_OFFSET;
     f->nslots = f->ctrl->nslots;
     f->slot_bytes = f->ctrl->slot_bytes;
-    f->pos = 0;
-    f->cached = 0;
+    f->pos = f->data_pos = 0;
+    f->cached = f->data_cached = 0;
 }
 
-/* Where the next `bytes` go, or NULL while the ring is full. */
+/* Where the next message of `bytes` goes, or NULL while the queue is full. */
 static inline void *tt_fifo_send_slot(struct tt_fifo *f, size_t bytes)
 {
-    uint32_t idx = (uint32_t)(f->pos % f->nslots);
-
-    if (f->pos - f->cached >= f->nslots) {
+    if (f->pos - f->cached >= TT_FIFO_CELLS) {
         f->cached = atomic_load_explicit(&f->ctrl->tail, memory_order_acquire);
-        if (f->pos - f->cached >= f->nslots)
+        if (f->pos - f->cached >= TT_FIFO_CELLS)
             return NULL;
     }
     if (bytes <= TT_FIFO_INLINE)
-        return f->ctrl->cells[idx].data;
-    return f->data + (size_t)idx * f->slot_bytes;
+        return f->ctrl->cells[f->pos % TT_FIFO_CELLS].data;
+    if (f->data_pos - f->data_cached >= f->nslots) {
+        f->data_cached = atomic_load_explicit(&f->ctrl->data_tail, memory_order_acquire);
+        if (f->data_pos - f->data_cached >= f->nslots)
+            return NULL;
+    }
+    return f->data + (size_t)(f->data_pos % f->nslots) * f->slot_bytes;
 }
 
 static inline void tt_fifo_send_commit(struct tt_fifo *f, size_t bytes)
 {
-    struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % f->nslots];
+    struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
 
     c->bytes = bytes;
+    if (bytes > TT_FIFO_INLINE)
+        f->data_pos++;
     f->pos++;
     atomic_store_explicit(&c->seq, f->pos, memory_order_release);
 }
 
 static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes)
 {
-    uint32_t idx = (uint32_t)(f->pos % f->nslots);
-    struct tt_fifo_cell *c = &f->ctrl->cells[idx];
+    struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
 
     if (atomic_load_explicit(&c->seq, memory_order_acquire) != f->pos + 1)
         return NULL;
     *bytes = c->bytes;
     if (c->bytes <= TT_FIFO_INLINE)
         return c->data;
-    return f->data + (size_t)idx * f->slot_bytes;
+    return f->data + (size_t)(f->data_pos % f->nslots) * f->slot_bytes;
 }
 
 static inline void tt_fifo_recv_release(struct tt_fifo *f)
 {
+    struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
+
+    if (c->bytes > TT_FIFO_INLINE) {
+        f->data_pos++;
+        atomic_store_explicit(&f->ctrl->data_tail, f->data_pos, memory_order_release);
+    }
     f->pos++;
     atomic_store_explicit(&f->ctrl->tail, f->pos, memory_order_release);
 }

@@ -120,7 +120,7 @@ static tutti_result_t shm_send_connect(const struct tt_transport_ctx *ctx, int p
                        peer, blob_len);
     memcpy(&b, blob, sizeof(b));
     b.name[sizeof(b.name) - 1] = '\0';
-    if (b.nslots == 0 || b.nslots > TT_FIFO_MAX_SLOTS || b.slot_bytes == 0)
+    if (b.nslots == 0 || b.nslots > TT_MAX_SLOTS || b.slot_bytes == 0)
         return tt_fail(NULL, TUTTI_ERR_INTERNAL, "shm: bad FIFO shape from rank %d", peer);
     c = calloc(1, sizeof(*c));
     if (!c)
