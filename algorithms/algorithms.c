@@ -16,6 +16,10 @@ const struct tt_algo tt_algos[] = {
      tt_reduce_chain, NULL},
     {5, "rd", "recursive doubling: log2(n) whole-array exchanges; small messages",
      TT_COLL_ALL_REDUCE, tt_allreduce_rd, tt_allreduce_rd_fits},
+    {6, "tree", "binomial tree from the root: log2(n) hops; small messages", TT_COLL_BROADCAST,
+     tt_broadcast_tree, NULL},
+    {7, "rd", "recursive doubling: log2(n) exchanges of the blocks gathered so far",
+     TT_COLL_ALL_GATHER, tt_allgather_rd, tt_allreduce_rd_fits},
 };
 const int tt_num_algos = (int)(sizeof(tt_algos) / sizeof(tt_algos[0]));
 

@@ -7,7 +7,9 @@
  *   bandwidth. On more ranks, recursive doubling while the array is at most TT_RD_MAX_BYTES
  *   and the rank count is a power of two (log2(n) hops against the ring's 2(n-1)), else the
  *   ring (bandwidth-optimal).
- *   Others: their only algorithm.
+ *   all-gather: recursive doubling up to TT_RD_MAX_BYTES on a power-of-two count above 2,
+ *   else the ring. broadcast: binomial tree up to TT_TREE_MAX_BYTES above 2 ranks, else the
+ *   pipelined chain. Others: their only algorithm.
  * Channels: one per TT_MIN_CHANNEL_BYTES of data, up to TUTTI_NCHANNELS.
  */
 #include "tune.h"
@@ -19,6 +21,7 @@
 #include <string.h>
 
 #define TT_RD_MAX_BYTES (16 * 1024)
+#define TT_TREE_MAX_BYTES (16 * 1024)
 #define TT_MIN_CHANNEL_BYTES (64 * 1024)
 
 static int coll_by_name(const char *s, size_t len)
@@ -80,6 +83,10 @@ const struct tt_algo *tt_tune_pick(const struct tt_tuner *t, enum tt_coll coll, 
 
     if (!a && coll == TT_COLL_ALL_REDUCE && (t->nranks == 2 || bytes <= TT_RD_MAX_BYTES))
         a = tt_algo_find(coll, "rd", t->nranks);
+    if (!a && coll == TT_COLL_ALL_GATHER && t->nranks > 2 && bytes <= TT_RD_MAX_BYTES)
+        a = tt_algo_find(coll, "rd", t->nranks);
+    if (!a && coll == TT_COLL_BROADCAST && t->nranks > 2 && bytes <= TT_TREE_MAX_BYTES)
+        a = tt_algo_find(coll, "tree", t->nranks);
     if (!a)
         a = tt_algo_find(coll,
                          coll == TT_COLL_BROADCAST || coll == TT_COLL_REDUCE ? "chain" : "ring",

@@ -1,0 +1,56 @@
+/*
+ * allgather_rd.c -- recursive-doubling all-gather for a power-of-two number of ranks; small
+ * messages.
+ *
+ * Works on rank numbers (not the ring order), so that what a rank holds is always a
+ * contiguous run of blocks: after round k, rank p holds the blocks of ranks
+ * [p & ~(2^(k+1)-1), + 2^(k+1)). In round k it sends the 2^k blocks it holds to q = p ^ 2^k
+ * in one message and receives q's 2^k blocks in one message. log2(n) hops, against the
+ * ring's n-1; each rank sends n-1 blocks in all, like the ring.
+ * Round 0 sends from sendbuf (copied into place first unless in place); later rounds send
+ * from recvbuf. Every round sends before it receives; chunk-major execution needs one free
+ * slot per connection.
+ * Preconditions: n is a power of two (tt_allreduce_rd_fits).
+ */
+#include "algorithms.h"
+
+void tt_allgather_rd(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a)
+{
+    for (int ch = 0; ch < a->nchannels; ch++) {
+        const struct tt_ring *r = &rings[ch];
+        int n = r->nranks, me = r->order[r->pos];
+        size_t off, cnt;
+
+        tt_plan_lane(p, ch);
+        tt_split(a->count, a->nchannels, ch, &off, &cnt);
+        if (!a->inplace)
+            tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_COPY,
+                                              .src = TT_BUF_SEND,
+                                              .dst = TT_BUF_RECV,
+                                              .src_off = off,
+                                              .dst_off = (size_t)me * a->count + off,
+                                              .count = cnt});
+        for (int bit = 1; bit < n; bit <<= 1) {
+            int q = me ^ bit, mine = me & ~(bit - 1), theirs = q & ~(bit - 1);
+
+            /* Channel ch carries elements [off, off + cnt) of each block; a run of blocks is
+             * one step only when the channel carries whole blocks. */
+            for (int b = 0; b < (a->nchannels == 1 ? 1 : bit); b++) {
+                size_t run = a->nchannels == 1 ? (size_t)bit * a->count : cnt;
+                int sblk = mine + (a->nchannels == 1 ? 0 : b);
+                int rblk = theirs + (a->nchannels == 1 ? 0 : b);
+                tt_plan_step(
+                    p, &(struct tt_step){.prim = TT_PRIM_SEND,
+                                         .src = bit == 1 ? TT_BUF_SEND : TT_BUF_RECV,
+                                         .send_peer = q,
+                                         .src_off = bit == 1 ? off : (size_t)sblk * a->count + off,
+                                         .count = bit == 1 ? cnt : run});
+                tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_RECV,
+                                                  .dst = TT_BUF_RECV,
+                                                  .recv_peer = q,
+                                                  .dst_off = (size_t)rblk * a->count + off,
+                                                  .count = run});
+            }
+        }
+    }
+}
