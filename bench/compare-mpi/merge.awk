@@ -10,6 +10,7 @@
     ip = ($0 ~ /"inplace": true/)
     w = $0; sub(/.*"wrong": /, "", w); sub(/}.*/, "", w)
     if (w + 0 > 0) bad = 1
+    if (size + 0 == 0) next   # nothing moves: not a measurement
     key = lib SUBSEP size SUBSEP ip
     cnt[key]++; tv[key, cnt[key]] = t; bv[key, cnt[key]] = bw
     sizes[size] = 1
