@@ -157,7 +157,7 @@ static tutti_result_t run_plan(struct tutti_comm *comm, void *const *bufs, tutti
         return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", what->name);
     tt_exec_init(&x, &comm->plan, bufs, dtype, op, comm->nranks, comm->slot_bytes, &comm->conns,
                  ls);
-    rc = tt_exec_run(&x, comm->timeout_s, comm->spin, &comm->abort_flag, what);
+    rc = tt_exec_run(&x, comm->timeout_s, comm->spin, comm->sleepy, &comm->abort_flag, what);
     if (rc != TUTTI_SUCCESS)
         return tt_comm_set_error(comm, rc);
     return TUTTI_SUCCESS;

@@ -175,7 +175,8 @@ static tutti_result_t connect_links(struct tutti_comm *c, const struct link *rec
                                    .nranks = c->nranks,
                                    .job_tag = c->job_tag,
                                    .slot_bytes = c->slot_bytes,
-                                   .nslots = c->nslots};
+                                   .nslots = c->nslots,
+                                   .sleepy = c->sleepy};
     unsigned char wire[WIRE_BLOB];
     size_t idx;
 
@@ -320,23 +321,33 @@ static tutti_result_t read_config(struct tutti_comm *c, const tutti_config_t *cf
     return tt_tune_init(&c->tuner, c->nranks, c->nchannels);
 }
 
+/* Should waits block in the kernel? TUTTI_WAIT, or: do ranks outnumber cores here? */
+static int oversubscribed(int local_size)
+{
+    const char *mode = tt_env_str("TUTTI_WAIT");
+    cpu_set_t set;
+    int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+
+    if (strcmp(mode, "block") == 0)
+        return 1;
+    if (strcmp(mode, "poll") == 0)
+        return 0;
+    if (strcmp(mode, "auto") != 0)
+        TT_WARN(TT_SUB_INIT, "TUTTI_WAIT='%s' is not auto, poll or block; using auto", mode);
+    return local_size > cores;
+}
+
 /*
  * Polls before a wait yields. Spinning pays when the awaited rank runs on another core; when
- * this host's ranks outnumber the cores we may use, the awaited rank may need our core, so
- * yield at once.
+ * ranks outnumber cores, the awaited rank may need our core, so yield at once.
  */
-static unsigned wait_spin(int local_size)
+static unsigned wait_spin(int sleepy)
 {
-    const char *v = tt_env_str("TUTTI_SPIN");
-    cpu_set_t set;
-    int cores;
-
-    if (strcmp(v, "auto") != 0) {
+    if (strcmp(tt_env_str("TUTTI_SPIN"), "auto") != 0) {
         long long s = tt_env_int("TUTTI_SPIN");
         return s < 0 ? 0 : s > 100000000 ? 100000000 : (unsigned)s;
     }
-    cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-    return local_size > cores ? 0 : 2000;
+    return sleepy ? 0 : 2000;
 }
 
 static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *info,
@@ -368,7 +379,8 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     }
     c->local_rank = local_rank_hint >= 0 ? local_rank_hint : local_rank;
     c->local_size = local_size;
-    c->spin = wait_spin(local_size);
+    c->sleepy = oversubscribed(local_size);
+    c->spin = wait_spin(c->sleepy);
 
     /* Rings: rank order for now; the topology work reorders them. */
     for (int r = 0; r < c->nranks; r++)

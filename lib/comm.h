@@ -32,6 +32,7 @@ struct tutti_comm {
     size_t slot_bytes;
     int nslots;
     unsigned spin; /* polls before a wait yields */
+    int sleepy;    /* this host's ranks outnumber its cores: waits block (exec.h) */
     struct tt_tuner tuner;
     char job_tag[64];
 

@@ -34,6 +34,10 @@ static struct knob knobs[] = {
     {"TUTTI_ALGO", "",
      "algorithm per collective, e.g. all_reduce:ring;all_reduce:rd (default: the tuner's rule)",
      NULL, 0, 0},
+    {"TUTTI_WAIT", "auto",
+     "how waits idle: poll (spin, yield, sleep), block (sleep in the kernel until the peer "
+     "wakes us), auto: block when this host's ranks outnumber its cores",
+     NULL, 0, 0},
     {"TUTTI_SPIN", "auto",
      "polls a wait spins before it yields the core; auto: 2000, or 0 when this host's ranks "
      "outnumber its cores",

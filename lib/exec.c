@@ -97,6 +97,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
                            s->recv_peer, channel);
         r = poll_peek(rc, &rslot, &rbytes);
         if (r == TUTTI_IN_PROGRESS) {
+            x->wait_conn = rc;
             x->wait_peer = s->recv_peer;
             x->wait_dir = 'r';
         }
@@ -115,6 +116,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
                            s->send_peer, channel);
         r = poll_slot(sc, bytes, &sslot);
         if (r == TUTTI_IN_PROGRESS) {
+            x->wait_conn = sc;
             x->wait_peer = s->send_peer;
             x->wait_dir = 's';
         }
@@ -206,7 +208,7 @@ tutti_result_t tt_exec_progress(struct tt_exec *x)
     return x->lanes_left == 0 ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
 }
 
-tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin,
+tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin, int sleepy,
                            const volatile int *abort_flag, const struct tt_label *what)
 {
     struct tt_backoff b;
@@ -225,9 +227,18 @@ tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin,
             last_move = 0;
             continue;
         }
-        now = tt_backoff_wait(&b);
-        if (now == 0)
-            continue;
+        if (sleepy) {
+            /* A few yields hand the core to a peer queued on it; then block until woken. */
+            if (b.polls++ < 3 || !x->wait_conn)
+                sched_yield();
+            else
+                x->wait_conn->tp->wait(x->wait_conn, 200 * 1000);
+            now = tt_now();
+        } else {
+            now = tt_backoff_wait(&b);
+            if (now == 0)
+                continue;
+        }
         if (last_move == 0)
             last_move = now;
         if (abort_flag && *abort_flag) {

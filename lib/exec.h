@@ -40,7 +40,9 @@ struct tt_exec {
     struct tt_lane_state *lanes; /* plan->nlanes entries, owned by the caller */
     int lanes_left;
     int moved; /* set by tt_exec_progress when anything advanced */
-    /* Where the last wait was, for messages: peer and direction ('s' or 'r'). */
+    /* Where the last wait was: the connection (to block on) and, for messages, the peer
+     * and direction ('s' or 'r'). */
+    struct tt_conn *wait_conn;
     int wait_peer;
     char wait_dir;
 };
@@ -68,11 +70,13 @@ struct tt_label {
 void tt_label_format(const struct tt_label *l, char *buf, size_t size);
 
 /*
- * Run to completion, spinning `spin` polls before a wait yields. Fails with TUTTI_ERR_TIMEOUT when
+ * Run to completion, spinning `spin` polls before a wait yields. When `sleepy` (this host's
+ * ranks outnumber its cores), a wait yields a few times and then blocks on the connection it
+ * waits for, so the awaited rank gets the core. Fails with TUTTI_ERR_TIMEOUT when
  * nothing moves for timeout_s seconds, or TUTTI_ERR_ABORTED when *abort_flag becomes non-zero.
  * `what` names the operation in messages ("all_reduce #12").
  */
-tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin,
+tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin, int sleepy,
                            const volatile int *abort_flag, const struct tt_label *what);
 
 #endif

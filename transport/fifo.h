@@ -12,15 +12,25 @@
  * polls the cell it expects with acquire. The receiver owns `tail` (cells released) and
  * `data_tail` (data slots released), which the sender rereads only when its cached copies
  * say the queue is full.
+ *
+ * A "sleepy" receiver (ranks outnumber cores: the sender may need our core) may block in the
+ * kernel instead of polling: it raises `sleeping`, checks the cell once more, and waits on the
+ * futex word `wake`; a sender that sees `sleeping` after a commit bumps `wake` and wakes it.
+ * The fences on both sides order "publish, then look at the other's flag" (Dekker), so a
+ * commit is never missed; the wait also has a timeout, so a lost wake-up costs at most that.
  */
 #ifndef TT_FIFO_H
 #define TT_FIFO_H
 
 #include "transport.h"
 
+#include <linux/futex.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #define TT_FIFO_MAGIC 0x74746667u /* "ttfg" */
 #define TT_FIFO_CELLS 64
@@ -33,11 +43,14 @@ struct tt_fifo_cell {
 };
 
 struct tt_fifo_ctrl {
-    _Alignas(64) _Atomic uint64_t tail; /* cells released by the receiver */
-    _Atomic uint64_t data_tail;         /* data slots released by the receiver */
+    _Alignas(64) _Atomic uint64_t tail;     /* cells released by the receiver */
+    _Atomic uint64_t data_tail;             /* data slots released by the receiver */
+    _Alignas(64) _Atomic uint32_t sleeping; /* receiver is (about to be) blocked on wake */
+    _Atomic uint32_t wake;                  /* futex word bumped by the sender */
     _Alignas(64) uint32_t magic;
     uint32_t nslots;
     uint64_t slot_bytes;
+    uint32_t sleepy; /* the receiver may block: senders must check `sleeping` */
     _Atomic uint32_t sender_attached;
     _Alignas(64) struct tt_fifo_cell cells[TT_FIFO_CELLS];
 };
@@ -56,6 +69,7 @@ struct tt_fifo {
     uint64_t data_pos;    /* data slots used (sender) or released (receiver) */
     uint64_t cached;      /* sender: last value read of tail */
     uint64_t data_cached; /* sender: last value read of data_tail */
+    uint32_t sleepy;      /* copy of ctrl->sleepy */
 };
 
 static inline size_t tt_fifo_bytes(uint32_t nslots, size_t slot_bytes)
@@ -64,10 +78,13 @@ static inline size_t tt_fifo_bytes(uint32_t nslots, size_t slot_bytes)
 }
 
 /* Initialise a fresh region (receiver side). */
-static inline void tt_fifo_format(void *region, uint32_t nslots, size_t slot_bytes)
+static inline void tt_fifo_format(void *region, uint32_t nslots, size_t slot_bytes, int sleepy)
 {
     struct tt_fifo_ctrl *c = region;
 
+    atomic_init(&c->sleeping, 0);
+    atomic_init(&c->wake, 0);
+    c->sleepy = sleepy ? 1 : 0;
     atomic_init(&c->tail, 0);
     atomic_init(&c->data_tail, 0);
     atomic_init(&c->sender_attached, 0);
@@ -86,6 +103,7 @@ static inline void tt_fifo_view(struct tt_fifo *f, void *region)
     f->slot_bytes = f->ctrl->slot_bytes;
     f->pos = f->data_pos = 0;
     f->cached = f->data_cached = 0;
+    f->sleepy = f->ctrl->sleepy;
 }
 
 /* Where the next message of `bytes` goes, or NULL while the queue is full. */
@@ -115,6 +133,14 @@ static inline void tt_fifo_send_commit(struct tt_fifo *f, size_t bytes)
         f->data_pos++;
     f->pos++;
     atomic_store_explicit(&c->seq, f->pos, memory_order_release);
+    if (f->sleepy) {
+        atomic_thread_fence(memory_order_seq_cst);
+        if (atomic_load_explicit(&f->ctrl->sleeping, memory_order_relaxed)) {
+            atomic_store_explicit(&f->ctrl->sleeping, 0, memory_order_relaxed);
+            atomic_fetch_add_explicit(&f->ctrl->wake, 1, memory_order_release);
+            syscall(SYS_futex, &f->ctrl->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+        }
+    }
 }
 
 static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes)
@@ -127,6 +153,23 @@ static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes)
     if (c->bytes <= TT_FIFO_INLINE)
         return c->data;
     return f->data + (size_t)(f->data_pos % f->nslots) * f->slot_bytes;
+}
+
+/* Receiver: block until the next message may be there, at most `ns` nanoseconds. */
+static inline void tt_fifo_recv_wait(struct tt_fifo *f, long ns)
+{
+    struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
+    uint32_t w = atomic_load_explicit(&f->ctrl->wake, memory_order_acquire);
+    struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+
+    atomic_store_explicit(&f->ctrl->sleeping, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&c->seq, memory_order_acquire) == f->pos + 1) {
+        atomic_store_explicit(&f->ctrl->sleeping, 0, memory_order_relaxed);
+        return;
+    }
+    syscall(SYS_futex, &f->ctrl->wake, FUTEX_WAIT, w, &ts, NULL, 0);
+    atomic_store_explicit(&f->ctrl->sleeping, 0, memory_order_relaxed);
 }
 
 static inline void tt_fifo_recv_release(struct tt_fifo *f)

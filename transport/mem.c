@@ -42,7 +42,7 @@ static tutti_result_t mem_recv_setup(const struct tt_transport_ctx *ctx, int pee
         free(c);
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "mem: out of memory");
     }
-    tt_fifo_format(c->region, (uint32_t)ctx->nslots, ctx->slot_bytes);
+    tt_fifo_format(c->region, (uint32_t)ctx->nslots, ctx->slot_bytes, ctx->sleepy);
     tt_fifo_view(&c->fifo, c->region);
     memcpy(blob, &c->region, sizeof(c->region));
     *blob_len = sizeof(c->region);
@@ -110,5 +110,6 @@ const struct tt_transport tt_transport_mem = {
     .recv_peek = mem_recv_peek,
     .recv_release = mem_recv_release,
     .progress = tt_transport_no_progress,
+    .wait = tt_transport_sleep,
     .close = mem_close,
 };

@@ -87,7 +87,7 @@ static tutti_result_t shm_recv_setup(const struct tt_transport_ctx *ctx, int pee
     rc = shm_map(b.name, 1, c->map_len, &c->map);
     if (rc != TUTTI_SUCCESS)
         goto undo_alloc;
-    tt_fifo_format(c->map, b.nslots, b.slot_bytes);
+    tt_fifo_format(c->map, b.nslots, b.slot_bytes, ctx->sleepy);
     tt_fifo_view(&c->fifo, c->map);
     c->owner = 1;
     memcpy(c->name, b.name, sizeof(c->name));
@@ -181,6 +181,16 @@ static tutti_result_t shm_recv_release(struct tt_conn *conn)
     return TUTTI_SUCCESS;
 }
 
+static void shm_wait(struct tt_conn *conn, long ns)
+{
+    struct shm_conn *c = (struct shm_conn *)conn;
+
+    if (c->owner && c->fifo.ctrl->sleepy)
+        tt_fifo_recv_wait(&c->fifo, ns);
+    else
+        tt_transport_sleep(conn, ns);
+}
+
 static void shm_close(struct tt_conn *conn)
 {
     struct shm_conn *c = (struct shm_conn *)conn;
@@ -200,6 +210,12 @@ tutti_result_t tt_transport_no_progress(struct tt_conn *conn)
     return TUTTI_SUCCESS;
 }
 
+void tt_transport_sleep(struct tt_conn *conn, long ns)
+{
+    (void)conn;
+    nanosleep(&(struct timespec){ns / 1000000000L, ns % 1000000000L}, NULL);
+}
+
 const struct tt_transport tt_transport_shm = {
     .size = sizeof(struct tt_transport),
     .name = "shm",
@@ -210,5 +226,6 @@ const struct tt_transport tt_transport_shm = {
     .recv_peek = shm_recv_peek,
     .recv_release = shm_recv_release,
     .progress = tt_transport_no_progress,
+    .wait = shm_wait,
     .close = shm_close,
 };

@@ -37,6 +37,7 @@ struct tt_transport_ctx {
     const char *job_tag; /* unique per communicator; used in names of OS objects */
     size_t slot_bytes;
     int nslots;
+    int sleepy; /* receivers may block in the kernel while waiting (oversubscribed host) */
 };
 
 struct tt_transport {
@@ -51,6 +52,9 @@ struct tt_transport {
     tutti_result_t (*recv_peek)(struct tt_conn *conn, const void **slot, size_t *bytes);
     tutti_result_t (*recv_release)(struct tt_conn *conn);
     tutti_result_t (*progress)(struct tt_conn *conn);
+    /* Block up to ns nanoseconds or until the connection may have moved (a hint: it may
+     * return at once). */
+    void (*wait)(struct tt_conn *conn, long ns);
     void (*close)(struct tt_conn *conn);
 };
 
@@ -61,5 +65,7 @@ extern const struct tt_transport tt_transport_mem;
 
 /* A progress() for transports that need none. */
 tutti_result_t tt_transport_no_progress(struct tt_conn *conn);
+/* A wait() that just sleeps. */
+void tt_transport_sleep(struct tt_conn *conn, long ns);
 
 #endif
