@@ -57,7 +57,8 @@ void tt_allgather_ring(struct tt_plan *p, const struct tt_ring *rings,
                        const struct tt_coll_args *a);
 void tt_reducescatter_ring(struct tt_plan *p, const struct tt_ring *rings,
                            const struct tt_coll_args *a);
-void tt_broadcast_tree(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
+void tt_broadcast_tree(struct tt_plan *p, const struct tt_ring *rings,
+                       const struct tt_coll_args *a);
 void tt_allgather_rd(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
 void tt_broadcast_chain(struct tt_plan *p, const struct tt_ring *rings,
                         const struct tt_coll_args *a);

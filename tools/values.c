@@ -9,7 +9,10 @@ static int is_signed(tutti_dtype_t t)
     return t == TUTTI_INT8 || t == TUTTI_INT32 || t == TUTTI_INT64 || t >= TUTTI_FLOAT16;
 }
 
-int val_period(int op) { return op == TUTTI_SUM || op == TUTTI_AVG ? 9 : op == TUTTI_PROD ? 3 : 37; }
+int val_period(int op)
+{
+    return op == TUTTI_SUM || op == TUTTI_AVG ? 9 : op == TUTTI_PROD ? 3 : 37;
+}
 
 int64_t val_gen(tutti_dtype_t t, int op, int r, size_t i)
 {
@@ -44,15 +47,47 @@ static uint16_t bf16_of(double d)
 void val_encode(tutti_dtype_t t, int64_t iv, double fv, void *p)
 {
     switch (t) {
-    case TUTTI_INT8: { int8_t v = (int8_t)(uint8_t)iv; memcpy(p, &v, 1); break; }
-    case TUTTI_UINT8: { uint8_t v = (uint8_t)iv; memcpy(p, &v, 1); break; }
-    case TUTTI_INT32: { int32_t v = (int32_t)(uint32_t)iv; memcpy(p, &v, 4); break; }
-    case TUTTI_UINT32: { uint32_t v = (uint32_t)iv; memcpy(p, &v, 4); break; }
+    case TUTTI_INT8: {
+        int8_t v = (int8_t)(uint8_t)iv;
+        memcpy(p, &v, 1);
+        break;
+    }
+    case TUTTI_UINT8: {
+        uint8_t v = (uint8_t)iv;
+        memcpy(p, &v, 1);
+        break;
+    }
+    case TUTTI_INT32: {
+        int32_t v = (int32_t)(uint32_t)iv;
+        memcpy(p, &v, 4);
+        break;
+    }
+    case TUTTI_UINT32: {
+        uint32_t v = (uint32_t)iv;
+        memcpy(p, &v, 4);
+        break;
+    }
     case TUTTI_INT64: memcpy(p, &iv, 8); break;
-    case TUTTI_UINT64: { uint64_t v = (uint64_t)iv; memcpy(p, &v, 8); break; }
-    case TUTTI_FLOAT16: { _Float16 v = (_Float16)fv; memcpy(p, &v, 2); break; }
-    case TUTTI_BFLOAT16: { uint16_t v = bf16_of(fv); memcpy(p, &v, 2); break; }
-    case TUTTI_FLOAT32: { float v = (float)fv; memcpy(p, &v, 4); break; }
+    case TUTTI_UINT64: {
+        uint64_t v = (uint64_t)iv;
+        memcpy(p, &v, 8);
+        break;
+    }
+    case TUTTI_FLOAT16: {
+        _Float16 v = (_Float16)fv;
+        memcpy(p, &v, 2);
+        break;
+    }
+    case TUTTI_BFLOAT16: {
+        uint16_t v = bf16_of(fv);
+        memcpy(p, &v, 2);
+        break;
+    }
+    case TUTTI_FLOAT32: {
+        float v = (float)fv;
+        memcpy(p, &v, 4);
+        break;
+    }
     default: memcpy(p, &fv, 8); break;
     }
 }
@@ -79,7 +114,8 @@ void val_expect_reduce(tutti_dtype_t t, int op, int nranks, unsigned char *table
         for (int r = 1; r < nranks; r++) {
             int64_t v = val_gen(t, op, r, (size_t)k);
             switch (op) {
-            case TUTTI_SUM: case TUTTI_AVG: acc += v; break;
+            case TUTTI_SUM:
+            case TUTTI_AVG: acc += v; break;
             case TUTTI_PROD: acc *= v; break;
             case TUTTI_MIN: acc = v < acc ? v : acc; break;
             default: acc = v > acc ? v : acc; break;

@@ -80,17 +80,16 @@ static int m_run(enum pcoll c, void *s, void *r, size_t count, tutti_dtype_t t, 
 
     switch (c) {
     case ALL_REDUCE:
-        return check(MPI_Allreduce(inplace ? MPI_IN_PLACE : s, r, cnt, dt, mop(op),
-                                   MPI_COMM_WORLD));
+        return check(
+            MPI_Allreduce(inplace ? MPI_IN_PLACE : s, r, cnt, dt, mop(op), MPI_COMM_WORLD));
     case ALL_GATHER:
-        return check(MPI_Allgather(inplace ? MPI_IN_PLACE : s, cnt, dt, r, cnt, dt,
-                                   MPI_COMM_WORLD));
+        return check(
+            MPI_Allgather(inplace ? MPI_IN_PLACE : s, cnt, dt, r, cnt, dt, MPI_COMM_WORLD));
     case REDUCE_SCATTER: {
         if (!inplace)
             return check(MPI_Reduce_scatter_block(s, r, cnt, dt, mop(op), MPI_COMM_WORLD));
         /* tutti.h in place: recv == send + me * count; MPI leaves the block at send. */
-        int rc = check(MPI_Reduce_scatter_block(MPI_IN_PLACE, s, cnt, dt, mop(op),
-                                                MPI_COMM_WORLD));
+        int rc = check(MPI_Reduce_scatter_block(MPI_IN_PLACE, s, cnt, dt, mop(op), MPI_COMM_WORLD));
         if (rc == 0 && r != s)
             memmove(r, s, count * es);
         return rc;
@@ -100,20 +99,26 @@ static int m_run(enum pcoll c, void *s, void *r, size_t count, tutti_dtype_t t, 
             memcpy(r, s, count * es);
         return check(MPI_Bcast(r, cnt, dt, root, MPI_COMM_WORLD));
     case REDUCE:
-        return check(MPI_Reduce(inplace && me == root ? MPI_IN_PLACE : s, r, cnt, dt, mop(op),
-                                root, MPI_COMM_WORLD));
+        return check(MPI_Reduce(inplace && me == root ? MPI_IN_PLACE : s, r, cnt, dt, mop(op), root,
+                                MPI_COMM_WORLD));
     default:
         return check(MPI_Sendrecv(s, cnt, dt, (me + 1) % n, 0, r, cnt, dt, (me + n - 1) % n, 0,
                                   MPI_COMM_WORLD, MPI_STATUS_IGNORE));
     }
 }
 
-static void m_barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
+static void m_barrier(void)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+}
 
 static void m_allreduce_double(double *v, enum perf_agg agg)
 {
     MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_DOUBLE,
-                  agg == AGG_MIN ? MPI_MIN : agg == AGG_MAX ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD);
+                  agg == AGG_MIN   ? MPI_MIN
+                  : agg == AGG_MAX ? MPI_MAX
+                                   : MPI_SUM,
+                  MPI_COMM_WORLD);
     if (agg == AGG_AVG)
         *v /= n;
 }
@@ -123,9 +128,15 @@ static void m_allreduce_sum_ll(long long *v)
     MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 }
 
-static const char *m_last_error(void) { return err; }
+static const char *m_last_error(void)
+{
+    return err;
+}
 
-static void m_fini(void) { MPI_Finalize(); }
+static void m_fini(void)
+{
+    MPI_Finalize();
+}
 
 const struct perf_backend perf_backend = {
     .name = "mpi",

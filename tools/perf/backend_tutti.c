@@ -49,13 +49,18 @@ static int t_run(enum pcoll c, void *s, void *r, size_t count, tutti_dtype_t t, 
     }
 }
 
-static void t_barrier(void) { tutti_barrier(comm, NULL); }
+static void t_barrier(void)
+{
+    tutti_barrier(comm, NULL);
+}
 
 static void t_allreduce_double(double *v, enum perf_agg agg)
 {
     tutti_all_reduce(v, v, 1, TUTTI_FLOAT64,
-                     agg == AGG_MIN ? TUTTI_MIN : agg == AGG_MAX ? TUTTI_MAX : TUTTI_AVG, comm,
-                     NULL);
+                     agg == AGG_MIN   ? TUTTI_MIN
+                     : agg == AGG_MAX ? TUTTI_MAX
+                                      : TUTTI_AVG,
+                     comm, NULL);
 }
 
 static void t_allreduce_sum_ll(long long *v)
@@ -63,9 +68,15 @@ static void t_allreduce_sum_ll(long long *v)
     tutti_all_reduce(v, v, 1, TUTTI_INT64, TUTTI_SUM, comm, NULL);
 }
 
-static const char *t_last_error(void) { return tutti_comm_last_error(comm); }
+static const char *t_last_error(void)
+{
+    return tutti_comm_last_error(comm);
+}
 
-static void t_fini(void) { tutti_comm_destroy(comm); }
+static void t_fini(void)
+{
+    tutti_comm_destroy(comm);
+}
 
 const struct perf_backend perf_backend = {
     .name = "tutti",

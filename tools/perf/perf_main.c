@@ -79,9 +79,21 @@ static int parse_size(const char *s, size_t *out)
     if (errno || end == s || *s == '-')
         return -1;
     switch (*end) {
-    case 'K': case 'k': v <<= 10; end++; break;
-    case 'M': case 'm': v <<= 20; end++; break;
-    case 'G': case 'g': v <<= 30; end++; break;
+    case 'K':
+    case 'k':
+        v <<= 10;
+        end++;
+        break;
+    case 'M':
+    case 'm':
+        v <<= 20;
+        end++;
+        break;
+    case 'G':
+    case 'g':
+        v <<= 30;
+        end++;
+        break;
     default: break;
     }
     if (*end == 'B')
@@ -92,8 +104,14 @@ static int parse_size(const char *s, size_t *out)
     return 0;
 }
 
-static int has_op(enum pcoll c) { return c == ALL_REDUCE || c == REDUCE_SCATTER || c == REDUCE; }
-static int has_root(enum pcoll c) { return c == BROADCAST || c == REDUCE; }
+static int has_op(enum pcoll c)
+{
+    return c == ALL_REDUCE || c == REDUCE_SCATTER || c == REDUCE;
+}
+static int has_root(enum pcoll c)
+{
+    return c == BROADCAST || c == REDUCE;
+}
 
 static double bus_factor(enum pcoll c)
 {
@@ -117,8 +135,8 @@ struct bufs {
 };
 
 /* Pointers for one call: in place, both live in recv per tutti.h's layout. */
-static void call_bufs(enum pcoll c, struct bufs *b, size_t per, size_t es, int inplace,
-                      void **s, void **r)
+static void call_bufs(enum pcoll c, struct bufs *b, size_t per, size_t es, int inplace, void **s,
+                      void **r)
 {
     *s = b->send;
     *r = b->recv;
@@ -185,8 +203,8 @@ static long long check_once(enum pcoll c, struct bufs *b, size_t per, tutti_dtyp
     return (long long)wrong;
 }
 
-static struct result measure(enum pcoll c, struct bufs *b, size_t bytes, tutti_dtype_t t,
-                             int op, int inplace, const struct opts *o)
+static struct result measure(enum pcoll c, struct bufs *b, size_t bytes, tutti_dtype_t t, int op,
+                             int inplace, const struct opts *o)
 {
     size_t es = tutti_dtype_size(t), per = block_count(c, bytes, es);
     double times[1], total, t0;
@@ -241,7 +259,10 @@ static void print_header(enum pcoll c, const struct opts *o)
            "iters %d, agg %s, validation %d\n",
            be->name, pcoll_names[c], nranks, host, o->minb, o->maxb, o->incr ? "+" : "x",
            o->incr ? (double)o->incr : o->factor, o->warmup, o->iters,
-           o->agg == 1 ? "min" : o->agg == 2 ? "max" : "avg", o->check);
+           o->agg == 1   ? "min"
+           : o->agg == 2 ? "max"
+                         : "avg",
+           o->check);
     printf("#\n");
     printf("# %62s %28s %6s\n", "out-of-place", "", "in-place");
     printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "size", "count", "type",
@@ -268,8 +289,9 @@ static void json_row(enum pcoll c, size_t size, size_t count, tutti_dtype_t t, c
             "\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"root\": %d, "
             "\"inplace\": %s, \"time_us\": %.3f, \"algbw\": %.4f, \"busbw\": %.4f, "
             "\"wrong\": %lld}",
-            json_rows++ ? "," : "", be->name, pcoll_names[c], nranks, size, count, tutti_dtype_name(t), op,
-            root, inplace ? "true" : "false", r->time_us, r->algbw, r->busbw, r->wrong);
+            json_rows++ ? "," : "", be->name, pcoll_names[c], nranks, size, count,
+            tutti_dtype_name(t), op, root, inplace ? "true" : "false", r->time_us, r->algbw,
+            r->busbw, r->wrong);
 }
 
 static void print_row(enum pcoll c, size_t size, size_t count, tutti_dtype_t t, int op,
@@ -322,8 +344,7 @@ static void bench(enum pcoll c, const struct opts *o)
     b.send = malloc(send_bytes + maxes * n);
     b.recv = malloc(o->maxb + maxes * n);
     if (!b.send || !b.recv) {
-        fprintf(stderr, "%s-perf: rank %d: out of memory for %zu bytes\n", be->name, rank,
-                o->maxb);
+        fprintf(stderr, "%s-perf: rank %d: out of memory for %zu bytes\n", be->name, rank, o->maxb);
         exit(1);
     }
     memset(b.send, 0, send_bytes + maxes * n);
@@ -336,8 +357,8 @@ static void bench(enum pcoll c, const struct opts *o)
             int op = has_op(c) ? o->ops[k] : TUTTI_SUM;
             if (!be->supports(c, t, op)) {
                 if (rank == 0 && !o->csv)
-                    printf("# %s %s %s: not supported by %s\n", pcoll_names[c],
-                           tutti_dtype_name(t), tutti_op_name((tutti_op_t)op), be->name);
+                    printf("# %s %s %s: not supported by %s\n", pcoll_names[c], tutti_dtype_name(t),
+                           tutti_op_name((tutti_op_t)op), be->name);
                 continue;
             }
             for (size_t size = o->minb; size <= o->maxb;) {
@@ -385,8 +406,15 @@ static void usage(void)
 
 static void parse(int argc, char **argv, struct opts *o, int *colls, int *ncolls)
 {
-    *o = (struct opts){.minb = 8, .maxb = 64 << 20, .factor = 2, .iters = 20, .warmup = 5,
-                       .check = 1, .dtypes = {TUTTI_FLOAT32}, .ndt = 1, .ops = {TUTTI_SUM},
+    *o = (struct opts){.minb = 8,
+                       .maxb = 64 << 20,
+                       .factor = 2,
+                       .iters = 20,
+                       .warmup = 5,
+                       .check = 1,
+                       .dtypes = {TUTTI_FLOAT32},
+                       .ndt = 1,
+                       .ops = {TUTTI_SUM},
                        .nops = 1};
     if (argc < 2 || argv[1][0] == '-') {
         usage();
@@ -398,7 +426,8 @@ static void parse(int argc, char **argv, struct opts *o, int *colls, int *ncolls
             colls[(*ncolls)++] = c;
     if (*ncolls == 0)
         die("unknown collective '%s' (all_reduce all_gather reduce_scatter broadcast reduce "
-            "sendrecv all)", argv[1]);
+            "sendrecv all)",
+            argv[1]);
     for (int i = 2; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(f, "--csv")) {
@@ -413,14 +442,39 @@ static void parse(int argc, char **argv, struct opts *o, int *colls, int *ncolls
             die("bad argument '%s' (see tutti-perf --help)", f);
         i++;
         switch (f[1]) {
-        case 'b': if (parse_size(v, &o->minb)) die("-b %s: not a size", v); break;
-        case 'e': if (parse_size(v, &o->maxb)) die("-e %s: not a size", v); break;
-        case 'i': if (parse_size(v, &o->incr) || !o->incr) die("-i %s: not a size", v); break;
-        case 'f': o->factor = atof(v); if (o->factor <= 1) die("-f %s: must be > 1", v); break;
-        case 'n': o->iters = atoi(v); if (o->iters < 1) die("-n %s: must be >= 1", v); break;
-        case 'w': o->warmup = atoi(v); if (o->warmup < 0) die("-w %s: must be >= 0", v); break;
+        case 'b':
+            if (parse_size(v, &o->minb))
+                die("-b %s: not a size", v);
+            break;
+        case 'e':
+            if (parse_size(v, &o->maxb))
+                die("-e %s: not a size", v);
+            break;
+        case 'i':
+            if (parse_size(v, &o->incr) || !o->incr)
+                die("-i %s: not a size", v);
+            break;
+        case 'f':
+            o->factor = atof(v);
+            if (o->factor <= 1)
+                die("-f %s: must be > 1", v);
+            break;
+        case 'n':
+            o->iters = atoi(v);
+            if (o->iters < 1)
+                die("-n %s: must be >= 1", v);
+            break;
+        case 'w':
+            o->warmup = atoi(v);
+            if (o->warmup < 0)
+                die("-w %s: must be >= 0", v);
+            break;
         case 'c': o->check = atoi(v); break;
-        case 'r': o->root = atoi(v); if (o->root < 0 || o->root >= nranks) die("-r %s: no such rank", v); break;
+        case 'r':
+            o->root = atoi(v);
+            if (o->root < 0 || o->root >= nranks)
+                die("-r %s: no such rank", v);
+            break;
         case 'J': o->json = v; break;
         case 'a':
             o->agg = !strcmp(v, "avg") ? 0 : !strcmp(v, "min") ? 1 : !strcmp(v, "max") ? 2 : -1;
