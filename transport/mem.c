@@ -42,6 +42,7 @@ static tutti_result_t mem_recv_setup(const struct tt_transport_ctx *ctx, int pee
         free(c);
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "mem: out of memory");
     }
+    memset(c->region, 0, tt_fifo_bytes((uint32_t)ctx->nslots, ctx->slot_bytes));
     tt_fifo_format(c->region, (uint32_t)ctx->nslots, ctx->slot_bytes, ctx->sleepy);
     tt_fifo_view(&c->fifo, c->region);
     memcpy(blob, &c->region, sizeof(c->region));
