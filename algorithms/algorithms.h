@@ -41,6 +41,42 @@ struct tt_algo {
     tt_fits_fn fits; /* NULL: any rank count */
 };
 
+/* Open channel ch's lane and give this channel's part [*off, *off + *cnt) of a->count. */
+static inline void tt_plan_channel(struct tt_plan *p, const struct tt_coll_args *a, int ch,
+                                   size_t *off, size_t *cnt)
+{
+    tt_plan_lane(p, ch);
+    tt_split(a->count, a->nchannels, ch, off, cnt);
+}
+
+/*
+ * This rank's own data into place: a copy unless in place. flags TT_STEP_POSTOP for the
+ * whole of a one-rank reduction (its input is its result), 0 for data that is not reduced.
+ */
+static inline void tt_plan_self_copy(struct tt_plan *p, const struct tt_coll_args *a,
+                                     size_t src_off, size_t dst_off, size_t cnt, uint8_t flags)
+{
+    if (!a->inplace)
+        tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_COPY,
+                                          .flags = flags,
+                                          .src = TT_BUF_SEND,
+                                          .dst = TT_BUF_RECV,
+                                          .src_off = src_off,
+                                          .dst_off = dst_off,
+                                          .count = cnt});
+}
+
+/* Distance of this rank from `root` along the ring (0 at the root). */
+static inline int tt_ring_dist(const struct tt_ring *r, int root)
+{
+    int rootpos = 0;
+
+    for (int k = 0; k < r->nranks; k++)
+        if (r->order[k] == root)
+            rootpos = k;
+    return ((r->pos - rootpos) % r->nranks + r->nranks) % r->nranks;
+}
+
 extern const struct tt_algo tt_algos[];
 extern const int tt_num_algos;
 

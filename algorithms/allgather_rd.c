@@ -21,15 +21,8 @@ void tt_allgather_rd(struct tt_plan *p, const struct tt_ring *rings, const struc
         int n = r->nranks, me = r->order[r->pos];
         size_t off, cnt;
 
-        tt_plan_lane(p, ch);
-        tt_split(a->count, a->nchannels, ch, &off, &cnt);
-        if (!a->inplace)
-            tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_COPY,
-                                              .src = TT_BUF_SEND,
-                                              .dst = TT_BUF_RECV,
-                                              .src_off = off,
-                                              .dst_off = (size_t)me * a->count + off,
-                                              .count = cnt});
+        tt_plan_channel(p, a, ch, &off, &cnt);
+        tt_plan_self_copy(p, a, off, (size_t)me * a->count + off, cnt, 0); /* own block */
         for (int bit = 1; bit < n; bit <<= 1) {
             int q = me ^ bit, mine = me & ~(bit - 1), theirs = q & ~(bit - 1);
 

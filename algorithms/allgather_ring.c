@@ -19,15 +19,8 @@ void tt_allgather_ring(struct tt_plan *p, const struct tt_ring *rings, const str
         int next = tt_ring_at(r, pos + 1), prev = tt_ring_at(r, pos - 1);
         size_t off, cnt;
 
-        tt_plan_lane(p, ch);
-        tt_split(a->count, a->nchannels, ch, &off, &cnt);
-        if (!a->inplace)
-            tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_COPY,
-                                              .src = TT_BUF_SEND,
-                                              .dst = TT_BUF_RECV,
-                                              .src_off = off,
-                                              .dst_off = (size_t)me * a->count + off,
-                                              .count = cnt});
+        tt_plan_channel(p, a, ch, &off, &cnt);
+        tt_plan_self_copy(p, a, off, (size_t)me * a->count + off, cnt, 0); /* own block */
         if (n == 1)
             continue;
         for (int k = 0; k < n; k++) {

@@ -15,28 +15,19 @@ void tt_broadcast_chain(struct tt_plan *p, const struct tt_ring *rings,
 {
     for (int ch = 0; ch < a->nchannels; ch++) {
         const struct tt_ring *r = &rings[ch];
-        int n = r->nranks, pos = r->pos, rootpos = 0;
+        int n = r->nranks, pos = r->pos, d = tt_ring_dist(r, a->root);
         size_t off, cnt;
-        struct tt_step s = {.src = TT_BUF_SEND, .dst = TT_BUF_RECV};
 
-        for (int k = 0; k < n; k++)
-            if (r->order[k] == a->root)
-                rootpos = k;
-        tt_plan_lane(p, ch);
-        tt_split(a->count, a->nchannels, ch, &off, &cnt);
-        int d = ((pos - rootpos) % n + n) % n;
-        s.src_off = s.dst_off = off;
-        s.count = cnt;
-        s.send_peer = tt_ring_at(r, pos + 1);
-        s.recv_peer = tt_ring_at(r, pos - 1);
+        tt_plan_channel(p, a, ch, &off, &cnt);
+        struct tt_step s = {.src = TT_BUF_SEND,
+                            .dst = TT_BUF_RECV,
+                            .src_off = off,
+                            .dst_off = off,
+                            .count = cnt,
+                            .send_peer = tt_ring_at(r, pos + 1),
+                            .recv_peer = tt_ring_at(r, pos - 1)};
         if (d == 0) {
-            if (!a->inplace)
-                tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_COPY,
-                                                  .src = TT_BUF_SEND,
-                                                  .dst = TT_BUF_RECV,
-                                                  .src_off = off,
-                                                  .dst_off = off,
-                                                  .count = cnt});
+            tt_plan_self_copy(p, a, off, off, cnt, 0);
             if (n == 1)
                 continue;
             s.prim = TT_PRIM_SEND;

@@ -15,23 +15,12 @@ void tt_broadcast_tree(struct tt_plan *p, const struct tt_ring *rings, const str
 {
     for (int ch = 0; ch < a->nchannels; ch++) {
         const struct tt_ring *r = &rings[ch];
-        int n = r->nranks, rootpos = 0, d, top;
+        int n = r->nranks, d = tt_ring_dist(r, a->root), rootpos = r->pos - d, top;
         size_t off, cnt;
 
-        for (int k = 0; k < n; k++)
-            if (r->order[k] == a->root)
-                rootpos = k;
-        d = ((r->pos - rootpos) % n + n) % n;
-        tt_plan_lane(p, ch);
-        tt_split(a->count, a->nchannels, ch, &off, &cnt);
+        tt_plan_channel(p, a, ch, &off, &cnt);
         if (d == 0) {
-            if (!a->inplace)
-                tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_COPY,
-                                                  .src = TT_BUF_SEND,
-                                                  .dst = TT_BUF_RECV,
-                                                  .src_off = off,
-                                                  .dst_off = off,
-                                                  .count = cnt});
+            tt_plan_self_copy(p, a, off, off, cnt, 0);
             for (top = 1; top < n; top <<= 1)
                 ;
         } else {

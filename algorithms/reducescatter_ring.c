@@ -21,17 +21,9 @@ void tt_reducescatter_ring(struct tt_plan *p, const struct tt_ring *rings,
         int next = tt_ring_at(r, pos + 1), prev = tt_ring_at(r, pos - 1);
         size_t off, cnt;
 
-        tt_plan_lane(p, ch);
-        tt_split(a->count, a->nchannels, ch, &off, &cnt);
+        tt_plan_channel(p, a, ch, &off, &cnt);
         if (n == 1) {
-            if (!a->inplace)
-                tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_COPY,
-                                                  .flags = TT_STEP_POSTOP,
-                                                  .src = TT_BUF_SEND,
-                                                  .dst = TT_BUF_RECV,
-                                                  .src_off = (size_t)me * a->count + off,
-                                                  .dst_off = off,
-                                                  .count = cnt});
+            tt_plan_self_copy(p, a, (size_t)me * a->count + off, off, cnt, TT_STEP_POSTOP);
             continue;
         }
         for (int k = 0; k < n; k++) {
