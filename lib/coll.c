@@ -143,7 +143,6 @@ static tutti_result_t check_coll(struct tutti_comm *comm, const struct tt_call *
 static tutti_result_t run_plan(struct tutti_comm *comm, void *const *bufs, tutti_dtype_t dtype,
                                tutti_op_t op, const struct tt_label *what)
 {
-    struct tt_lane_state *ls;
     struct tt_exec x;
     tutti_result_t rc;
 
@@ -152,11 +151,10 @@ static tutti_result_t run_plan(struct tutti_comm *comm, void *const *bufs, tutti
     rc = tt_comm_connect_plan(comm, &comm->plan);
     if (rc != TUTTI_SUCCESS)
         return tt_comm_set_error(comm, rc);
-    ls = tt_comm_lane_state(comm, comm->plan.nlanes);
-    if (!ls && comm->plan.nlanes > 0)
-        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", what->name);
-    tt_exec_init(&x, &comm->plan, bufs, dtype, op, comm->nranks, comm->slot_bytes, &comm->conns,
-                 ls);
+    rc = tt_exec_init(&x, &comm->plan, bufs, dtype, op, comm->nranks, comm->slot_bytes,
+                      &comm->conns, &comm->exec_mem);
+    if (rc != TUTTI_SUCCESS)
+        return tt_comm_set_error(comm, rc);
     rc = tt_exec_run(&x, comm->timeout_s, comm->spin, comm->sleepy, &comm->abort_flag, what);
     if (rc != TUTTI_SUCCESS)
         return tt_comm_set_error(comm, rc);

@@ -6,7 +6,10 @@
 #include "config.h"
 #include "error.h"
 #include "log.h"
+#include "wait.h"
 
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -82,46 +85,6 @@ tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc)
     return rc;
 }
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-static void peer_info_self(struct tt_peer_info *me, int local_rank_hint)
-{
-    const char *hostid = tt_env_str("TUTTI_HOSTID");
-    char boot_id[64] = "";
-    uint64_t h = 0xcbf29ce484222325ull;
-    FILE *f;
-
-    memset(me, 0, sizeof(*me));
-    if (gethostname(me->host, sizeof(me->host)) != 0)
-        snprintf(me->host, sizeof(me->host), "unknown");
-    me->host[sizeof(me->host) - 1] = '\0';
-    if (*hostid) {
-        h = fnv1a(h, hostid, strlen(hostid));
-        snprintf(me->host, sizeof(me->host), "%s", hostid);
-    } else {
-        f = fopen("/proc/sys/kernel/random/boot_id", "r");
-        if (f) {
-            if (!fgets(boot_id, sizeof(boot_id), f))
-                boot_id[0] = '\0';
-            fclose(f);
-        }
-        h = fnv1a(h, me->host, strlen(me->host));
-        h = fnv1a(h, boot_id, strlen(boot_id));
-    }
-    me->host_hash = h;
-    me->pid = (int32_t)getpid();
-    me->local_rank_hint = local_rank_hint;
-}
-
 static int transport_allowed(const char *name)
 {
     const char *spec = tt_env_str("TUTTI_TRANSPORTS");
@@ -137,21 +100,61 @@ static int transport_allowed(const char *name)
     return spec[0] == '^' ? !listed : listed;
 }
 
+/* Name of the interface that holds addr ("?" if none does). */
+static void iface_of(const struct tt_addr *addr, char *name, size_t size)
+{
+    struct ifaddrs *ifs;
+
+    snprintf(name, size, "?");
+    if (getifaddrs(&ifs) != 0)
+        return;
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != addr->ss.ss_family)
+            continue;
+        if ((addr->ss.ss_family == AF_INET &&
+             memcmp(&((struct sockaddr_in *)i->ifa_addr)->sin_addr,
+                    &((const struct sockaddr_in *)&addr->ss)->sin_addr, 4) == 0) ||
+            (addr->ss.ss_family == AF_INET6 &&
+             memcmp(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
+                    &((const struct sockaddr_in6 *)&addr->ss)->sin6_addr, 16) == 0)) {
+            snprintf(name, size, "%s", i->ifa_name);
+            break;
+        }
+    }
+    freeifaddrs(ifs);
+}
+
 static tutti_result_t pick_transport(struct tutti_comm *c, int peer)
 {
+    const struct tt_transport *tp = NULL;
+
     if (c->tp_of[peer])
         return TUTTI_SUCCESS;
     if (peer == c->rank)
-        c->tp_of[peer] = &tt_transport_mem;
+        tp = &tt_transport_mem;
     else if (c->peers[peer].host_hash == c->peers[c->rank].host_hash && transport_allowed("shm"))
-        c->tp_of[peer] = &tt_transport_shm;
-    if (!c->tp_of[peer])
+        tp = &tt_transport_shm;
+    else if (transport_allowed("socket"))
+        tp = &tt_transport_socket; /* another host, or shm excluded: TCP */
+    if (!tp)
         return tt_fail(c, TUTTI_ERR_UNSUPPORTED,
-                       "no transport from rank %d (host %s) to rank %d (host %s): shared memory "
-                       "needs one host%s; this build has no network transport",
+                       "no transport from rank %d (host %s) to rank %d (host %s): "
+                       "TUTTI_TRANSPORTS='%s' excludes every one that could connect them",
                        c->rank, c->peers[c->rank].host, peer, c->peers[peer].host,
-                       transport_allowed("shm") ? "" : " and TUTTI_TRANSPORTS excludes shm");
-    TT_INFO(TT_SUB_INIT, "rank %d -> rank %d: transport %s", c->rank, peer, c->tp_of[peer]->name);
+                       tt_env_str("TUTTI_TRANSPORTS"));
+    if (tp == &tt_transport_socket && !c->net_logged) {
+        char buf[80], ifname[IF_NAMESIZE + 1];
+        iface_of(tt_boot_self_addr(c->boot), ifname, sizeof(ifname));
+        TT_INFO(TT_SUB_NET,
+                "rank %d: network transport socket on interface %s (%s), %d socket(s)"
+                " per connection",
+                c->rank, ifname, tt_addr_str(tt_boot_self_addr(c->boot), buf, sizeof(buf)),
+                (int)tt_env_int("TUTTI_NSOCKS"));
+        c->net_logged = 1;
+    }
+    c->tp_of[peer] = tp;
+    TT_INFO(TT_SUB_INIT, "rank %d -> rank %d (host %s): transport %s", c->rank, peer,
+            c->peers[peer].host, tp->name);
     return TUTTI_SUCCESS;
 }
 
@@ -176,7 +179,9 @@ static tutti_result_t connect_links(struct tutti_comm *c, const struct link *rec
                                    .job_tag = c->job_tag,
                                    .slot_bytes = c->slot_bytes,
                                    .nslots = c->nslots,
-                                   .sleepy = c->sleepy};
+                                   .sleepy = c->sleepy,
+                                   .net_addr = tt_boot_self_addr(c->boot),
+                                   .timeout_s = c->timeout_s};
     unsigned char wire[WIRE_BLOB];
     size_t idx;
 
@@ -206,6 +211,12 @@ static tutti_result_t connect_links(struct tutti_comm *c, const struct link *rec
         if (len > TT_BLOB_MAX)
             return tt_fail(c, TUTTI_ERR_REMOTE, "rank %d sent a %u-byte connection blob", p, len);
         TT_CHECK(c->tp_of[p]->send_connect(&ctx, p, ch, wire + 4, len, &c->conns.send[idx]));
+    }
+    /* Every sender has connected (or is about to): receivers complete their side. */
+    for (int i = 0; i < nrecv; i++) {
+        struct tt_conn *conn =
+            c->conns.recv[(size_t)recvs[i].channel * (size_t)c->nranks + (size_t)recvs[i].peer];
+        TT_CHECK(conn->tp->finish(conn, tt_now() + c->timeout_s));
     }
     return TUTTI_SUCCESS;
 }
@@ -257,18 +268,6 @@ tutti_result_t tt_comm_connect_plan(struct tutti_comm *c, const struct tt_plan *
     return rc;
 }
 
-struct tt_lane_state *tt_comm_lane_state(struct tutti_comm *c, int nlanes)
-{
-    if (nlanes > c->lane_state_cap) {
-        struct tt_lane_state *g = realloc(c->lane_state, (size_t)nlanes * sizeof(*g));
-        if (!g)
-            return NULL;
-        c->lane_state = g;
-        c->lane_state_cap = nlanes;
-    }
-    return c->lane_state;
-}
-
 static void comm_free(struct tutti_comm *c)
 {
     size_t n = (size_t)c->nranks * (size_t)c->nchannels;
@@ -282,12 +281,12 @@ static void comm_free(struct tutti_comm *c)
             c->conns.recv[i]->tp->close(c->conns.recv[i]);
     tt_boot_close(c->boot);
     tt_plan_free(&c->plan);
-    free(c->lane_state);
+    tt_exec_mem_free(&c->exec_mem);
     free(c->conns.send);
     free(c->conns.recv);
     free(c->tp_of);
     free(c->rings);
-    free(c->ring_order);
+    tt_topo_free(&c->topo);
     free(c->peers);
     c->magic = 0;
     free(c);
@@ -321,12 +320,13 @@ static tutti_result_t read_config(struct tutti_comm *c, const tutti_config_t *cf
     return tt_tune_init(&c->tuner, c->nranks, c->nchannels);
 }
 
-/* Should waits block in the kernel? TUTTI_WAIT, or: do ranks outnumber cores here? */
-static int oversubscribed(int local_size)
+/*
+ * Should waits block in the kernel? TUTTI_WAIT, or: do the ranks on this physical machine
+ * (emulated nodes included) outnumber the cores this process may use?
+ */
+static int oversubscribed(int machine_ranks, int cores)
 {
     const char *mode = tt_env_str("TUTTI_WAIT");
-    cpu_set_t set;
-    int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
 
     if (strcmp(mode, "block") == 0)
         return 1;
@@ -334,7 +334,7 @@ static int oversubscribed(int local_size)
         return 0;
     if (strcmp(mode, "auto") != 0)
         TT_WARN(TT_SUB_INIT, "TUTTI_WAIT='%s' is not auto, poll or block; using auto", mode);
-    return local_size > cores;
+    return machine_ranks > cores;
 }
 
 /*
@@ -354,44 +354,39 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
                                  int local_rank_hint)
 {
     size_t n = (size_t)c->nranks, nconn = n * (size_t)c->nchannels;
-    int local_rank = 0, local_size = 0;
+    int pos = 0;
 
     c->peers = calloc(n, sizeof(*c->peers));
-    c->ring_order = malloc(n * sizeof(int));
     c->rings = calloc((size_t)c->nchannels, sizeof(*c->rings));
     c->tp_of = calloc(n, sizeof(*c->tp_of));
     c->conns.send = calloc(nconn, sizeof(*c->conns.send));
     c->conns.recv = calloc(nconn, sizeof(*c->conns.recv));
-    if (!c->peers || !c->ring_order || !c->rings || !c->tp_of || !c->conns.send || !c->conns.recv)
+    if (!c->peers || !c->rings || !c->tp_of || !c->conns.send || !c->conns.recv)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory for a communicator of %d ranks",
                        c->nranks);
     c->conns.nranks = c->nranks;
     c->conns.nchannels = c->nchannels;
     TT_CHECK(tt_boot_init(info, c->rank, c->nranks, c->timeout_s, &c->boot));
 
-    peer_info_self(&c->peers[c->rank], local_rank_hint);
+    TT_CHECK(tt_topo_self(&c->peers[c->rank], local_rank_hint, c->rank));
     TT_CHECK(tt_boot_allgather(c->boot, c->peers, sizeof(*c->peers)));
-    for (int r = 0; r < c->nranks; r++) {
-        if (c->peers[r].host_hash != c->peers[c->rank].host_hash)
-            continue;
-        local_rank += r < c->rank;
-        local_size++;
-    }
-    c->local_rank = local_rank_hint >= 0 ? local_rank_hint : local_rank;
-    c->local_size = local_size;
-    c->sleepy = oversubscribed(local_size);
+    TT_CHECK(tt_topo_derive(c->peers, c->nranks, c->rank, &c->topo));
+    c->local_rank = local_rank_hint >= 0 ? local_rank_hint : c->topo.local_of[c->rank];
+    c->local_size = c->topo.node_size[c->topo.node_of[c->rank]];
+    c->sleepy = oversubscribed(c->topo.machine_ranks, c->peers[c->rank].ncpus);
     c->spin = wait_spin(c->sleepy);
-
-    /* Rings: rank order for now; the topology work reorders them. */
-    for (int r = 0; r < c->nranks; r++)
-        c->ring_order[r] = r;
+    for (int k = 0; k < c->nranks; k++)
+        if (c->topo.ring[k] == c->rank)
+            pos = k;
     for (int ch = 0; ch < c->nchannels; ch++)
-        c->rings[ch] =
-            (struct tt_ring){.nranks = c->nranks, .pos = c->rank, .order = c->ring_order};
+        c->rings[ch] = (struct tt_ring){.nranks = c->nranks, .pos = pos, .order = c->topo.ring};
+    TT_INFO(TT_SUB_TOPO, "rank %d: node %d of %d (%d rank(s) there), ring position %d%s", c->rank,
+            c->topo.node_of[c->rank], c->topo.nnodes, c->local_size, pos,
+            c->sleepy ? "; ranks outnumber cores: waits block" : "");
 
     if (c->nranks > 1) {
         struct link recvs[32], sends[32];
-        int prev = (c->rank + c->nranks - 1) % c->nranks, next = (c->rank + 1) % c->nranks;
+        int prev = tt_ring_at(&c->rings[0], pos - 1), next = tt_ring_at(&c->rings[0], pos + 1);
         for (int ch = 0; ch < c->nchannels; ch++) {
             recvs[ch] = (struct link){prev, ch};
             sends[ch] = (struct link){next, ch};

@@ -8,20 +8,13 @@
 #include "../transport/transport.h"
 #include "bootstrap.h"
 #include "exec.h"
+#include "topo.h"
 #include "tune.h"
 
 #include <stdint.h>
 
 #define TT_ERRMSG_LEN 512
 #define TT_COMM_MAGIC 0x7475747469636f6dull /* "tutticom" */
-
-/* What each rank tells the others at init. */
-struct tt_peer_info {
-    uint64_t host_hash; /* hostname + boot id, or TUTTI_HOSTID */
-    int32_t pid;
-    int32_t local_rank_hint; /* from config / launcher, -1 if none */
-    char host[64];
-};
 
 struct tutti_comm {
     uint64_t magic;
@@ -31,15 +24,16 @@ struct tutti_comm {
     int nchannels;
     size_t slot_bytes;
     int nslots;
-    unsigned spin; /* polls before a wait yields */
-    int sleepy;    /* this host's ranks outnumber its cores: waits block (exec.h) */
+    unsigned spin;  /* polls before a wait yields */
+    int sleepy;     /* this host's ranks outnumber its cores: waits block (exec.h) */
+    int net_logged; /* the network interface has been logged */
     struct tt_tuner tuner;
     char job_tag[64];
 
     struct tt_boot *boot;
-    struct tt_peer_info *peers;
-    int *ring_order;       /* rank at each ring position (identity until topology) */
-    struct tt_ring *rings; /* one per channel */
+    struct tt_rank_info *peers; /* every rank's record (topo.h) */
+    struct tt_topo topo;        /* nodes, local ranks, ring order */
+    struct tt_ring *rings;      /* one per channel */
     struct tt_exec_conns conns;
     const struct tt_transport **tp_of; /* transport chosen per peer, NULL if none yet */
 
@@ -51,8 +45,7 @@ struct tutti_comm {
 
     /* Reused between calls so the hot path does not allocate. */
     struct tt_plan plan;
-    struct tt_lane_state *lane_state;
-    int lane_state_cap;
+    struct tt_exec_mem exec_mem;
 };
 
 /* Validate a handle: NULL, destroyed or foreign pointers give TUTTI_ERR_INVALID_ARG. */
@@ -64,9 +57,6 @@ tutti_result_t tt_comm_check(struct tutti_comm *comm, const char *fn);
  * sets up its connections at the same operation; peers meet in any order.
  */
 tutti_result_t tt_comm_connect_plan(struct tutti_comm *comm, const struct tt_plan *plan);
-
-/* Lane state array with room for the plan's lanes. */
-struct tt_lane_state *tt_comm_lane_state(struct tutti_comm *comm, int nlanes);
 
 /* Put the communicator into its error state (first error wins) and return rc. */
 tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc);

@@ -4,13 +4,42 @@
 #include "wait.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-void tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void *const *bufs,
-                  tutti_dtype_t dtype, tutti_op_t op, int avg_divisor, size_t chunk_bytes,
-                  const struct tt_exec_conns *conns, struct tt_lane_state *lanes)
+void tt_exec_mem_free(struct tt_exec_mem *m)
+{
+    free(m->lanes);
+    free(m->pend);
+    memset(m, 0, sizeof(*m));
+}
+
+static int mem_reserve(struct tt_exec_mem *m, size_t nlanes, size_t nsteps)
+{
+    if (nlanes > m->lanes_cap) {
+        struct tt_lane_state *g = realloc(m->lanes, nlanes * sizeof(*g));
+        if (!g)
+            return -1;
+        m->lanes = g;
+        m->lanes_cap = nlanes;
+    }
+    if (nsteps > m->pend_cap) {
+        struct tt_conn **g = realloc(m->pend, nsteps * sizeof(*g));
+        if (!g)
+            return -1;
+        m->pend = g;
+        m->pend_cap = nsteps;
+    }
+    return 0;
+}
+
+tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void *const *bufs,
+                            tutti_dtype_t dtype, tutti_op_t op, int avg_divisor, size_t chunk_bytes,
+                            const struct tt_exec_conns *conns, struct tt_exec_mem *mem)
 {
     memset(x, 0, sizeof(*x));
+    if (mem_reserve(mem, (size_t)plan->nlanes, plan->nsteps) != 0)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "executor: out of memory");
     x->plan = plan;
     x->bufs = bufs;
     x->dtype = dtype;
@@ -20,7 +49,8 @@ void tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void *const *bu
     x->kernel = tt_reduce_kernel(dtype, op);
     x->chunk_elems = chunk_bytes / x->esize;
     x->conns = conns;
-    x->lanes = lanes;
+    x->lanes = mem->lanes;
+    x->pend = mem->pend;
     x->lanes_left = plan->nlanes;
     x->wait_peer = -1;
     for (int l = 0; l < plan->nlanes; l++) {
@@ -31,11 +61,12 @@ void tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void *const *bu
             size_t c = plan->steps[lane->first + i].count;
             most = c > most ? c : most;
         }
-        lanes[l] = (struct tt_lane_state){
+        x->lanes[l] = (struct tt_lane_state){
             .chunk = 0, .nchunks = (most + x->chunk_elems - 1) / x->chunk_elems, .step = 0};
-        if (lanes[l].nchunks == 0)
+        if (x->lanes[l].nchunks == 0)
             x->lanes_left--;
     }
+    return TUTTI_SUCCESS;
 }
 
 static struct tt_conn *conn_at(struct tt_conn **table, const struct tt_exec_conns *c, int channel,
@@ -156,6 +187,10 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
         r = sc->tp->send_commit(sc, bytes);
         if (r != TUTTI_SUCCESS)
             return r;
+        if (!sc->queued) {
+            sc->queued = 1;
+            x->pend[x->npend++] = sc;
+        }
     }
     if (rc) {
         r = rc->tp->recv_release(rc);
@@ -191,9 +226,33 @@ static tutti_result_t lane_progress(struct tt_exec *x, const struct tt_lane *lan
     return TUTTI_SUCCESS;
 }
 
+/* Push what network connections still hold; drop those that are empty. */
+static tutti_result_t flush_pending(struct tt_exec *x)
+{
+    for (size_t i = 0; i < x->npend;) {
+        struct tt_conn *c = x->pend[i];
+        tutti_result_t r = c->tp->flush(c);
+
+        if (r == TUTTI_IN_PROGRESS) {
+            i++;
+            continue;
+        }
+        c->queued = 0;
+        x->pend[i] = x->pend[--x->npend];
+        if (r != TUTTI_SUCCESS)
+            return r;
+    }
+    return TUTTI_SUCCESS;
+}
+
 tutti_result_t tt_exec_progress(struct tt_exec *x)
 {
+    tutti_result_t fr;
+
     x->moved = 0;
+    fr = flush_pending(x);
+    if (fr != TUTTI_SUCCESS)
+        return fr;
     for (int l = 0; l < x->plan->nlanes && x->lanes_left > 0; l++) {
         struct tt_lane_state *ls = &x->lanes[l];
 
@@ -205,7 +264,17 @@ tutti_result_t tt_exec_progress(struct tt_exec *x)
         else if (r != TUTTI_IN_PROGRESS)
             return r;
     }
-    return x->lanes_left == 0 ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
+    if (x->lanes_left > 0)
+        return TUTTI_IN_PROGRESS;
+    fr = flush_pending(x);
+    if (fr == TUTTI_SUCCESS && x->npend > 0) {
+        x->wait_conn = x->pend[0]; /* only sends left: wait for the network to take them */
+        x->wait_peer = x->pend[0]->peer;
+        x->wait_dir = 's';
+    }
+    if (fr != TUTTI_SUCCESS)
+        return fr;
+    return x->npend == 0 ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
 }
 
 tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin, int sleepy,
@@ -220,8 +289,12 @@ tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin, i
         tutti_result_t r = tt_exec_progress(x);
         double now;
 
-        if (r != TUTTI_IN_PROGRESS)
+        if (r != TUTTI_IN_PROGRESS) {
+            if (r != TUTTI_SUCCESS)
+                for (size_t i = 0; i < x->npend; i++)
+                    x->pend[i]->queued = 0;
             return r;
+        }
         if (x->moved) {
             tt_backoff_reset(&b);
             last_move = 0;
@@ -231,6 +304,8 @@ tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin, i
             /* A few yields hand the core to a peer queued on it; then block until woken. */
             if (b.polls++ < 3 || !x->wait_conn)
                 sched_yield();
+            else if (x->npend > 0) /* our sends need pumping: never sleep past the network */
+                x->pend[0]->tp->wait(x->pend[0], 200 * 1000);
             else
                 x->wait_conn->tp->wait(x->wait_conn, 200 * 1000);
             now = tt_now();

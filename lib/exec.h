@@ -27,6 +27,16 @@ struct tt_lane_state {
     size_t step;    /* index within the lane */
 };
 
+/* An executor's working memory, kept by its owner from one operation to the next. */
+struct tt_exec_mem {
+    struct tt_lane_state *lanes;
+    size_t lanes_cap;
+    struct tt_conn **pend;
+    size_t pend_cap;
+};
+
+void tt_exec_mem_free(struct tt_exec_mem *m);
+
 struct tt_exec {
     const struct tt_plan *plan;
     void *const *bufs; /* buffers named by steps' src/dst */
@@ -37,8 +47,11 @@ struct tt_exec {
     tt_reduce_fn kernel;
     size_t chunk_elems;
     const struct tt_exec_conns *conns;
-    struct tt_lane_state *lanes; /* plan->nlanes entries, owned by the caller */
+    struct tt_lane_state *lanes; /* plan->nlanes entries, in the caller's tt_exec_mem */
     int lanes_left;
+    /* Send connections holding committed messages not yet handed to the network (flush). */
+    struct tt_conn **pend;
+    size_t npend;
     int moved; /* set by tt_exec_progress when anything advanced */
     /* Where the last wait was: the connection (to block on) and, for messages, the peer
      * and direction ('s' or 'r'). */
@@ -48,14 +61,17 @@ struct tt_exec {
 };
 
 /*
- * Prepare x to run plan. lanes must have plan->nlanes entries. chunk_bytes is the slot
- * size of the connections (every connection of a communicator has the same).
+ * Prepare x to run plan, growing mem as needed (TUTTI_ERR_SYSTEM if it cannot). chunk_bytes
+ * is the slot size of the connections (every connection of a communicator has the same).
  */
-void tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void *const *bufs,
-                  tutti_dtype_t dtype, tutti_op_t op, int avg_divisor, size_t chunk_bytes,
-                  const struct tt_exec_conns *conns, struct tt_lane_state *lanes);
+tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void *const *bufs,
+                            tutti_dtype_t dtype, tutti_op_t op, int avg_divisor, size_t chunk_bytes,
+                            const struct tt_exec_conns *conns, struct tt_exec_mem *mem);
 
-/* TUTTI_SUCCESS when every lane is done, TUTTI_IN_PROGRESS, or an error (message set). */
+/*
+ * TUTTI_SUCCESS when every lane is done and every committed message has left this process
+ * (network transports), TUTTI_IN_PROGRESS, or an error (message set).
+ */
 tutti_result_t tt_exec_progress(struct tt_exec *x);
 
 /* What an operation is, for messages (formatted only when something fails). */

@@ -1,13 +1,15 @@
 /*
  * tutti-run -- start N local ranks of a tutti program.
  *
- *   tutti-run -n N [--no-prefix] [--grace S] [--] program [args...]
+ *   tutti-run -n N [--nodes K] [--no-prefix] [--grace S] [--] program [args...]
  *   tutti-run --env
  *
  * Each rank gets TUTTI_ID, TUTTI_RANK, TUTTI_WORLD_SIZE and TUTTI_LOCAL_RANK; the rendezvous
  * runs inside tutti-run. Output lines are prefixed "[rank] ". When a rank fails (non-zero
  * exit or a signal), the others get SIGTERM, then SIGKILL after the grace period, and
- * tutti-run exits with the failed rank's status (128 + signal for a signal). SIGINT, SIGTERM
+ * tutti-run exits with the failed rank's status (128 + signal for a signal). --nodes K makes
+ * the ranks pose as K hosts (consecutive blocks of ranks, TUTTI_HOSTID "nodeI"), so shared
+ * memory joins ranks of one block and the network joins blocks. SIGINT, SIGTERM
  * and SIGHUP are forwarded to every rank. Ranks run in their own process groups and die with
  * tutti-run (PR_SET_PDEATHSIG), so nothing is left behind; shared-memory names a killed rank
  * did not get to remove are removed at the end.
@@ -47,7 +49,7 @@ struct rank {
 };
 
 static struct rank *ranks;
-static int nranks, prefix = 1;
+static int nranks, nnodes = 1, prefix = 1;
 
 static double now(void)
 {
@@ -58,9 +60,12 @@ static double now(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tutti-run -n N [--no-prefix] [--grace SECONDS] [--] program [args...]\n"
-               "       tutti-run --env     print every TUTTI_* variable and exit\n"
-               "Starts N ranks of program on this host, wired up through TUTTI_ID.\n");
+    fprintf(f,
+            "usage: tutti-run -n N [--nodes K] [--no-prefix] [--grace SECONDS] [--] program "
+            "[args...]\n"
+            "       tutti-run --env     print every TUTTI_* variable and exit\n"
+            "Starts N ranks of program on this host, wired up through TUTTI_ID.\n"
+            "--nodes K: the ranks pose as K hosts (TUTTI_HOSTID), blocks of consecutive ranks.\n");
 }
 
 static void write_all(int fd, const char *p, size_t n)
@@ -175,9 +180,17 @@ static pid_t spawn(int r, char **argv, const sigset_t *oldmask, pid_t parent)
             if (devnull >= 0)
                 dup2(devnull, 0);
         }
+        /* Node k holds ranks [k*n/K, (k+1)*n/K). */
+        int node = (int)(((long long)r * nnodes) / nranks);
+        int first = (int)(((long long)node * nranks + nnodes - 1) / nnodes);
         snprintf(val, sizeof(val), "%d", r);
         setenv("TUTTI_RANK", val, 1);
+        snprintf(val, sizeof(val), "%d", r - first);
         setenv("TUTTI_LOCAL_RANK", val, 1);
+        if (nnodes > 1) {
+            snprintf(val, sizeof(val), "node%d", node);
+            setenv("TUTTI_HOSTID", val, 1);
+        }
         sigprocmask(SIG_SETMASK, oldmask, NULL);
         execvp(argv[0], argv);
         fprintf(stderr, "tutti-run: cannot run %s: %s\n", argv[0], strerror(errno));
@@ -220,6 +233,15 @@ int main(int argc, char **argv)
                 return 2;
             }
             nranks = (int)n;
+        } else if (strcmp(argv[argi], "--nodes") == 0 && argi + 1 < argc) {
+            char *end;
+            long k = strtol(argv[++argi], &end, 10);
+            if (*end || k < 1 || k > MAX_RANKS) {
+                fprintf(stderr, "tutti-run: --nodes %s: need a node count within 1..%d\n",
+                        argv[argi], MAX_RANKS);
+                return 2;
+            }
+            nnodes = (int)k;
         } else if (strcmp(argv[argi], "--no-prefix") == 0) {
             prefix = 0;
         } else if (strcmp(argv[argi], "--grace") == 0 && argi + 1 < argc) {
@@ -247,6 +269,10 @@ int main(int argc, char **argv)
     }
     if (nranks == 0 || argi >= argc) {
         usage(stderr);
+        return 2;
+    }
+    if (nnodes > nranks) {
+        fprintf(stderr, "tutti-run: --nodes %d is more than the %d ranks\n", nnodes, nranks);
         return 2;
     }
 

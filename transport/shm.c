@@ -218,6 +218,19 @@ tutti_result_t tt_transport_no_progress(struct tt_conn *conn)
     return TUTTI_SUCCESS;
 }
 
+tutti_result_t tt_transport_no_finish(struct tt_conn *conn, double deadline)
+{
+    (void)conn;
+    (void)deadline;
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_transport_no_flush(struct tt_conn *conn)
+{
+    (void)conn;
+    return TUTTI_SUCCESS;
+}
+
 void tt_transport_sleep(struct tt_conn *conn, long ns)
 {
     (void)conn;
@@ -229,8 +242,10 @@ const struct tt_transport tt_transport_shm = {
     .name = "shm",
     .recv_setup = shm_recv_setup,
     .send_connect = shm_send_connect,
+    .finish = tt_transport_no_finish,
     .send_slot = shm_send_slot,
     .send_commit = shm_send_commit,
+    .flush = tt_transport_no_flush,
     .recv_peek = shm_recv_peek,
     .recv_release = shm_recv_release,
     .progress = tt_transport_no_progress,

@@ -28,6 +28,7 @@ struct tt_conn {
     int peer;
     int channel;
     size_t slot_bytes;
+    int queued; /* the executor holds it in its list of connections to flush */
 };
 
 /* What the communicator lends a transport during setup. */
@@ -38,6 +39,8 @@ struct tt_transport_ctx {
     size_t slot_bytes;
     int nslots;
     int sleepy; /* receivers may block in the kernel while waiting (oversubscribed host) */
+    const void *net_addr; /* struct tt_addr: where network transports listen (port 0) */
+    double timeout_s;     /* bound on set-up waits */
 };
 
 struct tt_transport {
@@ -47,8 +50,12 @@ struct tt_transport {
                                  void *blob, size_t *blob_len, struct tt_conn **conn);
     tutti_result_t (*send_connect)(const struct tt_transport_ctx *ctx, int peer, int channel,
                                    const void *blob, size_t blob_len, struct tt_conn **conn);
+    /* After every sender has connected: complete the receiving side (sockets: accept). */
+    tutti_result_t (*finish)(struct tt_conn *conn, double deadline);
     tutti_result_t (*send_slot)(struct tt_conn *conn, size_t bytes, void **slot);
     tutti_result_t (*send_commit)(struct tt_conn *conn, size_t bytes);
+    /* Push committed messages on; TUTTI_SUCCESS once none is left in this process. */
+    tutti_result_t (*flush)(struct tt_conn *conn);
     tutti_result_t (*recv_peek)(struct tt_conn *conn, const void **slot, size_t *bytes);
     tutti_result_t (*recv_release)(struct tt_conn *conn);
     tutti_result_t (*progress)(struct tt_conn *conn);
@@ -62,10 +69,15 @@ struct tt_transport {
 extern const struct tt_transport tt_transport_shm;
 /* Plain memory within one process: the schedule simulator's transport. */
 extern const struct tt_transport tt_transport_mem;
+/* TCP between hosts. */
+extern const struct tt_transport tt_transport_socket;
 
 /* A progress() for transports that need none. */
 tutti_result_t tt_transport_no_progress(struct tt_conn *conn);
 /* A wait() that just sleeps. */
 void tt_transport_sleep(struct tt_conn *conn, long ns);
+/* finish() and flush() for transports with nothing to finish or flush. */
+tutti_result_t tt_transport_no_finish(struct tt_conn *conn, double deadline);
+tutti_result_t tt_transport_no_flush(struct tt_conn *conn);
 
 #endif

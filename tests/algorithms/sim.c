@@ -41,7 +41,7 @@ tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
     struct tt_exec_conns *conns = calloc((size_t)n, sizeof(*conns));
     struct tt_plan *plans = calloc((size_t)n, sizeof(*plans));
     struct tt_exec *x = calloc((size_t)n, sizeof(*x));
-    struct tt_lane_state **ls = calloc((size_t)n, sizeof(*ls));
+    struct tt_exec_mem *mem = calloc((size_t)n, sizeof(*mem));
     struct tt_ring *rings = calloc((size_t)n * (size_t)nch, sizeof(*rings));
     int *order = malloc((size_t)n * sizeof(int)), *pos = malloc((size_t)n * sizeof(int));
     void *bufs[64][2];
@@ -82,10 +82,10 @@ tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
             }
         }
     for (int r = 0; r < n && rc == TUTTI_SUCCESS; r++) {
-        ls[r] = calloc((size_t)plans[r].nlanes + 1, sizeof(**ls));
         bufs[r][TT_BUF_SEND] = send[r];
         bufs[r][TT_BUF_RECV] = recv[r];
-        tt_exec_init(&x[r], &plans[r], bufs[r], dtype, op, n, cfg->slot_bytes, &conns[r], ls[r]);
+        rc = tt_exec_init(&x[r], &plans[r], bufs[r], dtype, op, n, cfg->slot_bytes, &conns[r],
+                          &mem[r]);
     }
     while (rc == TUTTI_SUCCESS) {
         int moved = 0, done = 0;
@@ -115,12 +115,12 @@ tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
         free(conns[r].send);
         free(conns[r].recv);
         tt_plan_free(&plans[r]);
-        free(ls[r]);
+        tt_exec_mem_free(&mem[r]);
     }
     free(conns);
     free(plans);
     free(x);
-    free(ls);
+    free(mem);
     free(rings);
     free(order);
     free(pos);

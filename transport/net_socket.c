@@ -1,0 +1,446 @@
+/*
+ * net_socket.c -- TCP transport between hosts.
+ *
+ * A connection is TUTTI_NSOCKS nonblocking TCP sockets. Message k (one FIFO slot: a header
+ * with its length, then the payload) travels on socket k mod nsocks, so each socket carries
+ * its messages in order and consecutive chunks of a large transfer move in parallel.
+ *
+ * Sender: send_slot() hands out a local staging slot; send_commit() queues it and writes what
+ * the socket takes; flush()/progress() write the rest. A slot is reused once its message has
+ * been written completely. Receiver: progress() reads a socket's next message only into a
+ * free slot, so a slow consumer leaves data in the kernel and TCP's own flow control stops
+ * the sender: no credits are needed. recv_peek() returns message `tail` once its socket has
+ * read all of it.
+ *
+ * Setup: the receiver listens on the interface its bootstrap uses and sends the address and
+ * a random 64-bit nonce in the blob (which travels over the authenticated bootstrap); the
+ * sender connects nsocks sockets and presents the nonce and the socket's index; finish()
+ * accepts them, dropping any connection that does not present the nonce.
+ */
+#include "transport.h"
+
+#include "../lib/config.h"
+#include "../lib/error.h"
+#include "../lib/id.h"
+#include "../lib/log.h"
+#include "../lib/socket.h"
+#include "../lib/wait.h"
+
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define SOCK_MAX 16
+#define HELLO_LEN 16 /* "TTNS", index, nonce */
+#define HDR_LEN 8
+
+struct sock_conn {
+    struct tt_conn base;
+    int sender;
+    int nsocks;
+    int fds[SOCK_MAX];
+    int lfd; /* receiver: listener, until every socket is accepted */
+    uint64_t nonce;
+    uint32_t nslots;
+    char *slots;
+    uint64_t *lens;
+    uint64_t head;           /* sender: messages committed */
+    uint64_t tail;           /* receiver: messages released */
+    uint64_t next[SOCK_MAX]; /* per socket: next message it carries (== s mod nsocks) */
+    size_t done[SOCK_MAX];   /* bytes of that message moved, header included */
+    unsigned char hdr[SOCK_MAX][HDR_LEN];
+    char eof[SOCK_MAX];    /* receiver: the peer closed this socket (no more messages on it) */
+    tutti_result_t failed; /* sticky */
+};
+
+struct sock_blob {
+    unsigned char addr[TT_ADDR_PACKED];
+    unsigned char nonce[8];
+    unsigned char nsocks[4];
+};
+
+static struct sock_conn *conn_new(const struct tt_transport_ctx *ctx, int peer, int channel,
+                                  int sender)
+{
+    struct sock_conn *c = calloc(1, sizeof(*c));
+
+    if (!c)
+        return NULL;
+    c->base.tp = &tt_transport_socket;
+    c->base.peer = peer;
+    c->base.channel = channel;
+    c->base.slot_bytes = ctx->slot_bytes;
+    c->sender = sender;
+    c->lfd = -1;
+    c->nslots = (uint32_t)ctx->nslots;
+    for (int s = 0; s < SOCK_MAX; s++) {
+        c->fds[s] = -1;
+        c->next[s] = (uint64_t)s;
+    }
+    c->slots = malloc((size_t)c->nslots * ctx->slot_bytes);
+    c->lens = calloc(c->nslots, sizeof(*c->lens));
+    if (!c->slots || !c->lens) {
+        free(c->slots);
+        free(c->lens);
+        free(c);
+        return NULL;
+    }
+    memset(c->slots, 0, (size_t)c->nslots * ctx->slot_bytes); /* fault the pages in now */
+    return c;
+}
+
+static void conn_free(struct sock_conn *c)
+{
+    for (int s = 0; s < SOCK_MAX; s++)
+        if (c->fds[s] >= 0)
+            close(c->fds[s]);
+    if (c->lfd >= 0)
+        close(c->lfd);
+    free(c->slots);
+    free(c->lens);
+    free(c);
+}
+
+static tutti_result_t fail(struct sock_conn *c, tutti_result_t rc, const char *what, int err)
+{
+    errno = err;
+    c->failed =
+        tt_fail(NULL, rc, "socket: %s rank %d (channel %d): %s: %m",
+                c->sender ? "sending to" : "receiving from", c->base.peer, c->base.channel, what);
+    return c->failed;
+}
+
+static int nsocks_from_env(void)
+{
+    long long n = tt_env_int("TUTTI_NSOCKS");
+    return n < 1 ? 1 : n > SOCK_MAX ? SOCK_MAX : (int)n;
+}
+
+static tutti_result_t sock_recv_setup(const struct tt_transport_ctx *ctx, int peer, int channel,
+                                      void *blob, size_t *blob_len, struct tt_conn **conn)
+{
+    struct sock_conn *c = conn_new(ctx, peer, channel, 0);
+    struct sock_blob b;
+    struct tt_addr at;
+    tutti_result_t rc;
+
+    if (!c)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "socket: out of memory");
+    if (!ctx->net_addr) {
+        conn_free(c);
+        return tt_fail(NULL, TUTTI_ERR_INTERNAL, "socket: no local address to listen on");
+    }
+    at = *(const struct tt_addr *)ctx->net_addr;
+    tt_addr_set_port(&at, 0);
+    rc = tt_sock_listen(&at, SOCK_MAX, &c->lfd);
+    if (rc != TUTTI_SUCCESS) {
+        conn_free(c);
+        return rc;
+    }
+    rc = tt_random(&c->nonce, sizeof(c->nonce));
+    if (rc != TUTTI_SUCCESS) {
+        conn_free(c);
+        return rc;
+    }
+    c->nsocks = nsocks_from_env();
+    tt_addr_pack(&at, b.addr);
+    tt_put64(b.nonce, c->nonce);
+    tt_put32(b.nsocks, (uint32_t)c->nsocks);
+    memcpy(blob, &b, sizeof(b));
+    *blob_len = sizeof(b);
+    *conn = &c->base;
+    return TUTTI_SUCCESS;
+}
+
+static void tune_socket(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static tutti_result_t sock_send_connect(const struct tt_transport_ctx *ctx, int peer, int channel,
+                                        const void *blob, size_t blob_len, struct tt_conn **conn)
+{
+    struct sock_conn *c;
+    struct sock_blob b;
+    struct tt_addr to;
+    double deadline = tt_now() + ctx->timeout_s;
+    char where[80];
+
+    if (blob_len != sizeof(b))
+        return tt_fail(NULL, TUTTI_ERR_INTERNAL, "socket: blob from rank %d has %zu bytes", peer,
+                       blob_len);
+    memcpy(&b, blob, sizeof(b));
+    if (tt_addr_unpack(b.addr, &to) != 0 || tt_get32(b.nsocks) < 1 || tt_get32(b.nsocks) > SOCK_MAX)
+        return tt_fail(NULL, TUTTI_ERR_REMOTE, "socket: bad connection blob from rank %d", peer);
+    c = conn_new(ctx, peer, channel, 1);
+    if (!c)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "socket: out of memory");
+    c->nsocks = (int)tt_get32(b.nsocks);
+    c->nonce = tt_get64(b.nonce);
+    for (int s = 0; s < c->nsocks; s++) {
+        unsigned char hello[HELLO_LEN];
+        tutti_result_t rc = tt_sock_connect(&to, deadline, &c->fds[s]);
+
+        memcpy(hello, "TTNS", 4);
+        tt_put32(hello + 4, (uint32_t)s);
+        tt_put64(hello + 8, c->nonce);
+        if (rc == TUTTI_SUCCESS)
+            rc = tt_sock_write(c->fds[s], hello, sizeof(hello), deadline);
+        if (rc != TUTTI_SUCCESS) {
+            tt_fail(NULL, rc, "socket: cannot connect to rank %d at %s: %s", peer,
+                    tt_addr_str(&to, where, sizeof(where)), tt_thread_error());
+            conn_free(c);
+            return rc;
+        }
+        tune_socket(c->fds[s]);
+    }
+    *conn = &c->base;
+    return TUTTI_SUCCESS;
+}
+
+/* Receiver: accept the sender's sockets (it has connected by now, or will shortly). */
+static tutti_result_t sock_finish(struct tt_conn *conn, double deadline)
+{
+    struct sock_conn *c = (struct sock_conn *)conn;
+    int have = 0;
+
+    if (c->sender || c->lfd < 0)
+        return TUTTI_SUCCESS;
+    while (have < c->nsocks) {
+        struct pollfd p = {.fd = c->lfd, .events = POLLIN};
+        unsigned char hello[HELLO_LEN];
+        int fd, idx;
+
+        if (tt_now() >= deadline)
+            return tt_fail(NULL, TUTTI_ERR_TIMEOUT,
+                           "socket: rank %d connected %d of %d sockets before the deadline",
+                           c->base.peer, have, c->nsocks);
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        fd = accept4(c->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (tt_sock_read(fd, hello, sizeof(hello), tt_now() + 5.0) != TUTTI_SUCCESS ||
+            memcmp(hello, "TTNS", 4) != 0 || tt_get64(hello + 8) != c->nonce ||
+            (idx = (int)tt_get32(hello + 4)) < 0 || idx >= c->nsocks || c->fds[idx] >= 0) {
+            TT_WARN(TT_SUB_NET,
+                    "socket: dropped a connection that did not present the nonce "
+                    "of the connection from rank %d",
+                    c->base.peer);
+            close(fd);
+            continue;
+        }
+        tune_socket(fd);
+        c->fds[idx] = fd;
+        have++;
+    }
+    close(c->lfd);
+    c->lfd = -1;
+    return TUTTI_SUCCESS;
+}
+
+static int msg_written(const struct sock_conn *c, uint64_t m)
+{
+    return c->next[m % (uint64_t)c->nsocks] > m;
+}
+
+/* Sender: write what the sockets take. */
+static tutti_result_t send_pump(struct sock_conn *c)
+{
+    for (int s = 0; s < c->nsocks; s++) {
+        while (c->next[s] < c->head) {
+            uint64_t m = c->next[s];
+            size_t len = c->lens[m % c->nslots], total = HDR_LEN + len;
+            unsigned char hdr[HDR_LEN];
+            struct iovec iov[2];
+            int n = 0;
+            ssize_t w;
+
+            tt_put64(hdr, len);
+            if (c->done[s] < HDR_LEN)
+                iov[n++] = (struct iovec){hdr + c->done[s], HDR_LEN - c->done[s]};
+            size_t poff = c->done[s] > HDR_LEN ? c->done[s] - HDR_LEN : 0;
+            iov[n++] =
+                (struct iovec){c->slots + (m % c->nslots) * c->base.slot_bytes + poff, len - poff};
+            w = sendmsg(c->fds[s], &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n},
+                        MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (w < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                    break;
+                return fail(c, TUTTI_ERR_REMOTE, "send", errno);
+            }
+            c->done[s] += (size_t)w;
+            if (c->done[s] < total)
+                break;
+            c->done[s] = 0;
+            c->next[s] += (uint64_t)c->nsocks;
+        }
+    }
+    return TUTTI_SUCCESS;
+}
+
+/* Receiver: read messages into free slots. */
+static tutti_result_t recv_pump(struct sock_conn *c)
+{
+    for (int s = 0; s < c->nsocks; s++) {
+        while (!c->eof[s] && c->next[s] - c->tail < c->nslots) {
+            uint64_t m = c->next[s], len;
+            ssize_t r;
+
+            if (c->done[s] < HDR_LEN) {
+                r = recv(c->fds[s], c->hdr[s] + c->done[s], HDR_LEN - c->done[s], MSG_DONTWAIT);
+                if (r <= 0)
+                    goto short_read;
+                c->done[s] += (size_t)r;
+                if (c->done[s] < HDR_LEN)
+                    continue;
+                if (tt_get64(c->hdr[s]) > c->base.slot_bytes)
+                    return fail(c, TUTTI_ERR_REMOTE, "message longer than a slot", EPROTO);
+            }
+            len = tt_get64(c->hdr[s]);
+            if (c->done[s] - HDR_LEN < len) {
+                size_t got = c->done[s] - HDR_LEN;
+                r = recv(c->fds[s], c->slots + (m % c->nslots) * c->base.slot_bytes + got,
+                         len - got, MSG_DONTWAIT);
+                if (r <= 0)
+                    goto short_read;
+                c->done[s] += (size_t)r;
+                if (c->done[s] - HDR_LEN < len)
+                    continue;
+            }
+            c->lens[m % c->nslots] = len;
+            c->done[s] = 0;
+            c->next[s] += (uint64_t)c->nsocks;
+            continue;
+        short_read:
+            if (r == 0) {
+                /* The peer is done with this socket. An error only if a message was cut short
+                 * or one we need is due on it (recv_peek). */
+                if (c->done[s] != 0)
+                    return fail(c, TUTTI_ERR_REMOTE, "connection closed inside a message",
+                                ECONNRESET);
+                c->eof[s] = 1;
+                break;
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                break;
+            return fail(c, TUTTI_ERR_REMOTE, "recv", errno);
+        }
+    }
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t sock_progress(struct tt_conn *conn)
+{
+    struct sock_conn *c = (struct sock_conn *)conn;
+
+    if (c->failed)
+        return c->failed;
+    return c->sender ? send_pump(c) : recv_pump(c);
+}
+
+static tutti_result_t sock_send_slot(struct tt_conn *conn, size_t bytes, void **slot)
+{
+    struct sock_conn *c = (struct sock_conn *)conn;
+
+    (void)bytes;
+    if (c->failed)
+        return c->failed;
+    if (c->head >= c->nslots && !msg_written(c, c->head - c->nslots)) {
+        TT_CHECK(send_pump(c));
+        if (!msg_written(c, c->head - c->nslots))
+            return TUTTI_IN_PROGRESS;
+    }
+    *slot = c->slots + (c->head % c->nslots) * c->base.slot_bytes;
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t sock_send_commit(struct tt_conn *conn, size_t bytes)
+{
+    struct sock_conn *c = (struct sock_conn *)conn;
+
+    c->lens[c->head % c->nslots] = bytes;
+    c->head++;
+    return send_pump(c);
+}
+
+static tutti_result_t sock_flush(struct tt_conn *conn)
+{
+    struct sock_conn *c = (struct sock_conn *)conn;
+
+    if (!c->sender)
+        return TUTTI_SUCCESS;
+    TT_CHECK(sock_progress(conn));
+    for (int s = 0; s < c->nsocks; s++)
+        if (c->next[s] < c->head)
+            return TUTTI_IN_PROGRESS;
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t sock_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes)
+{
+    struct sock_conn *c = (struct sock_conn *)conn;
+
+    if (c->failed)
+        return c->failed;
+    if (!msg_written(c, c->tail)) {
+        TT_CHECK(recv_pump(c));
+        if (!msg_written(c, c->tail)) {
+            if (c->eof[c->tail % (uint64_t)c->nsocks])
+                return fail(c, TUTTI_ERR_REMOTE, "connection closed by the peer (did it exit?)",
+                            ECONNRESET);
+            return TUTTI_IN_PROGRESS;
+        }
+    }
+    *bytes = c->lens[c->tail % c->nslots];
+    *slot = c->slots + (c->tail % c->nslots) * c->base.slot_bytes;
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t sock_recv_release(struct tt_conn *conn)
+{
+    ((struct sock_conn *)conn)->tail++;
+    return TUTTI_SUCCESS;
+}
+
+/* Sleep until a socket of this connection is ready, at most ns nanoseconds. */
+static void sock_wait(struct tt_conn *conn, long ns)
+{
+    struct sock_conn *c = (struct sock_conn *)conn;
+    struct pollfd p[SOCK_MAX];
+    int n = 0;
+
+    for (int s = 0; s < c->nsocks; s++)
+        if (c->fds[s] >= 0)
+            p[n++] = (struct pollfd){.fd = c->fds[s], .events = c->sender ? POLLOUT : POLLIN};
+    poll(p, (nfds_t)n, (int)(ns / 1000000) + 1);
+}
+
+static void sock_close(struct tt_conn *conn)
+{
+    if (conn)
+        conn_free((struct sock_conn *)conn);
+}
+
+const struct tt_transport tt_transport_socket = {
+    .size = sizeof(struct tt_transport),
+    .name = "socket",
+    .recv_setup = sock_recv_setup,
+    .send_connect = sock_send_connect,
+    .finish = sock_finish,
+    .send_slot = sock_send_slot,
+    .send_commit = sock_send_commit,
+    .flush = sock_flush,
+    .recv_peek = sock_recv_peek,
+    .recv_release = sock_recv_release,
+    .progress = sock_progress,
+    .wait = sock_wait,
+    .close = sock_close,
+};
