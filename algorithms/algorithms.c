@@ -3,6 +3,17 @@
 
 #include <string.h>
 
+static int fits_multinode(int nranks, const struct tt_topo_view *t)
+{
+    return t && t->nnodes > 1 && nranks > 2;
+}
+
+int tt_fits_pow2(int nranks, const struct tt_topo_view *t)
+{
+    (void)t;
+    return nranks > 0 && (nranks & (nranks - 1)) == 0;
+}
+
 const struct tt_algo tt_algos[] = {
     {0, "ring", "reduce-scatter then all-gather around a ring; bandwidth-optimal",
      TT_COLL_ALL_REDUCE, tt_allreduce_ring, NULL},
@@ -14,24 +25,40 @@ const struct tt_algo tt_algos[] = {
      tt_broadcast_chain, NULL},
     {4, "chain", "pipelined chain along the ring ending at the root", TT_COLL_REDUCE,
      tt_reduce_chain, NULL},
-    {5, "rd", "recursive doubling: log2(n) whole-array exchanges; small messages",
-     TT_COLL_ALL_REDUCE, tt_allreduce_rd, tt_allreduce_rd_fits},
-    {6, "tree", "binomial tree from the root: log2(n) hops; small messages", TT_COLL_BROADCAST,
-     tt_broadcast_tree, NULL},
+    {5, "rd", "recursive doubling: log2(n) whole-array exchanges (extra ranks fold in)",
+     TT_COLL_ALL_REDUCE, tt_allreduce_rd, NULL},
+    {6, "tree", "binomial tree from the root: log2(n) hops", TT_COLL_BROADCAST, tt_broadcast_tree,
+     NULL},
     {7, "rd", "recursive doubling: log2(n) exchanges of the blocks gathered so far",
-     TT_COLL_ALL_GATHER, tt_allgather_rd, tt_allreduce_rd_fits},
+     TT_COLL_ALL_GATHER, tt_allgather_rd, tt_fits_pow2},
+    {8, "rabenseifner", "recursive halving reduce-scatter + recursive doubling all-gather",
+     TT_COLL_ALL_REDUCE, tt_allreduce_rabenseifner, NULL},
+    {9, "tree", "pipelined double binary tree (two trees, half the data each)", TT_COLL_ALL_REDUCE,
+     tt_allreduce_dbtree, NULL},
+    {10, "hier", "reduce-scatter in nodes, all-reduce across, all-gather in nodes",
+     TT_COLL_ALL_REDUCE, tt_allreduce_hier, tt_fits_hier},
+    {11, "hier", "all-gather across nodes per local index, then inside nodes", TT_COLL_ALL_GATHER,
+     tt_allgather_hier, tt_fits_hier},
+    {12, "hier", "chain across node heads, then chains inside nodes", TT_COLL_BROADCAST,
+     tt_broadcast_hier, fits_multinode},
 };
 const int tt_num_algos = (int)(sizeof(tt_algos) / sizeof(tt_algos[0]));
 
-const struct tt_algo *tt_algo_find(enum tt_coll coll, const char *name, int nranks)
+const struct tt_algo *tt_algo_find(enum tt_coll coll, const char *name, int nranks,
+                                   const struct tt_topo_view *topo)
 {
     for (int i = 0; i < tt_num_algos; i++) {
         const struct tt_algo *a = &tt_algos[i];
         if (a->coll == coll && (!name || strcmp(name, a->name) == 0) &&
-            (!a->fits || a->fits(nranks)))
+            (!a->fits || a->fits(nranks, topo)))
             return a;
     }
     return NULL;
+}
+
+int tt_algo_channels(const struct tt_algo *a, int nchannels)
+{
+    return a->build == tt_allreduce_dbtree ? 2 * nchannels : nchannels;
 }
 
 const char *tt_coll_name(enum tt_coll coll)

@@ -16,6 +16,15 @@ enum tt_coll {
     TT_NUM_COLLS
 };
 
+/* Where ranks are, for hierarchical schedules (NULL in tt_coll_args: one node). */
+struct tt_topo_view {
+    int nnodes;
+    const int *node_of;   /* node index of each rank */
+    const int *local_of;  /* index of each rank within its node */
+    const int *node_size; /* ranks on each node */
+    int uniform;          /* every node has the same number of ranks */
+};
+
 /* What a builder needs to know of a call. */
 struct tt_coll_args {
     enum tt_coll coll;
@@ -23,11 +32,12 @@ struct tt_coll_args {
                       reduce_scatter: per rank (recv count) */
     int root;      /* broadcast, reduce */
     int inplace;   /* the call is in place (tutti.h's rules) */
-    int nchannels; /* lanes to spread the data over, >= 1 */
+    int nchannels; /* lanes to spread the data over, >= 1 (the tree uses 2 per channel) */
+    const struct tt_topo_view *topo; /* NULL: every rank on one node */
 };
 
 /* rings[c] is channel c's ring; every ring has the same ranks. */
-typedef int (*tt_fits_fn)(int nranks);
+typedef int (*tt_fits_fn)(int nranks, const struct tt_topo_view *topo);
 
 typedef void (*tt_build_fn)(struct tt_plan *p, const struct tt_ring *rings,
                             const struct tt_coll_args *a);
@@ -80,12 +90,29 @@ static inline int tt_ring_dist(const struct tt_ring *r, int root)
 extern const struct tt_algo tt_algos[];
 extern const int tt_num_algos;
 
-/* First algorithm for coll with this name that fits nranks (NULL name: the first), or NULL. */
-const struct tt_algo *tt_algo_find(enum tt_coll coll, const char *name, int nranks);
+/* First algorithm for coll with this name that fits (NULL name: the first), or NULL. */
+const struct tt_algo *tt_algo_find(enum tt_coll coll, const char *name, int nranks,
+                                   const struct tt_topo_view *topo);
+
+/* Fits: a power-of-two rank count / nodes of equal size, more than one, each with > 1 rank. */
+int tt_fits_pow2(int nranks, const struct tt_topo_view *topo);
+int tt_fits_hier(int nranks, const struct tt_topo_view *topo);
+
+/* Channels a call on `nchannels` data channels uses (the double tree: two per channel). */
+int tt_algo_channels(const struct tt_algo *a, int nchannels);
 
 const char *tt_coll_name(enum tt_coll coll);
 
-int tt_allreduce_rd_fits(int nranks);
+void tt_allreduce_rabenseifner(struct tt_plan *p, const struct tt_ring *rings,
+                               const struct tt_coll_args *a);
+void tt_allreduce_dbtree(struct tt_plan *p, const struct tt_ring *rings,
+                         const struct tt_coll_args *a);
+void tt_allreduce_hier(struct tt_plan *p, const struct tt_ring *rings,
+                       const struct tt_coll_args *a);
+void tt_allgather_hier(struct tt_plan *p, const struct tt_ring *rings,
+                       const struct tt_coll_args *a);
+void tt_broadcast_hier(struct tt_plan *p, const struct tt_ring *rings,
+                       const struct tt_coll_args *a);
 void tt_allreduce_rd(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
 void tt_allreduce_ring(struct tt_plan *p, const struct tt_ring *rings,
                        const struct tt_coll_args *a);

@@ -10,7 +10,7 @@
  * Round 0 sends from sendbuf (copied into place first unless in place); later rounds send
  * from recvbuf. Every round sends before it receives; chunk-major execution needs one free
  * slot per connection.
- * Preconditions: n is a power of two (tt_allreduce_rd_fits).
+ * Preconditions: n is a power of two (tt_fits_pow2).
  */
 #include "algorithms.h"
 

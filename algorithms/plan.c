@@ -8,6 +8,7 @@ void tt_plan_reset(struct tt_plan *p)
     p->nsteps = 0;
     p->nlanes = 0;
     p->oom = 0;
+    p->next_phase = 0;
 }
 
 void tt_plan_free(struct tt_plan *p)
@@ -34,6 +35,7 @@ void tt_plan_lane(struct tt_plan *p, int channel)
         p->lanes_cap = cap;
     }
     p->lanes[p->nlanes++] = (struct tt_lane){.channel = channel, .first = p->nsteps, .nsteps = 0};
+    p->next_phase = 0;
 }
 
 void tt_plan_step(struct tt_plan *p, const struct tt_step *s)
@@ -54,7 +56,11 @@ void tt_plan_step(struct tt_plan *p, const struct tt_step *s)
         p->steps = st;
         p->steps_cap = cap;
     }
-    p->steps[p->nsteps++] = *s;
+    p->steps[p->nsteps] = *s;
+    if (p->next_phase && p->lanes[p->nlanes - 1].nsteps > 0)
+        p->steps[p->nsteps].flags |= TT_STEP_PHASE;
+    p->next_phase = 0;
+    p->nsteps++;
     p->lanes[p->nlanes - 1].nsteps++;
 }
 

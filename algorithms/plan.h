@@ -21,6 +21,11 @@
  * connection cut their matching steps into the same chunks, so slots match one to one, and
  * each chunk index runs the whole schedule on one slice: a schedule that is deadlock-free
  * with one slot per connection stays so at any size. That is the pipelining.
+ *
+ * Chunk-major order is only right when chunk c of a step reads what chunk c of earlier steps
+ * wrote (the same elements, or none). Where a step reads elements an earlier step wrote at
+ * another offset (ranges that halve, phases over different splits), the builder starts a new
+ * phase (tt_plan_phase): the executor finishes every chunk of a phase before the next.
  */
 #ifndef TT_PLAN_H
 #define TT_PLAN_H
@@ -42,6 +47,7 @@ enum tt_prim {
 enum { TT_BUF_SEND = 0, TT_BUF_RECV = 1 };
 
 #define TT_STEP_POSTOP 1u
+#define TT_STEP_PHASE 2u /* the first step of a phase (see above) */
 
 struct tt_step {
     uint8_t prim;
@@ -66,7 +72,8 @@ struct tt_plan {
     size_t nsteps, steps_cap;
     struct tt_lane *lanes;
     int nlanes, lanes_cap;
-    int oom; /* an append failed: the plan is incomplete */
+    int oom;        /* an append failed: the plan is incomplete */
+    int next_phase; /* the next step appended starts a phase */
 };
 
 /* Forget the contents, keep the memory. */
@@ -78,6 +85,12 @@ void tt_plan_lane(struct tt_plan *p, int channel);
 
 /* Append a step to the open lane. Steps of zero count are dropped (both ends agree). */
 void tt_plan_step(struct tt_plan *p, const struct tt_step *s);
+
+/* The steps appended from now on form a new phase of the open lane. */
+static inline void tt_plan_phase(struct tt_plan *p)
+{
+    p->next_phase = 1;
+}
 
 /* Does the primitive receive from recv_peer / send to send_peer? */
 static inline int tt_prim_recvs(int prim)

@@ -164,7 +164,8 @@ static tutti_result_t run_plan(struct tutti_comm *comm, void *const *bufs, tutti
 static tutti_result_t coll_run(struct tutti_comm *comm, const struct tt_call *c,
                                tutti_stream_t stream)
 {
-    struct tt_coll_args a = {.coll = c->coll, .count = c->count, .root = c->root};
+    struct tt_coll_args a = {
+        .coll = c->coll, .count = c->count, .root = c->root, .topo = &comm->view};
     const struct tt_algo *algo;
     size_t bytes;
     struct tt_label label;

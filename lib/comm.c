@@ -270,7 +270,7 @@ tutti_result_t tt_comm_connect_plan(struct tutti_comm *c, const struct tt_plan *
 
 static void comm_free(struct tutti_comm *c)
 {
-    size_t n = (size_t)c->nranks * (size_t)c->nchannels;
+    size_t n = (size_t)c->nranks * (size_t)c->conns.nchannels;
 
     /* Senders first: an in-process (mem) receiver owns the memory its sender writes. */
     for (size_t i = 0; c->conns.send && i < n; i++)
@@ -317,7 +317,7 @@ static tutti_result_t read_config(struct tutti_comm *c, const tutti_config_t *cf
     c->nchannels = (int)nch;
     c->nslots = (int)steps;
     c->slot_bytes = (buff / (size_t)steps) & ~(size_t)63;
-    return tt_tune_init(&c->tuner, c->nranks, c->nchannels);
+    return TUTTI_SUCCESS;
 }
 
 /*
@@ -353,7 +353,8 @@ static unsigned wait_spin(int sleepy)
 static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *info,
                                  int local_rank_hint)
 {
-    size_t n = (size_t)c->nranks, nconn = n * (size_t)c->nchannels;
+    /* Connection tables hold two channels per data channel (the double tree's trees). */
+    size_t n = (size_t)c->nranks, nconn = n * 2 * (size_t)c->nchannels;
     int pos = 0;
 
     c->peers = calloc(n, sizeof(*c->peers));
@@ -365,7 +366,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory for a communicator of %d ranks",
                        c->nranks);
     c->conns.nranks = c->nranks;
-    c->conns.nchannels = c->nchannels;
+    c->conns.nchannels = 2 * c->nchannels;
     TT_CHECK(tt_boot_init(info, c->rank, c->nranks, c->timeout_s, &c->boot));
 
     TT_CHECK(tt_topo_self(&c->peers[c->rank], local_rank_hint, c->rank));
@@ -375,6 +376,12 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     c->local_size = c->topo.node_size[c->topo.node_of[c->rank]];
     c->sleepy = oversubscribed(c->topo.machine_ranks, c->peers[c->rank].ncpus);
     c->spin = wait_spin(c->sleepy);
+    c->view = (struct tt_topo_view){.nnodes = c->topo.nnodes,
+                                    .node_of = c->topo.node_of,
+                                    .local_of = c->topo.local_of,
+                                    .node_size = c->topo.node_size,
+                                    .uniform = c->topo.uniform};
+    TT_CHECK(tt_tune_init(&c->tuner, c->nranks, c->nchannels, &c->view, c->slot_bytes, c->sleepy));
     for (int k = 0; k < c->nranks; k++)
         if (c->topo.ring[k] == c->rank)
             pos = k;

@@ -33,6 +33,7 @@ struct tutti_comm {
     struct tt_boot *boot;
     struct tt_rank_info *peers; /* every rank's record (topo.h) */
     struct tt_topo topo;        /* nodes, local ranks, ring order */
+    struct tt_topo_view view;   /* the same, as algorithms see it */
     struct tt_ring *rings;      /* one per channel */
     struct tt_exec_conns conns;
     const struct tt_transport **tp_of; /* transport chosen per peer, NULL if none yet */

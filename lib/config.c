@@ -38,6 +38,9 @@ static struct knob knobs[] = {
      "how waits idle: poll (spin, yield, sleep), block (sleep in the kernel until the peer "
      "wakes us), auto: block when this host's ranks outnumber its cores",
      NULL, 0, 0},
+    {"TUTTI_TUNE_LINKS", "",
+     "cost model links: intra_us,intra_gbs,inter_us,inter_gbs (default 0.25,12,10,2.5)", NULL, 0,
+     0},
     {"TUTTI_SPIN", "auto",
      "polls a wait spins before it yields the core; auto: 2000, or 0 when this host's ranks "
      "outnumber its cores",

@@ -33,6 +33,37 @@ static int mem_reserve(struct tt_exec_mem *m, size_t nlanes, size_t nsteps)
     return 0;
 }
 
+/*
+ * Start the phase at lane step `first`: find its end and its chunk count. Phases with nothing
+ * to move are skipped; at the end of the lane, chunk == nchunks == 0.
+ */
+static void phase_begin(struct tt_exec *x, const struct tt_lane *lane, struct tt_lane_state *ls,
+                        size_t first)
+{
+    const struct tt_step *steps = x->plan->steps + lane->first;
+
+    for (;;) {
+        size_t most = 0, end = first;
+
+        if (first >= lane->nsteps) {
+            *ls = (struct tt_lane_state){.phase = first, .end = first};
+            return;
+        }
+        do {
+            most = steps[end].count > most ? steps[end].count : most;
+            end++;
+        } while (end < lane->nsteps && !(steps[end].flags & TT_STEP_PHASE));
+        *ls = (struct tt_lane_state){.chunk = 0,
+                                     .nchunks = (most + x->chunk_elems - 1) / x->chunk_elems,
+                                     .step = first,
+                                     .phase = first,
+                                     .end = end};
+        if (ls->nchunks > 0)
+            return;
+        first = end;
+    }
+}
+
 tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void *const *bufs,
                             tutti_dtype_t dtype, tutti_op_t op, int avg_divisor, size_t chunk_bytes,
                             const struct tt_exec_conns *conns, struct tt_exec_mem *mem)
@@ -54,16 +85,8 @@ tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void 
     x->lanes_left = plan->nlanes;
     x->wait_peer = -1;
     for (int l = 0; l < plan->nlanes; l++) {
-        const struct tt_lane *lane = &plan->lanes[l];
-        size_t most = 0;
-
-        for (size_t i = 0; i < lane->nsteps; i++) {
-            size_t c = plan->steps[lane->first + i].count;
-            most = c > most ? c : most;
-        }
-        x->lanes[l] = (struct tt_lane_state){
-            .chunk = 0, .nchunks = (most + x->chunk_elems - 1) / x->chunk_elems, .step = 0};
-        if (x->lanes[l].nchunks == 0)
+        phase_begin(x, &plan->lanes[l], &x->lanes[l], 0);
+        if (x->lanes[l].chunk >= x->lanes[l].nchunks)
             x->lanes_left--;
     }
     return TUTTI_SUCCESS;
@@ -208,7 +231,7 @@ static tutti_result_t lane_progress(struct tt_exec *x, const struct tt_lane *lan
     while (ls->chunk < ls->nchunks) {
         size_t lo = ls->chunk * x->chunk_elems;
 
-        while (ls->step < lane->nsteps) {
+        while (ls->step < ls->end) {
             const struct tt_step *s = &steps[ls->step];
 
             if (lo < s->count) {
@@ -220,8 +243,9 @@ static tutti_result_t lane_progress(struct tt_exec *x, const struct tt_lane *lan
             }
             ls->step++;
         }
-        ls->step = 0;
-        ls->chunk++;
+        ls->step = ls->phase;
+        if (++ls->chunk == ls->nchunks)
+            phase_begin(x, lane, ls, ls->end); /* next phase, or the end of the lane */
     }
     return TUTTI_SUCCESS;
 }

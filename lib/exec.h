@@ -23,8 +23,10 @@ struct tt_exec_conns {
 
 struct tt_lane_state {
     size_t chunk;   /* current chunk index */
-    size_t nchunks; /* chunks of the lane's longest step */
+    size_t nchunks; /* chunks of the phase's longest step */
     size_t step;    /* index within the lane */
+    size_t phase;   /* index within the lane of the phase's first step */
+    size_t end;     /* index within the lane one past the phase's last step */
 };
 
 /* An executor's working memory, kept by its owner from one operation to the next. */

@@ -1,8 +1,13 @@
 /*
- * tune.h -- picks the algorithm and channel count for each call.
+ * tune.h -- picks the algorithm and channel count for each call from an alpha-beta cost model.
  *
- * For now a rule per collective (see tune.c) with TUTTI_ALGO overriding it; the cost-model
- * tuner of the multi-node work replaces the rules behind the same two calls.
+ * Links are of two kinds: inside a node (shared memory) and between nodes (network), each
+ * with a latency per hop (alpha) and a bandwidth per rank (beta = 1/bandwidth). Each
+ * algorithm has a formula for its time from (bytes, ranks, nodes, ranks per node, chunk
+ * size); the tuner takes the cheapest that fits the call. TUTTI_ALGO overrides per
+ * collective; with TUTTI_DEBUG=INFO and TUTTI_DEBUG_SUBSYS=TUNE each new choice (per
+ * collective and power-of-two size) is logged with every candidate's predicted time.
+ * tutti-topo --simulate evaluates the same formulas for machines we cannot run on.
  */
 #ifndef TT_TUNE_H
 #define TT_TUNE_H
@@ -11,17 +16,41 @@
 
 #include "tutti.h"
 
-struct tt_tuner {
-    const struct tt_algo *forced[TT_NUM_COLLS]; /* from TUTTI_ALGO, NULL: rule */
-    int nranks;
-    int max_channels;
+/* Latency (us per hop) and bandwidth (GB/s per rank and direction) of the two link kinds. */
+struct tt_links {
+    double intra_us, intra_gbs;
+    double inter_us, inter_gbs;
+    double oversub_us; /* latency per hop when ranks outnumber cores (a context switch) */
 };
 
-/* Read TUTTI_ALGO ("all_reduce:ring;all_gather:ring"); errors name the bad entry. */
-tutti_result_t tt_tune_init(struct tt_tuner *t, int nranks, int max_channels);
+/* The shape a prediction is for. */
+struct tt_model {
+    struct tt_links links;
+    int nranks, nnodes, per_node; /* per_node: ranks per node (rounded down if uneven) */
+    size_t chunk;                 /* bytes per pipelined chunk (a FIFO slot) */
+    int oversub;                  /* ranks outnumber cores */
+};
 
-/* Algorithm and channels for a call moving `bytes` (the whole array). */
-const struct tt_algo *tt_tune_pick(const struct tt_tuner *t, enum tt_coll coll, size_t bytes,
+/* Predicted seconds for algorithm a moving `bytes` (the whole array). */
+double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t bytes);
+
+/* Links from TUTTI_TUNE_LINKS ("intra_us,intra_gbs,inter_us,inter_gbs"), else defaults. */
+tutti_result_t tt_tune_links(struct tt_links *l);
+
+struct tt_tuner {
+    const struct tt_algo *forced[TT_NUM_COLLS]; /* from TUTTI_ALGO, NULL: cost model */
+    const struct tt_topo_view *topo;
+    struct tt_model model;
+    int max_channels;
+    unsigned char logged[TT_NUM_COLLS][64]; /* choices already logged, per log2(bytes) */
+};
+
+/* Read TUTTI_ALGO ("all_reduce:ring;all_gather:ring") and the link table. */
+tutti_result_t tt_tune_init(struct tt_tuner *t, int nranks, int max_channels,
+                            const struct tt_topo_view *topo, size_t chunk, int oversub);
+
+/* Algorithm and data channels for a call moving `bytes` (the whole array). */
+const struct tt_algo *tt_tune_pick(struct tt_tuner *t, enum tt_coll coll, size_t bytes,
                                    int *nchannels);
 
 #endif

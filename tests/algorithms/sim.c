@@ -35,7 +35,7 @@ tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
                        tutti_op_t op)
 {
     int n = cfg->nranks, nch = cfg->nchannels;
-    size_t nconn = (size_t)n * (size_t)nch;
+    size_t nconn = (size_t)n * 2 * (size_t)nch; /* two connection channels per data channel */
     struct tt_transport_ctx ctx = {
         .job_tag = "sim", .slot_bytes = cfg->slot_bytes, .nslots = cfg->nslots};
     struct tt_exec_conns *conns = calloc((size_t)n, sizeof(*conns));
@@ -54,9 +54,10 @@ tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
     for (int k = 0; k < n; k++)
         pos[order[k]] = k;
     a.nchannels = nch;
+    a.topo = cfg->topo;
     for (int r = 0; r < n; r++) {
         conns[r] = (struct tt_exec_conns){.nranks = n,
-                                          .nchannels = nch,
+                                          .nchannels = 2 * nch,
                                           .send = calloc(nconn, sizeof(void *)),
                                           .recv = calloc(nconn, sizeof(void *))};
         for (int ch = 0; ch < nch; ch++)

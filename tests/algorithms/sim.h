@@ -15,7 +15,8 @@ struct sim_config {
     int nchannels;
     size_t slot_bytes; /* small slots force many chunks */
     int nslots;
-    const int *ring_order; /* NULL: 0..n-1 */
+    const int *ring_order;           /* NULL: 0..n-1 */
+    const struct tt_topo_view *topo; /* NULL: one node */
 };
 
 /*

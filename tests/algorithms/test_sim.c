@@ -10,8 +10,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const int rank_counts[] = {1, 2, 3, 4, 5, 7, 8, 13, 16, 31, 64};
-#define NRC (int)(sizeof(rank_counts) / sizeof(rank_counts[0]))
+/* Machine shapes: ranks and nodes (nodes of n / nodes ranks each, consecutive ranks). */
+static const struct {
+    int n, nodes;
+} shapes[] = {{1, 1},  {2, 1},  {3, 1}, {4, 1}, {5, 1}, {7, 1}, {8, 1},  {13, 1}, {16, 1},
+              {31, 1}, {64, 1}, {4, 2}, {8, 2}, {8, 4}, {6, 3}, {15, 3}, {64, 8}, {2, 2}};
+#define NSHAPES (int)(sizeof(shapes) / sizeof(shapes[0]))
+
+struct view_store {
+    int node_of[64], local_of[64], node_size[64];
+    struct tt_topo_view v;
+};
+
+static const struct tt_topo_view *make_view(struct view_store *vs, int n, int nodes)
+{
+    int per = n / nodes;
+
+    for (int r = 0; r < n; r++) {
+        vs->node_of[r] = r / per;
+        vs->local_of[r] = r % per;
+    }
+    for (int g = 0; g < nodes; g++)
+        vs->node_size[g] = per;
+    vs->v = (struct tt_topo_view){nodes, vs->node_of, vs->local_of, vs->node_size, 1};
+    return &vs->v;
+}
 
 static int32_t val(int r, size_t i)
 {
@@ -36,6 +59,7 @@ static int32_t reduce_ref(tutti_op_t op, int n, size_t i)
 }
 
 struct shape {
+    const struct tt_topo_view *topo;
     int n, nch, inplace, shuffle;
     size_t count, slot;
     int nslots;
@@ -62,7 +86,8 @@ static void run_shape(const struct tt_algo *algo, const struct shape *s)
     int n = s->n, order[64];
     size_t cnt = s->count, sendn, recvn;
     void *send[64], *recv[64];
-    struct sim_config cfg = {.nranks = n,
+    struct sim_config cfg = {.topo = s->topo,
+                             .nranks = n,
                              .nchannels = s->nch,
                              .slot_bytes = s->slot,
                              .nslots = s->nslots,
@@ -94,9 +119,10 @@ static void run_shape(const struct tt_algo *algo, const struct shape *s)
         recv[r] = rb;
     }
     tutti_result_t rc = sim_run(&cfg, algo, a, send, recv, TUTTI_INT32, s->op);
-    cr_assert_eq(rc, TUTTI_SUCCESS, "%s/%s n=%d ch=%d count=%zu inplace=%d slot=%zux%d: %s",
-                 tt_coll_name(coll), algo->name, n, s->nch, cnt, s->inplace, s->slot, s->nslots,
-                 tutti_last_error());
+    cr_assert_eq(rc, TUTTI_SUCCESS,
+                 "%s/%s n=%d nodes=%d ch=%d count=%zu inplace=%d slot=%zux%d: %s",
+                 tt_coll_name(coll), algo->name, n, s->topo ? s->topo->nnodes : 1, s->nch, cnt,
+                 s->inplace, s->slot, s->nslots, tutti_last_error());
     for (int r = 0; r < n; r++) {
         const int32_t *rb = recv[r];
         for (size_t i = 0; i < recvn; i++) {
@@ -130,13 +156,14 @@ static void run_shape(const struct tt_algo *algo, const struct shape *s)
     }
 }
 
-static void sweep_algo(const struct tt_algo *algo, int n)
+static void sweep_algo(const struct tt_algo *algo, int n, const struct tt_topo_view *topo)
 {
     size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n, (size_t)n + 1, 2 * (size_t)n + 3, 1001};
     for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
         for (int nch = 1; nch <= 3; nch++)
             for (int inplace = 0; inplace < 2; inplace++) {
-                struct shape s = {.n = n,
+                struct shape s = {.topo = topo,
+                                  .n = n,
                                   .nch = nch,
                                   .inplace = inplace,
                                   .shuffle = (int)(c + (size_t)nch) % 2,
@@ -151,39 +178,64 @@ static void sweep_algo(const struct tt_algo *algo, int n)
             }
 }
 
-/* Every algorithm of coll that fits, at every rank count. Returns how many ran. */
+/* Every algorithm of coll that fits, on every shape. Returns how many (algorithm, shape) ran. */
 static int sweep(enum tt_coll coll)
 {
     int ran = 0;
 
-    for (int k = 0; k < NRC; k++)
+    for (int k = 0; k < NSHAPES; k++) {
+        struct view_store vs;
+        const struct tt_topo_view *v = make_view(&vs, shapes[k].n, shapes[k].nodes);
         for (int a = 0; a < tt_num_algos; a++)
             if (tt_algos[a].coll == coll &&
-                (!tt_algos[a].fits || tt_algos[a].fits(rank_counts[k]))) {
-                sweep_algo(&tt_algos[a], rank_counts[k]);
+                (!tt_algos[a].fits || tt_algos[a].fits(shapes[k].n, v))) {
+                sweep_algo(&tt_algos[a], shapes[k].n, v);
                 ran++;
             }
+    }
     return ran;
 }
-Test(sim, all_reduce_ring)
+
+/* Every algorithm of the collective must have run on some shape. */
+static void all_algos_covered(enum tt_coll coll)
 {
-    sweep(TT_COLL_ALL_REDUCE);
+    for (int a = 0; a < tt_num_algos; a++) {
+        int ran = 0;
+        if (tt_algos[a].coll != coll)
+            continue;
+        for (int k = 0; k < NSHAPES && !ran; k++) {
+            struct view_store vs;
+            const struct tt_topo_view *v = make_view(&vs, shapes[k].n, shapes[k].nodes);
+            ran = !tt_algos[a].fits || tt_algos[a].fits(shapes[k].n, v);
+        }
+        cr_assert(ran, "%s/%s fits none of the shapes", tt_coll_name(coll), tt_algos[a].name);
+    }
 }
-Test(sim, all_gather_ring)
+
+Test(sim, all_reduce, .timeout = 120)
 {
-    sweep(TT_COLL_ALL_GATHER);
+    all_algos_covered(TT_COLL_ALL_REDUCE);
+    cr_assert_geq(sweep(TT_COLL_ALL_REDUCE), 4 * NSHAPES);
 }
-Test(sim, reduce_scatter_ring)
+Test(sim, all_gather, .timeout = 120)
 {
-    sweep(TT_COLL_REDUCE_SCATTER);
+    all_algos_covered(TT_COLL_ALL_GATHER);
+    cr_assert_geq(sweep(TT_COLL_ALL_GATHER), NSHAPES);
 }
-Test(sim, broadcast_chain)
+Test(sim, reduce_scatter, .timeout = 120)
 {
-    sweep(TT_COLL_BROADCAST);
+    all_algos_covered(TT_COLL_REDUCE_SCATTER);
+    cr_assert_geq(sweep(TT_COLL_REDUCE_SCATTER), NSHAPES);
 }
-Test(sim, reduce_chain)
+Test(sim, broadcast, .timeout = 120)
 {
-    sweep(TT_COLL_REDUCE);
+    all_algos_covered(TT_COLL_BROADCAST);
+    cr_assert_geq(sweep(TT_COLL_BROADCAST), 2 * NSHAPES);
+}
+Test(sim, reduce, .timeout = 120)
+{
+    all_algos_covered(TT_COLL_REDUCE);
+    cr_assert_geq(sweep(TT_COLL_REDUCE), NSHAPES);
 }
 
 /* A plan whose sends are never received must be reported as a deadlock, not spin. */
