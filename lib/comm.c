@@ -124,18 +124,31 @@ static void iface_of(const struct tt_addr *addr, char *name, size_t size)
     freeifaddrs(ifs);
 }
 
+/* The transport rank a uses to reach rank b, NULL if none may. */
+static const struct tt_transport *transport_between(const struct tutti_comm *c, int a, int b)
+{
+    if (a == b)
+        return &tt_transport_mem;
+    if (c->peers[a].host_hash == c->peers[b].host_hash && transport_allowed("shm"))
+        return &tt_transport_shm;
+    if (transport_allowed("socket"))
+        return &tt_transport_socket; /* another host, or shm excluded: TCP */
+    return NULL;
+}
+
+const char *tt_comm_transport_name(const struct tutti_comm *c, int a, int b)
+{
+    const struct tt_transport *tp = transport_between(c, a, b);
+    return tp ? tp->name : "none";
+}
+
 static tutti_result_t pick_transport(struct tutti_comm *c, int peer)
 {
-    const struct tt_transport *tp = NULL;
+    const struct tt_transport *tp;
 
     if (c->tp_of[peer])
         return TUTTI_SUCCESS;
-    if (peer == c->rank)
-        tp = &tt_transport_mem;
-    else if (c->peers[peer].host_hash == c->peers[c->rank].host_hash && transport_allowed("shm"))
-        tp = &tt_transport_shm;
-    else if (transport_allowed("socket"))
-        tp = &tt_transport_socket; /* another host, or shm excluded: TCP */
+    tp = transport_between(c, c->rank, peer);
     if (!tp)
         return tt_fail(c, TUTTI_ERR_UNSUPPORTED,
                        "no transport from rank %d (host %s) to rank %d (host %s): "

@@ -59,6 +59,9 @@ tutti_result_t tt_comm_check(struct tutti_comm *comm, const char *fn);
  */
 tutti_result_t tt_comm_connect_plan(struct tutti_comm *comm, const struct tt_plan *plan);
 
+/* Name of the transport rank a uses to reach rank b ("shm", "socket"; "none"). */
+const char *tt_comm_transport_name(const struct tutti_comm *comm, int a, int b);
+
 /* Put the communicator into its error state (first error wins) and return rc. */
 tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc);
 
