@@ -94,6 +94,7 @@ void tt_log_write(enum tt_log_level level, enum tt_subsys sub, const char *fmt, 
     int n, rank = __atomic_load_n(&log_rank, __ATOMIC_RELAXED);
     va_list ap;
 
+    tt_log_init(); /* the host name, for callers that log before anything initialised it */
     n = snprintf(line, sizeof(line), "%s:%d:%d tutti %s %s%s", log_host, (int)getpid(), rank,
                  names[level], sub == TT_SUB_ALL ? "" : subsys_name(sub),
                  sub == TT_SUB_ALL ? "" : " ");

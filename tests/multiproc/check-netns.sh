@@ -1,0 +1,43 @@
+#!/bin/sh
+# Two ranks in two network namespaces joined by a veth pair: the bootstrap and the socket
+# transport run over the veth addresses (10.231.0.1 and .2), nothing else. Skips (77) with
+# the reason when namespaces cannot be made here (not root, no ip(8), no netns support).
+set -u
+run=$1 perf=$2
+ns1=tutti-t1-$$ ns2=tutti-t2-$$ v1=tt1-$$ v2=tt2-$$
+skip() { echo "SKIP: $*"; exit 77; }
+cleanup() { ip netns del "$ns1" 2>/dev/null; ip netns del "$ns2" 2>/dev/null; }
+command -v ip >/dev/null || skip "ip (iproute2) is not installed"
+[ "$(id -u)" = 0 ] || skip "creating network namespaces needs root"
+ip netns add "$ns1" 2>/dev/null || skip "ip netns add failed: no network namespace support here"
+trap cleanup EXIT
+ip netns add "$ns2" || exit 1
+ip link add "$v1" type veth peer name "$v2" || skip "veth pairs are not available"
+ip link set "$v1" netns "$ns1" && ip link set "$v2" netns "$ns2" || exit 1
+ip netns exec "$ns1" ip addr add 10.231.0.1/24 dev "$v1" || exit 1
+ip netns exec "$ns2" ip addr add 10.231.0.2/24 dev "$v2" || exit 1
+for n in "$ns1" "$ns2"; do ip netns exec "$n" ip link set lo up; done
+ip netns exec "$ns1" ip link set "$v1" up && ip netns exec "$ns2" ip link set "$v2" up || exit 1
+
+out=$(mktemp -d /tmp/tutti-netns-XXXXXX)
+common="MASTER_ADDR=10.231.0.1 MASTER_PORT=29631 WORLD_SIZE=2 TUTTI_SECRET=netns-test-$$ TUTTI_TIMEOUT=60 TUTTI_DEBUG=INFO TUTTI_DEBUG_SUBSYS=NET,INIT"
+ip netns exec "$ns1" env $common RANK=0 TUTTI_HOSTID=ns1 TUTTI_SOCKET_IFNAME="=$v1" \
+    "$perf" all -b 8 -e 4M -f 8 -n 3 -w 1 -c 1 >"$out/r0" 2>&1 &
+p0=$!
+ip netns exec "$ns2" env $common RANK=1 TUTTI_HOSTID=ns2 TUTTI_SOCKET_IFNAME="=$v2" \
+    "$perf" all -b 8 -e 4M -f 8 -n 3 -w 1 -c 1 >"$out/r1" 2>&1 &
+p1=$!
+wait $p0; rc0=$?
+wait $p1; rc1=$?
+cat "$out/r0"
+echo "--- rank 1:"
+grep -E "WARN|transport|interface" "$out/r1"
+ok=1
+[ $rc0 = 0 ] && [ $rc1 = 0 ] || ok=0
+grep -q "Out of bounds values : 0 OK" "$out/r0" || ok=0
+grep -q "transport socket" "$out/r0" || ok=0
+grep -q "interface $v1 (10.231.0.1" "$out/r0" || ok=0
+rm -rf "$out"
+[ $ok = 1 ] && echo "netns: collectives over the veth pair passed" && exit 0
+echo "netns test failed (exit $rc0 / $rc1)"
+exit 1

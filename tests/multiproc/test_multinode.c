@@ -1,0 +1,103 @@
+/*
+ * test_multinode.c -- several nodes emulated on this machine (tutti-run --nodes: TUTTI_HOSTID
+ * per block of ranks), so shared memory joins ranks of a node and sockets join nodes:
+ * every collective checked on 2 nodes x 2 ranks and 3 x 1; every algorithm forced in turn
+ * (TUTTI_ALGO) under tutti-perf's result check; tutti-topo's views.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static int sh(const char *cmd)
+{
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void run(const char *env, int n, int nodes, const char *prog, const char *args)
+{
+    char cmd[1024];
+    int rc;
+
+    snprintf(cmd, sizeof(cmd), "%s '%s' -n %d --nodes %d '%s' %s 2>&1", env, getenv("TUTTI_RUN"), n,
+             nodes, prog, args);
+    rc = sh(cmd);
+    cr_assert_eq(rc, 0, "%s: exit status %d", cmd, rc);
+}
+
+#define SHAPE_TESTS(n, k)                                                                          \
+    Test(multinode, matrix_##n##_ranks_##k##_nodes, .timeout = 300)                                \
+    {                                                                                              \
+        run("", n, k, getenv("COLL_CHECK"), "matrix");                                             \
+    }                                                                                              \
+    Test(multinode, p2p_##n##_ranks_##k##_nodes, .timeout = 120)                                   \
+    {                                                                                              \
+        run("", n, k, getenv("COLL_CHECK"), "p2p");                                                \
+    }                                                                                              \
+    Test(multinode, large_##n##_ranks_##k##_nodes, .timeout = 300)                                 \
+    {                                                                                              \
+        run("", n, k, getenv("COLL_CHECK"), "large");                                              \
+    }
+
+SHAPE_TESTS(4, 2)
+SHAPE_TESTS(3, 3)
+
+/* Every algorithm forced on 2 x 2 nodes: tutti-perf exits non-zero on any wrong element. */
+Test(multinode, every_algorithm_forced_2x2, .timeout = 600)
+{
+    static const char *forced[][2] = {
+        {"all_reduce", "ring"}, {"all_reduce", "rd"},   {"all_reduce", "rabenseifner"},
+        {"all_reduce", "tree"}, {"all_reduce", "hier"}, {"all_gather", "ring"},
+        {"all_gather", "rd"},   {"all_gather", "hier"}, {"reduce_scatter", "ring"},
+        {"broadcast", "chain"}, {"broadcast", "tree"},  {"broadcast", "hier"},
+        {"reduce", "chain"},
+    };
+    for (size_t i = 0; i < sizeof(forced) / sizeof(forced[0]); i++) {
+        char env[128], args[160];
+        snprintf(env, sizeof(env), "TUTTI_ALGO=%s:%s", forced[i][0], forced[i][1]);
+        snprintf(args, sizeof(args), "%s -b 8 -e 4M -f 8 -n 2 -w 1 -c 1 -d %s", forced[i][0],
+                 i % 2 ? "float32" : "bfloat16");
+        run(env, 4, 2, getenv("TUTTI_PERF"), args);
+    }
+}
+
+Test(multinode, perf_over_sockets, .timeout = 300)
+{
+    run("", 4, 2, getenv("TUTTI_PERF"), "all -b 8 -e 1M -f 16 -n 3 -w 1 -c 1");
+}
+
+Test(multinode, sockets_only_between_local_ranks, .timeout = 120)
+{
+    /* With shared memory excluded, ranks of one host talk over loopback TCP. */
+    run("TUTTI_TRANSPORTS=^shm", 3, 1, getenv("COLL_CHECK"), "p2p");
+}
+
+Test(multinode, topo_comm_view, .timeout = 60)
+{
+    char cmd[1024];
+
+    snprintf(cmd, sizeof(cmd),
+             "'%s' -n 4 --nodes 2 '%s' --comm > /tmp/tutti-topo-comm.$$ 2>&1 && "
+             "grep -q '4 ranks on 2 node(s)' /tmp/tutti-topo-comm.$$ && "
+             "grep -q '0: - shm socket socket' /tmp/tutti-topo-comm.$$ && "
+             "grep -q 'tree 1' /tmp/tutti-topo-comm.$$; rc=$?; cat /tmp/tutti-topo-comm.$$; "
+             "rm -f /tmp/tutti-topo-comm.$$; exit $rc",
+             getenv("TUTTI_RUN"), getenv("TUTTI_TOPO"));
+    cr_assert_eq(sh(cmd), 0, "tutti-topo --comm did not show the expected layout");
+}
+
+Test(multinode, topo_simulate_4096_ranks, .timeout = 60)
+{
+    char cmd[1024];
+
+    snprintf(cmd, sizeof(cmd),
+             "out=$(timeout 10 '%s' --simulate --nodes 512 --per-node 8) || exit 1; "
+             "for c in all_reduce all_gather reduce_scatter broadcast reduce; do "
+             "echo \"$out\" | grep -q \"# $c:\" || exit 2; done; "
+             "echo \"$out\" | grep -q 'hier' || exit 3; "
+             "echo \"$out\" | grep -c '^ *536870912 ' | grep -q 5 || exit 4",
+             getenv("TUTTI_TOPO"));
+    cr_assert_eq(sh(cmd), 0, "tutti-topo --simulate for 512 x 8 ranks failed");
+}
