@@ -63,6 +63,21 @@ Test(multinode, every_algorithm_forced_2x2, .timeout = 600)
     }
 }
 
+/* The dtype x op matrix under each forced algorithm that has alternatives. */
+Test(multinode, every_algorithm_every_dtype_and_op_2x2, .timeout = 900)
+{
+    static const char *forced[] = {
+        "all_reduce:ring", "all_reduce:rd",   "all_reduce:rabenseifner",
+        "all_reduce:tree", "all_reduce:hier", "all_gather:rd",
+        "all_gather:hier", "broadcast:tree",  "broadcast:hier",
+    };
+    for (size_t i = 0; i < sizeof(forced) / sizeof(forced[0]); i++) {
+        char env[128];
+        snprintf(env, sizeof(env), "TUTTI_ALGO=%s", forced[i]);
+        run(env, 4, 2, getenv("COLL_CHECK"), "matrix 10007");
+    }
+}
+
 Test(multinode, perf_over_sockets, .timeout = 300)
 {
     run("", 4, 2, getenv("TUTTI_PERF"), "all -b 8 -e 1M -f 16 -n 3 -w 1 -c 1");
