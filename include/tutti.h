@@ -204,6 +204,14 @@ TUTTI_API tutti_result_t tutti_comm_init_env(tutti_comm_t *comm);
  */
 TUTTI_API tutti_result_t tutti_comm_destroy(tutti_comm_t comm);
 
+/*
+ * tutti_comm_abort - make whatever comm is doing fail, from any thread.
+ * A collective blocked in comm returns TUTTI_ERR_ABORTED within milliseconds; comm enters
+ * its error state and tells its peers, whose blocked calls fail with TUTTI_ERR_REMOTE. Later
+ * calls on comm fail at once; tutti_comm_destroy still releases it. Non-blocking.
+ */
+TUTTI_API tutti_result_t tutti_comm_abort(tutti_comm_t comm);
+
 /* Queries. Each writes its output and returns TUTTI_SUCCESS, or TUTTI_ERR_INVALID_ARG. */
 TUTTI_API tutti_result_t tutti_comm_rank(tutti_comm_t comm, int *rank);
 TUTTI_API tutti_result_t tutti_comm_size(tutti_comm_t comm, int *size);

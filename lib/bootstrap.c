@@ -51,7 +51,18 @@ struct tt_boot {
     struct boot_msg *head, **tailp;
     struct pollfd *pfd;
     int pfdcap;
+    const volatile int *abort;
 };
+
+void tt_boot_set_abort(struct tt_boot *b, const volatile int *flag)
+{
+    b->abort = flag;
+}
+
+static int aborted(const struct tt_boot *b)
+{
+    return b->abort && *b->abort;
+}
 
 static void enqueue(struct tt_boot *b, struct boot_msg *m)
 {
@@ -384,6 +395,9 @@ static tutti_result_t out_write(struct tt_boot *b, int peer, const void *buf, si
         }
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return tt_fail(NULL, TUTTI_ERR_REMOTE, "bootstrap: send to rank %d failed: %m", peer);
+        if (aborted(b))
+            return tt_fail(NULL, TUTTI_ERR_ABORTED, "bootstrap: aborted while sending to rank %d",
+                           peer);
         if (tt_now() >= deadline)
             return tt_fail(NULL, TUTTI_ERR_TIMEOUT,
                            "bootstrap: rank %d did not take our message within %.0f s", peer,
@@ -453,6 +467,9 @@ tutti_result_t tt_boot_recv(struct tt_boot *b, int peer, uint32_t tag, void *dat
                                "bootstrap: rank %d closed its connection (did it exit or fail?)",
                                peer);
         }
+        if (aborted(b))
+            return tt_fail(NULL, TUTTI_ERR_ABORTED, "bootstrap: aborted while waiting for rank %d",
+                           peer);
         if (tt_now() >= deadline)
             return tt_fail(NULL, TUTTI_ERR_TIMEOUT,
                            "bootstrap: nothing from rank %d (tag %u) for %.0f s (TUTTI_TIMEOUT)",

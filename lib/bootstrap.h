@@ -48,6 +48,9 @@ tutti_result_t tt_boot_recv(struct tt_boot *b, int peer, uint32_t tag, void *dat
 tutti_result_t tt_boot_allgather(struct tt_boot *b, void *data, size_t each);
 tutti_result_t tt_boot_barrier(struct tt_boot *b);
 
+/* Waits also end (TUTTI_ERR_ABORTED) once *flag becomes non-zero (tutti_comm_abort). */
+void tt_boot_set_abort(struct tt_boot *b, const volatile int *flag);
+
 /* The address of this rank's bootstrap listener (its interface is the one facing the root). */
 const struct tt_addr *tt_boot_self_addr(const struct tt_boot *b);
 

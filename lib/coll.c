@@ -62,6 +62,9 @@ const char *tutti_op_name(tutti_op_t op)
 static tutti_result_t check_comm(struct tutti_comm *comm, tutti_stream_t stream, const char *fn)
 {
     TT_CHECK(tt_comm_check(comm, fn));
+    if (comm->error == TUTTI_SUCCESS && __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE))
+        tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_ABORTED,
+                                        "%s: the communicator was aborted (tutti_comm_abort)", fn));
     if (comm->error != TUTTI_SUCCESS)
         return tt_fail_quiet(comm, comm->error,
                              "%s: the communicator is unusable after an earlier error: %s", fn,

@@ -77,12 +77,31 @@ tutti_result_t tt_comm_check(struct tutti_comm *comm, const char *fn)
 
 tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc)
 {
+    size_t n = (size_t)comm->nranks * (size_t)comm->conns.nchannels;
+
     tt_error_to_comm(comm);
-    if (comm->error == TUTTI_SUCCESS) {
-        comm->error = rc;
-        snprintf(comm->fatal, sizeof(comm->fatal), "%s", comm->last_error);
+    if (comm->error != TUTTI_SUCCESS)
+        return rc;
+    comm->error = rc;
+    snprintf(comm->fatal, sizeof(comm->fatal), "%s", comm->last_error);
+    /* Tell every peer we are connected to: their waits on us end now, not at their deadline,
+     * and the error spreads through the whole communicator in a few hops. */
+    for (size_t i = 0; i < n; i++) {
+        if (comm->conns.send && comm->conns.send[i])
+            comm->conns.send[i]->tp->fail(comm->conns.send[i]);
+        if (comm->conns.recv && comm->conns.recv[i])
+            comm->conns.recv[i]->tp->fail(comm->conns.recv[i]);
     }
     return rc;
+}
+
+tutti_result_t tutti_comm_abort(tutti_comm_t comm)
+{
+    TT_CHECK(tt_comm_check(comm, "tutti_comm_abort"));
+    /* Only the flag: the thread inside the communicator sees it within milliseconds, fails
+     * with TUTTI_ERR_ABORTED and tells the peers. */
+    __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+    return TUTTI_SUCCESS;
 }
 
 static int transport_allowed(const char *name)
@@ -193,6 +212,7 @@ static tutti_result_t connect_links(struct tutti_comm *c, const struct link *rec
                                    .slot_bytes = c->slot_bytes,
                                    .nslots = c->nslots,
                                    .sleepy = c->sleepy,
+                                   .pids = c->pids,
                                    .net_addr = tt_boot_self_addr(c->boot),
                                    .timeout_s = c->timeout_s};
     unsigned char wire[WIRE_BLOB];
@@ -300,6 +320,7 @@ static void comm_free(struct tutti_comm *c)
     free(c->tp_of);
     free(c->rings);
     tt_topo_free(&c->topo);
+    free(c->pids);
     free(c->peers);
     c->magic = 0;
     free(c);
@@ -381,10 +402,16 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     c->conns.nranks = c->nranks;
     c->conns.nchannels = 2 * c->nchannels;
     TT_CHECK(tt_boot_init(info, c->rank, c->nranks, c->timeout_s, &c->boot));
+    tt_boot_set_abort(c->boot, &c->abort_flag);
 
     TT_CHECK(tt_topo_self(&c->peers[c->rank], local_rank_hint, c->rank));
     TT_CHECK(tt_boot_allgather(c->boot, c->peers, sizeof(*c->peers)));
     TT_CHECK(tt_topo_derive(c->peers, c->nranks, c->rank, &c->topo));
+    c->pids = malloc(n * sizeof(*c->pids));
+    if (!c->pids)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory for a communicator");
+    for (size_t r = 0; r < n; r++)
+        c->pids[r] = c->peers[r].pid;
     c->local_rank = local_rank_hint >= 0 ? local_rank_hint : c->topo.local_of[c->rank];
     c->local_size = c->topo.node_size[c->topo.node_of[c->rank]];
     c->sleepy = oversubscribed(c->topo.machine_ranks, c->peers[c->rank].ncpus);

@@ -40,8 +40,9 @@ struct tutti_comm {
 
     tutti_result_t error;      /* sticky: TUTTI_SUCCESS while healthy */
     char fatal[TT_ERRMSG_LEN]; /* message of the error that made it unusable */
-    volatile int abort_flag;
-    uint64_t seq; /* collectives started */
+    volatile int abort_flag;   /* set by tutti_comm_abort, from any thread */
+    int32_t *pids;             /* process id of every rank */
+    uint64_t seq;              /* collectives started */
     char last_error[TT_ERRMSG_LEN];
 
     /* Reused between calls so the hot path does not allocate. */

@@ -50,6 +50,8 @@ static struct knob knobs[] = {
      0, 0},
     {"TUTTI_NSOCKS", "2",
      "TCP sockets per network connection (1..16); messages alternate over them", NULL, 0, 0},
+    {"TUTTI_NET_TIMEOUT", "5",
+     "seconds a network link may stay silent before its connections count as dead", NULL, 0, 0},
     {"TUTTI_TRANSPORTS", "", "transports to exclude (^shm) or allow (shm); empty: all", NULL, 0, 0},
     {"TUTTI_TOPO_FILE", "", "hwloc XML to use instead of the live machine's topology", NULL, 0, 0},
     {"TUTTI_TOPO_DUMP_FILE", "", "rank 0 writes the detected topology (hwloc XML) here", NULL, 0,

@@ -305,7 +305,7 @@ tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin, i
                            const volatile int *abort_flag, const struct tt_label *what)
 {
     struct tt_backoff b;
-    double last_move = tt_now();
+    double last_move = tt_now(), last_alive = last_move;
     char name[96];
 
     tt_backoff_init(&b, spin);
@@ -340,6 +340,17 @@ tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin, i
         }
         if (last_move == 0)
             last_move = now;
+        /* Every 20 ms of waiting, ask whether the peer we wait for is still there. */
+        if (x->wait_conn && now - last_alive > 0.02) {
+            tutti_result_t a = x->wait_conn->tp->alive(x->wait_conn);
+            last_alive = now;
+            if (a != TUTTI_SUCCESS) {
+                tt_label_format(what, name, sizeof(name));
+                for (size_t i = 0; i < x->npend; i++)
+                    x->pend[i]->queued = 0;
+                return tt_fail(NULL, a, "%s: %s", name, tt_thread_error());
+            }
+        }
         if (abort_flag && *abort_flag) {
             tt_label_format(what, name, sizeof(name));
             return tt_fail(NULL, TUTTI_ERR_ABORTED, "%s: aborted", name);

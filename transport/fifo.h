@@ -45,6 +45,7 @@ struct tt_fifo_cell {
 struct tt_fifo_ctrl {
     _Alignas(64) _Atomic uint64_t tail;     /* cells released by the receiver */
     _Atomic uint64_t data_tail;             /* data slots released by the receiver */
+    _Alignas(64) _Atomic uint32_t failed;   /* either side gave up (transport.h fail) */
     _Alignas(64) _Atomic uint32_t sleeping; /* receiver is (about to be) blocked on wake */
     _Atomic uint32_t wake;                  /* futex word bumped by the sender */
     _Alignas(64) uint32_t magic;
@@ -82,6 +83,7 @@ static inline void tt_fifo_format(void *region, uint32_t nslots, size_t slot_byt
 {
     struct tt_fifo_ctrl *c = region;
 
+    atomic_init(&c->failed, 0);
     atomic_init(&c->sleeping, 0);
     atomic_init(&c->wake, 0);
     c->sleepy = sleepy ? 1 : 0;
@@ -153,6 +155,19 @@ static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes)
     if (c->bytes <= TT_FIFO_INLINE)
         return c->data;
     return f->data + (size_t)(f->data_pos % f->nslots) * f->slot_bytes;
+}
+
+/* Either side: give up; wake a sleeping receiver so it sees it. */
+static inline void tt_fifo_fail(struct tt_fifo *f)
+{
+    atomic_store_explicit(&f->ctrl->failed, 1, memory_order_release);
+    atomic_fetch_add_explicit(&f->ctrl->wake, 1, memory_order_release);
+    syscall(SYS_futex, &f->ctrl->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+static inline int tt_fifo_failed(const struct tt_fifo *f)
+{
+    return atomic_load_explicit(&f->ctrl->failed, memory_order_acquire) != 0;
 }
 
 /* Receiver: block until the next message may be there, at most `ns` nanoseconds. */

@@ -69,8 +69,13 @@ static tutti_result_t mem_send_connect(const struct tt_transport_ctx *ctx, int p
 
 static tutti_result_t mem_send_slot(struct tt_conn *conn, size_t bytes, void **slot)
 {
-    *slot = tt_fifo_send_slot(&((struct mem_conn *)conn)->fifo, bytes);
-    return *slot ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
+    struct tt_fifo *f = &((struct mem_conn *)conn)->fifo;
+
+    *slot = tt_fifo_send_slot(f, bytes);
+    if (*slot)
+        return TUTTI_SUCCESS;
+    return tt_fifo_failed(f) ? tt_fail(NULL, TUTTI_ERR_REMOTE, "mem: the peer gave up")
+                             : TUTTI_IN_PROGRESS;
 }
 
 static tutti_result_t mem_send_commit(struct tt_conn *conn, size_t bytes)
@@ -81,14 +86,24 @@ static tutti_result_t mem_send_commit(struct tt_conn *conn, size_t bytes)
 
 static tutti_result_t mem_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes)
 {
-    *slot = tt_fifo_recv_peek(&((struct mem_conn *)conn)->fifo, bytes);
-    return *slot ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
+    struct tt_fifo *f = &((struct mem_conn *)conn)->fifo;
+
+    *slot = tt_fifo_recv_peek(f, bytes);
+    if (*slot)
+        return TUTTI_SUCCESS;
+    return tt_fifo_failed(f) ? tt_fail(NULL, TUTTI_ERR_REMOTE, "mem: the peer gave up")
+                             : TUTTI_IN_PROGRESS;
 }
 
 static tutti_result_t mem_recv_release(struct tt_conn *conn)
 {
     tt_fifo_recv_release(&((struct mem_conn *)conn)->fifo);
     return TUTTI_SUCCESS;
+}
+
+static void mem_fail(struct tt_conn *conn)
+{
+    tt_fifo_fail(&((struct mem_conn *)conn)->fifo);
 }
 
 static void mem_close(struct tt_conn *conn)
@@ -114,5 +129,7 @@ const struct tt_transport tt_transport_mem = {
     .recv_release = mem_recv_release,
     .progress = tt_transport_no_progress,
     .wait = tt_transport_sleep,
+    .alive = tt_transport_no_alive,
+    .fail = mem_fail,
     .close = mem_close,
 };

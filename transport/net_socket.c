@@ -158,10 +158,23 @@ static tutti_result_t sock_recv_setup(const struct tt_transport_ctx *ctx, int pe
     return TUTTI_SUCCESS;
 }
 
+/*
+ * No Nagle delay; and a link that goes silent is declared dead after TUTTI_NET_TIMEOUT
+ * seconds instead of TCP's minutes: keepalive probes on idle sockets (a receiver has nothing
+ * to send), a user timeout on unacknowledged data.
+ */
 static void tune_socket(int fd)
 {
-    int one = 1;
+    int one = 1, t = (int)tt_env_int("TUTTI_NET_TIMEOUT");
+    int idle = t / 2 > 0 ? t / 2 : 1, count = t - idle > 0 ? t - idle : 1, intvl = 1;
+    unsigned user_ms = (unsigned)(t > 0 ? t : 1) * 1000u;
+
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof(user_ms));
 }
 
 static tutti_result_t sock_send_connect(const struct tt_transport_ctx *ctx, int peer, int channel,
@@ -423,6 +436,18 @@ static void sock_wait(struct tt_conn *conn, long ns)
     poll(p, (nfds_t)n, (int)(ns / 1000000) + 1);
 }
 
+static void sock_fail(struct tt_conn *conn)
+{
+    struct sock_conn *c = (struct sock_conn *)conn;
+
+    /* The peer reads end-of-file (or a reset) at once. */
+    for (int s = 0; s < c->nsocks; s++)
+        if (c->fds[s] >= 0)
+            shutdown(c->fds[s], SHUT_RDWR);
+    if (!c->failed)
+        c->failed = TUTTI_ERR_REMOTE;
+}
+
 static void sock_close(struct tt_conn *conn)
 {
     if (conn)
@@ -442,5 +467,7 @@ const struct tt_transport tt_transport_socket = {
     .recv_release = sock_recv_release,
     .progress = sock_progress,
     .wait = sock_wait,
+    .alive = tt_transport_no_alive,
+    .fail = sock_fail,
     .close = sock_close,
 };

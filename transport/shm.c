@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +29,16 @@ struct shm_conn {
     void *map;
     size_t map_len;
     int owner; /* the receiver, which created the segment */
+    int32_t peer_pid;
     char name[96];
 };
+
+static tutti_result_t gave_up(struct shm_conn *c)
+{
+    return tt_fail(NULL, TUTTI_ERR_REMOTE,
+                   "shm: rank %d gave up on the connection (it failed or was aborted)",
+                   c->base.peer);
+}
 
 struct shm_blob {
     char name[96];
@@ -94,6 +103,7 @@ static tutti_result_t shm_recv_setup(const struct tt_transport_ctx *ctx, int pee
     tt_fifo_format(c->map, b.nslots, b.slot_bytes, ctx->sleepy);
     tt_fifo_view(&c->fifo, c->map);
     c->owner = 1;
+    c->peer_pid = ctx->pids ? ctx->pids[peer] : 0;
     memcpy(c->name, b.name, sizeof(c->name));
     c->base.tp = &tt_transport_shm;
     c->base.peer = peer;
@@ -118,7 +128,6 @@ static tutti_result_t shm_send_connect(const struct tt_transport_ctx *ctx, int p
     struct shm_conn *c;
     tutti_result_t rc;
 
-    (void)ctx;
     if (blob_len != sizeof(b))
         return tt_fail(NULL, TUTTI_ERR_INTERNAL, "shm: connection blob from rank %d has %zu bytes",
                        peer, blob_len);
@@ -146,6 +155,7 @@ static tutti_result_t shm_send_connect(const struct tt_transport_ctx *ctx, int p
     for (size_t off = 0; off < c->map_len - TT_FIFO_DATA_OFFSET; off += 4096)
         ((volatile char *)c->fifo.data)[off] = 0;
     atomic_store(&c->fifo.ctrl->sender_attached, 1);
+    c->peer_pid = ctx->pids ? ctx->pids[peer] : 0;
     c->base.tp = &tt_transport_shm;
     c->base.peer = peer;
     c->base.channel = channel;
@@ -166,7 +176,9 @@ static tutti_result_t shm_send_slot(struct tt_conn *conn, size_t bytes, void **s
     struct shm_conn *c = (struct shm_conn *)conn;
 
     *slot = tt_fifo_send_slot(&c->fifo, bytes);
-    return *slot ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
+    if (*slot)
+        return TUTTI_SUCCESS;
+    return tt_fifo_failed(&c->fifo) ? gave_up(c) : TUTTI_IN_PROGRESS;
 }
 
 static tutti_result_t shm_send_commit(struct tt_conn *conn, size_t bytes)
@@ -180,7 +192,9 @@ static tutti_result_t shm_recv_peek(struct tt_conn *conn, const void **slot, siz
     struct shm_conn *c = (struct shm_conn *)conn;
 
     *slot = tt_fifo_recv_peek(&c->fifo, bytes);
-    return *slot ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
+    if (*slot)
+        return TUTTI_SUCCESS;
+    return tt_fifo_failed(&c->fifo) ? gave_up(c) : TUTTI_IN_PROGRESS;
 }
 
 static tutti_result_t shm_recv_release(struct tt_conn *conn)
@@ -199,6 +213,21 @@ static void shm_wait(struct tt_conn *conn, long ns)
         tt_transport_sleep(conn, ns);
 }
 
+static tutti_result_t shm_alive(struct tt_conn *conn)
+{
+    struct shm_conn *c = (struct shm_conn *)conn;
+
+    if (c->peer_pid > 0 && kill(c->peer_pid, 0) != 0 && errno == ESRCH)
+        return tt_fail(NULL, TUTTI_ERR_REMOTE, "shm: rank %d (pid %d) has died", c->base.peer,
+                       (int)c->peer_pid);
+    return TUTTI_SUCCESS;
+}
+
+static void shm_fail(struct tt_conn *conn)
+{
+    tt_fifo_fail(&((struct shm_conn *)conn)->fifo);
+}
+
 static void shm_close(struct tt_conn *conn)
 {
     struct shm_conn *c = (struct shm_conn *)conn;
@@ -213,6 +242,12 @@ static void shm_close(struct tt_conn *conn)
 }
 
 tutti_result_t tt_transport_no_progress(struct tt_conn *conn)
+{
+    (void)conn;
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_transport_no_alive(struct tt_conn *conn)
 {
     (void)conn;
     return TUTTI_SUCCESS;
@@ -250,5 +285,7 @@ const struct tt_transport tt_transport_shm = {
     .recv_release = shm_recv_release,
     .progress = tt_transport_no_progress,
     .wait = shm_wait,
+    .alive = shm_alive,
+    .fail = shm_fail,
     .close = shm_close,
 };

@@ -38,7 +38,8 @@ struct tt_transport_ctx {
     const char *job_tag; /* unique per communicator; used in names of OS objects */
     size_t slot_bytes;
     int nslots;
-    int sleepy; /* receivers may block in the kernel while waiting (oversubscribed host) */
+    int sleepy;          /* receivers may block in the kernel while waiting (oversubscribed host) */
+    const int32_t *pids; /* process id of every rank (meaningful for ranks on this machine) */
     const void *net_addr; /* struct tt_addr: where network transports listen (port 0) */
     double timeout_s;     /* bound on set-up waits */
 };
@@ -62,6 +63,11 @@ struct tt_transport {
     /* Block up to ns nanoseconds or until the connection may have moved (a hint: it may
      * return at once). */
     void (*wait)(struct tt_conn *conn, long ns);
+    /* TUTTI_ERR_REMOTE (message set) if the peer is known to be gone, else TUTTI_SUCCESS.
+     * Cheap enough to call every few milliseconds of waiting. */
+    tutti_result_t (*alive)(struct tt_conn *conn);
+    /* This side gives up: the peer's next operation on the connection fails at once. */
+    void (*fail)(struct tt_conn *conn);
     void (*close)(struct tt_conn *conn);
 };
 
@@ -76,6 +82,8 @@ extern const struct tt_transport tt_transport_socket;
 tutti_result_t tt_transport_no_progress(struct tt_conn *conn);
 /* A wait() that just sleeps. */
 void tt_transport_sleep(struct tt_conn *conn, long ns);
+/* alive() for transports that cannot tell. */
+tutti_result_t tt_transport_no_alive(struct tt_conn *conn);
 /* finish() and flush() for transports with nothing to finish or flush. */
 tutti_result_t tt_transport_no_finish(struct tt_conn *conn, double deadline);
 tutti_result_t tt_transport_no_flush(struct tt_conn *conn);

@@ -3,7 +3,7 @@
 # transport run over the veth addresses (10.231.0.1 and .2), nothing else. Skips (77) with
 # the reason when namespaces cannot be made here (not root, no ip(8), no netns support).
 set -u
-run=$1 perf=$2
+run=$1 perf=$2 fault=${3:-}
 ns1=tutti-t1-$$ ns2=tutti-t2-$$ v1=tt1-$$ v2=tt2-$$
 skip() { echo "SKIP: $*"; exit 77; }
 cleanup() { ip netns del "$ns1" 2>/dev/null; ip netns del "$ns2" 2>/dev/null; }
@@ -37,7 +37,38 @@ ok=1
 grep -q "Out of bounds values : 0 OK" "$out/r0" || ok=0
 grep -q "transport socket" "$out/r0" || ok=0
 grep -q "interface $v1 (10.231.0.1" "$out/r0" || ok=0
+[ $ok = 1 ] || { rm -rf "$out"; echo "netns test failed (exit $rc0 / $rc1)"; exit 1; }
+echo "netns: collectives over the veth pair passed"
+
+# Cut the link in the middle of all-reduces: both ranks must fail (no hang) within 10 s,
+# with the default TUTTI_NET_TIMEOUT and no TUTTI_TIMEOUT.
+[ -n "$fault" ] || exit 0
+common="MASTER_ADDR=10.231.0.1 MASTER_PORT=29632 WORLD_SIZE=2 TUTTI_SECRET=netns-cut-$$"
+mkdir -p "$out/cut"
+ip netns exec "$ns1" env $common RANK=0 TUTTI_HOSTID=ns1 TUTTI_SOCKET_IFNAME="=$v1" \
+    "$fault" "$out/cut" loop >"$out/c0" 2>&1 &
+p0=$!
+ip netns exec "$ns2" env $common RANK=1 TUTTI_HOSTID=ns2 TUTTI_SOCKET_IFNAME="=$v2" \
+    "$fault" "$out/cut" loop >"$out/c1" 2>&1 &
+p1=$!
+i=0
+while [ ! -e "$out/cut/pid.0" ] || [ ! -e "$out/cut/pid.1" ]; do
+    i=$((i + 1)); [ $i -lt 300 ] || { echo "ranks never got ready"; cat "$out/c0" "$out/c1"; exit 1; }
+    sleep 0.1
+done
+sleep 1
+ip netns exec "$ns1" ip link set "$v1" down
+cut=$(date +%s.%N)
+( sleep 20; kill -9 $p0 $p1 ) </dev/null >/dev/null 2>&1 &
+guard=$!
+wait $p0; rc0=$?
+wait $p1; rc1=$?
+done_at=$(date +%s.%N)
+kill $guard 2>/dev/null
+cat "$out/c0" "$out/c1" | grep RESULT
+took=$(awk "BEGIN { printf \"%.1f\", $done_at - $cut }")
+echo "netns: link cut; both ranks returned errors $took s later (exit $rc0 / $rc1)"
 rm -rf "$out"
-[ $ok = 1 ] && echo "netns: collectives over the veth pair passed" && exit 0
-echo "netns test failed (exit $rc0 / $rc1)"
+[ $rc0 = 0 ] && [ $rc1 = 0 ] && awk "BEGIN { exit !($took < 10) }" && exit 0
+echo "link-cut test failed"
 exit 1

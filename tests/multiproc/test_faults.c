@@ -1,0 +1,200 @@
+/*
+ * test_faults.c -- failures surface on every rank, fast: a rank killed with SIGKILL in the
+ * middle of all-reduces (over shared memory, and across emulated nodes over sockets), and
+ * tutti_comm_abort from another thread. Every surviving rank must return an error within
+ * 10 s with the default settings, a later call must fail at once, destroy must return, and
+ * nothing may be left in /dev/shm. Ranks are started here directly (MASTER_ADDR rendezvous).
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static pid_t start(int rank, int n, int port, const char *mode, const char *hostid)
+{
+    pid_t pid = fork();
+
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        char v[64], out[128];
+        snprintf(out, sizeof(out), "%s/out.%d", dir, rank);
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        snprintf(v, sizeof(v), "%d", rank);
+        setenv("RANK", v, 1);
+        snprintf(v, sizeof(v), "%d", n);
+        setenv("WORLD_SIZE", v, 1);
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        snprintf(v, sizeof(v), "%d", port);
+        setenv("MASTER_PORT", v, 1);
+        snprintf(v, sizeof(v), "fault%d", (int)getppid());
+        setenv("TUTTI_JOB_TAG", v, 1);
+        setenv("TUTTI_SOCKET_IFNAME", "=lo", 1);
+        unsetenv("TUTTI_TIMEOUT"); /* the defaults are what is tested */
+        if (hostid)
+            setenv("TUTTI_HOSTID", hostid, 1);
+        execl(getenv("FAULT_RANK"), "fault_rank", dir, mode, (char *)NULL);
+        _exit(126);
+    }
+    return pid;
+}
+
+static const char *output(int r)
+{
+    static char buf[8192];
+    char path[128];
+    FILE *f;
+    size_t k;
+
+    snprintf(path, sizeof(path), "%s/out.%d", dir, r);
+    f = fopen(path, "r");
+    if (!f)
+        return "";
+    k = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[k] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void wait_ready(int n)
+{
+    double t0 = now();
+    for (int r = 0; r < n; r++) {
+        char path[128];
+        snprintf(path, sizeof(path), "%s/pid.%d", dir, r);
+        while (access(path, F_OK) != 0) {
+            cr_assert(now() - t0 < 30, "rank %d never got ready: %s", r, output(r));
+            usleep(10000);
+        }
+    }
+}
+
+static int wait_exit(pid_t pid, double limit)
+{
+    double t0 = now();
+    int st;
+
+    while (waitpid(pid, &st, WNOHANG) != pid) {
+        if (now() - t0 > limit) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        usleep(10000);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void assert_no_shm(void)
+{
+    char prefix[64];
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+
+    snprintf(prefix, sizeof(prefix), "tutti-fault%d-", (int)getpid());
+    while (d && (e = readdir(d)) != NULL)
+        cr_assert(strncmp(e->d_name, prefix, strlen(prefix)) != 0, "left in /dev/shm: %s",
+                  e->d_name);
+    if (d)
+        closedir(d);
+}
+
+static void setup(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/tutti-fault-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+}
+
+/* Kill rank `victim` of n mid-loop; every other rank must report an error within 10 s. */
+static void kill_one(int n, int victim, int nodes)
+{
+    pid_t pids[8];
+    int port = free_port();
+    double killed;
+
+    for (int r = 0; r < n; r++) {
+        char host[32];
+        snprintf(host, sizeof(host), "node%d", r * nodes / n);
+        pids[r] = start(r, n, port, "loop", nodes > 1 ? host : NULL);
+    }
+    wait_ready(n);
+    usleep(500000); /* well inside the all-reduce loop */
+    kill(pids[victim], SIGKILL);
+    killed = now();
+    waitpid(pids[victim], NULL, 0);
+    for (int r = 0; r < n; r++) {
+        if (r == victim)
+            continue;
+        int code = wait_exit(pids[r], 15);
+        cr_assert_eq(code, 0, "rank %d: exit %d, %.1f s after the kill:\n%s", r, code,
+                     now() - killed, output(r));
+        double after;
+        const char *res = strstr(output(r), "RESULT");
+        cr_assert(res && sscanf(strstr(res, "after") + 6, "%lf", &after) == 1, "%s", output(r));
+        cr_assert(after < 10.0, "rank %d took %.2f s: %s", r, after, output(r));
+        printf("%s", res); /* the figures for RELIABILITY.md */
+    }
+    assert_no_shm();
+}
+
+Test(faults, killed_rank_over_shared_memory, .init = setup, .timeout = 60)
+{
+    kill_one(4, 2, 1);
+}
+
+Test(faults, killed_rank_across_nodes_over_sockets, .init = setup, .timeout = 60)
+{
+    kill_one(4, 1, 2);
+}
+
+Test(faults, abort_from_another_thread, .init = setup, .timeout = 60)
+{
+    pid_t p0, p1;
+    int port = free_port();
+
+    p0 = start(0, 2, port, "abort", NULL);
+    p1 = start(1, 2, port, "abort", NULL);
+    int c0 = wait_exit(p0, 20), c1 = wait_exit(p1, 20);
+    cr_assert_eq(c0, 0, "rank 0 (aborted): exit %d:\n%s", c0, output(0));
+    cr_assert_eq(c1, 0, "rank 1 (its peer): exit %d:\n%s", c1, output(1));
+    double after;
+    const char *res = strstr(output(0), "RESULT");
+    cr_assert(res && sscanf(strstr(res, "after") + 6, "%lf", &after) == 1, "%s", output(0));
+    cr_assert(after < 1.0, "the abort took %.2f s to end the call: %s", after, output(0));
+    res = strstr(output(1), "RESULT");
+    cr_assert(res && sscanf(strstr(res, "after") + 6, "%lf", &after) == 1, "%s", output(1));
+    cr_assert(after < 1.0, "the aborted rank's peer took %.2f s: %s", after, output(1));
+    printf("%s%s", strstr(output(0), "RESULT"), strstr(output(1), "RESULT"));
+    assert_no_shm();
+}

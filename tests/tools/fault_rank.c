@@ -1,0 +1,96 @@
+/*
+ * fault_rank -- a rank for the failure tests (started directly, not under tutti-run, which
+ * would stop the survivors itself).
+ *
+ *   fault_rank DIR loop     all-reduce 1M floats until a call fails (another rank is killed,
+ *                           or a link cut, by the test); report the error and how long after
+ *                           the last success it came, then destroy the communicator
+ *   fault_rank DIR abort    rank 0 blocks in an all-reduce that cannot complete (rank 1 holds
+ *                           back) and another thread aborts it after 1 s; rank 1 then joins
+ *                           the all-reduce and must fail at once because rank 0 gave up
+ * Each rank writes DIR/pid.RANK when ready and prints one line "RESULT rank R code C after
+ * T s: message". Exit 0 if the rank saw the error it should, 1 if not.
+ */
+#include "tutti.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static tutti_comm_t comm;
+static double abort_at;
+
+static void *aborter(void *arg)
+{
+    (void)arg;
+    sleep(1);
+    abort_at = now();
+    tutti_comm_abort(comm);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    size_t n = 1 << 20;
+    float *x = calloc(n, sizeof(float)), *y = calloc(n, sizeof(float));
+    int rank, size;
+    char path[512];
+    FILE *f;
+    double last = 0;
+    tutti_result_t rc;
+
+    if (argc < 3 || tutti_comm_init_env(&comm) != TUTTI_SUCCESS) {
+        fprintf(stderr, "fault_rank: init: %s\n", tutti_last_error());
+        return 2;
+    }
+    tutti_comm_rank(comm, &rank);
+    tutti_comm_size(comm, &size);
+    tutti_barrier(comm, NULL);
+    snprintf(path, sizeof(path), "%s/pid.%d", argv[1], rank);
+    f = fopen(path, "w");
+    fprintf(f, "%d\n", (int)getpid());
+    fclose(f);
+
+    if (strcmp(argv[2], "abort") == 0) {
+        pthread_t t;
+        if (rank == 0) {
+            pthread_create(&t, NULL, aborter, NULL);
+            rc = tutti_all_reduce(x, y, n, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
+            last = abort_at;
+            pthread_join(t, NULL);
+        } else {
+            sleep(3); /* rank 0 is aborted meanwhile */
+            last = now();
+            rc = tutti_all_reduce(x, y, n, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
+        }
+    } else {
+        for (;;) {
+            rc = tutti_all_reduce(x, y, n, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
+            if (rc != TUTTI_SUCCESS)
+                break;
+            last = now();
+        }
+    }
+    printf("RESULT rank %d code %s after %.2f s: %s\n", rank, tutti_strerror(rc), now() - last,
+           tutti_comm_last_error(comm));
+    fflush(stdout);
+    /* A later call fails at once; destroy releases everything. */
+    if (tutti_barrier(comm, NULL) == TUTTI_SUCCESS) {
+        printf("a call after the error succeeded\n");
+        return 1;
+    }
+    tutti_comm_destroy(comm);
+    if (strcmp(argv[2], "abort") == 0)
+        return rc == (rank == 0 ? TUTTI_ERR_ABORTED : TUTTI_ERR_REMOTE) ? 0 : 1;
+    return rc == TUTTI_ERR_REMOTE || rc == TUTTI_ERR_TIMEOUT ? 0 : 1;
+}
