@@ -143,6 +143,41 @@ static tutti_result_t check_coll(struct tutti_comm *comm, const struct tt_call *
     return TUTTI_SUCCESS;
 }
 
+struct stall_ctx {
+    struct tutti_comm *comm;
+    const struct tt_label *what;
+};
+
+/* TUTTI_STALL_WARN: say whom we wait for and which ranks of this node are elsewhere. */
+static void stall_report(void *arg, const struct tt_exec *x, double waited)
+{
+    const struct stall_ctx *sc = arg;
+    const struct tutti_comm *c = sc->comm;
+    char msg[1024], name[96];
+    int n = 0, me = c->topo.local_of[c->rank], node = c->topo.node_of[c->rank];
+
+    tt_label_format(sc->what, name, sizeof(name));
+    n += snprintf(msg + n, sizeof(msg) - (size_t)n, "%s: no progress for %.0f s, %s rank %d", name,
+                  waited, x->wait_dir == 's' ? "sending to" : "waiting for", x->wait_peer);
+    for (int r = 0; c->board.lines && r < c->nranks && n < (int)sizeof(msg) - 96; r++) {
+        const struct tt_board_line *l;
+        uint64_t seq;
+        if (c->topo.node_of[r] != node || c->topo.local_of[r] == me)
+            continue;
+        l = &c->board.lines[c->topo.local_of[r]];
+        seq = atomic_load_explicit(&l->seq, memory_order_acquire);
+        if (seq < c->seq)
+            n += snprintf(msg + n, sizeof(msg) - (size_t)n,
+                          "; rank %d has not reached it (its last operation: #%llu)", r,
+                          (unsigned long long)seq);
+        else if (seq == c->seq && !atomic_load_explicit(&l->active, memory_order_acquire))
+            n += snprintf(msg + n, sizeof(msg) - (size_t)n, "; rank %d has finished it", r);
+    }
+    if (c->topo.nnodes > 1)
+        snprintf(msg + n, sizeof(msg) - (size_t)n, "; ranks on other nodes are not visible here");
+    TT_WARN(TT_SUB_COLL, "%s (TUTTI_STALL_WARN)", msg);
+}
+
 static tutti_result_t run_plan(struct tutti_comm *comm, void *const *bufs, tutti_dtype_t dtype,
                                tutti_op_t op, const struct tt_label *what)
 {
@@ -158,9 +193,85 @@ static tutti_result_t run_plan(struct tutti_comm *comm, void *const *bufs, tutti
                       &comm->conns, &comm->exec_mem);
     if (rc != TUTTI_SUCCESS)
         return tt_comm_set_error(comm, rc);
-    rc = tt_exec_run(&x, comm->timeout_s, comm->spin, comm->sleepy, &comm->abort_flag, what);
+    struct stall_ctx sc = {comm, what};
+    struct tt_wait_policy w = {.timeout_s = comm->timeout_s,
+                               .spin = comm->spin,
+                               .sleepy = comm->sleepy,
+                               .abort_flag = &comm->abort_flag,
+                               .stall_s = comm->stall_s,
+                               .stall = stall_report,
+                               .stall_arg = &sc};
+    int local = comm->topo.local_of[comm->rank];
+
+    tt_board_enter(&comm->board, local, comm->seq, what->coll);
+    rc = tt_exec_run(&x, &w, what);
+    tt_board_leave(&comm->board, local);
     if (rc != TUTTI_SUCCESS)
         return tt_comm_set_error(comm, rc);
+    return TUTTI_SUCCESS;
+}
+
+/* What TUTTI_CHECK_COLL compares across ranks. */
+struct coll_desc {
+    uint32_t coll, dtype, op;
+    int32_t root;
+    uint64_t count, seq;
+};
+
+static int desc_str(const struct coll_desc *d, char *buf, size_t size)
+{
+    return snprintf(buf, size, "%s #%llu count %llu %s %s root %d",
+                    tt_coll_name((enum tt_coll)d->coll), (unsigned long long)d->seq,
+                    (unsigned long long)d->count, tutti_dtype_name((tutti_dtype_t)d->dtype),
+                    tutti_op_name((tutti_op_t)d->op), d->root);
+}
+
+/*
+ * TUTTI_CHECK_COLL: all-gather every rank's description of the call (over the ring, as data)
+ * and compare with rank 0's. Every rank sees the same table, so a mismatch fails the call
+ * identically everywhere, before anything of it is sent; the communicator stays usable.
+ */
+static tutti_result_t check_match(struct tutti_comm *comm, const struct tt_call *c)
+{
+    struct coll_desc me = {(uint32_t)c->coll, (uint32_t)c->dtype, 0, -1, c->count, comm->seq};
+    struct coll_desc *all = calloc((size_t)comm->nranks, sizeof(*all));
+    struct tt_coll_args a = {
+        .coll = TT_COLL_ALL_GATHER, .count = sizeof(me), .nchannels = 1, .topo = &comm->view};
+    struct tt_label label = {"collective check", TT_COLL_ALL_GATHER, comm->seq, sizeof(me),
+                             TUTTI_UINT8};
+    void *bufs[2] = {&me, all};
+    char msg[TT_ERRMSG_LEN], one[128];
+    int n = 0, bad = 0;
+    tutti_result_t rc;
+
+    if (!all)
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory for TUTTI_CHECK_COLL", c->fn);
+    if (c->coll == TT_COLL_ALL_REDUCE || c->coll == TT_COLL_REDUCE_SCATTER ||
+        c->coll == TT_COLL_REDUCE)
+        me.op = (uint32_t)c->op;
+    if (c->coll == TT_COLL_BROADCAST || c->coll == TT_COLL_REDUCE)
+        me.root = c->root;
+    tt_plan_reset(&comm->plan);
+    tt_allgather_ring(&comm->plan, comm->rings, &a);
+    rc = run_plan(comm, bufs, TUTTI_UINT8, TUTTI_SUM, &label);
+    if (rc != TUTTI_SUCCESS) {
+        free(all);
+        return rc;
+    }
+    desc_str(&all[0], one, sizeof(one));
+    n = snprintf(msg, sizeof(msg), "%s: TUTTI_CHECK_COLL: ranks disagree with rank 0 (%s):", c->fn,
+                 one);
+    for (int r = 1; r < comm->nranks; r++) {
+        if (memcmp(&all[r], &all[0], sizeof(all[0])) == 0)
+            continue;
+        bad++;
+        desc_str(&all[r], one, sizeof(one));
+        if (n < (int)sizeof(msg) - 32)
+            n += snprintf(msg + n, sizeof(msg) - (size_t)n, " rank %d: %s;", r, one);
+    }
+    free(all);
+    if (bad)
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s", msg);
     return TUTTI_SUCCESS;
 }
 
@@ -180,13 +291,18 @@ static tutti_result_t coll_run(struct tutti_comm *comm, const struct tt_call *c,
                        "%s: collectives inside tutti_group_start/end are not supported", c->fn);
     TT_CHECK(check_coll(comm, c, &a.inplace));
     comm->seq++;
+    if (comm->check_coll) {
+        tutti_result_t rc = check_match(comm, c);
+        if (rc != TUTTI_SUCCESS)
+            return rc;
+    }
     if (c->count == 0)
         return TUTTI_SUCCESS;
     bytes = c->count * tutti_dtype_size(c->dtype);
     if (c->coll == TT_COLL_ALL_GATHER || c->coll == TT_COLL_REDUCE_SCATTER)
         bytes *= (size_t)comm->nranks;
     algo = tt_tune_pick(&comm->tuner, c->coll, bytes, &a.nchannels);
-    label = (struct tt_label){tt_coll_name(c->coll), comm->seq, c->count, c->dtype};
+    label = (struct tt_label){tt_coll_name(c->coll), c->coll, comm->seq, c->count, c->dtype};
     if (tt_log_on(TT_LOG_TRACE, TT_SUB_COLL))
         TT_TRACE(TT_SUB_COLL, "%s #%llu: %zu x %s, %s, %d channel(s)%s", label.name,
                  (unsigned long long)label.seq, c->count, tutti_dtype_name(c->dtype), algo->name,
@@ -288,7 +404,7 @@ static tutti_result_t p2p_run(struct tutti_comm *comm, struct p2p_op *ops, int n
         tt_plan_step(&comm->plan, &s);
     }
     comm->seq++;
-    label = (struct tt_label){"point-to-point", comm->seq, (size_t)nops, TUTTI_NUM_DTYPES};
+    label = (struct tt_label){"point-to-point", 0xff, comm->seq, (size_t)nops, TUTTI_NUM_DTYPES};
     rc = run_plan(comm, bufs, TUTTI_UINT8, TUTTI_SUM, &label);
 out:
     free(order);

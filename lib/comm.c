@@ -320,6 +320,7 @@ static void comm_free(struct tutti_comm *c)
     free(c->tp_of);
     free(c->rings);
     tt_topo_free(&c->topo);
+    tt_board_free(&c->board);
     free(c->pids);
     free(c->peers);
     c->magic = 0;
@@ -440,8 +441,10 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
         }
         TT_CHECK(connect_links(c, recvs, c->nchannels, sends, c->nchannels));
     }
-    /* Everyone is connected before anyone sends data. */
-    return tt_boot_barrier(c->boot);
+    c->stall_s = tt_env_double("TUTTI_STALL_WARN");
+    c->check_coll = tt_env_int("TUTTI_CHECK_COLL") != 0;
+    /* Its barriers also make sure everyone is connected before anyone sends data. */
+    return tt_board_init(c);
 }
 
 tutti_result_t tutti_comm_init(tutti_comm_t *comm, int nranks, const tutti_id_t *id, int rank,

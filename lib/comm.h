@@ -7,6 +7,7 @@
 #include "../algorithms/algorithms.h"
 #include "../transport/transport.h"
 #include "bootstrap.h"
+#include "board.h"
 #include "exec.h"
 #include "topo.h"
 #include "tune.h"
@@ -34,6 +35,9 @@ struct tutti_comm {
     struct tt_rank_info *peers; /* every rank's record (topo.h) */
     struct tt_topo topo;        /* nodes, local ranks, ring order */
     struct tt_topo_view view;   /* the same, as algorithms see it */
+    struct tt_comm_board board; /* where this node's ranks are (board.h) */
+    double stall_s;             /* TUTTI_STALL_WARN */
+    int check_coll;             /* TUTTI_CHECK_COLL */
     struct tt_ring *rings;      /* one per channel */
     struct tt_exec_conns conns;
     const struct tt_transport **tp_of; /* transport chosen per peer, NULL if none yet */

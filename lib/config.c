@@ -27,6 +27,14 @@ static struct knob knobs[] = {
      "subsystems to log: comma list of INIT,COLL,SHM,NET,IB,TOPO,TUNE,DDP,BOOT; ^ excludes", NULL,
      0, 0},
     {"TUTTI_TIMEOUT", "300", "seconds any wait may make no progress before it fails", NULL, 0, 0},
+    {"TUTTI_STALL_WARN", "30",
+     "seconds without progress after which a rank logs which ranks have not reached the "
+     "operation (0: never)",
+     NULL, 0, 0},
+    {"TUTTI_CHECK_COLL", "0",
+     "1: before each collective, check that every rank calls the same one (kind, count, dtype, "
+     "op, root, sequence); costs an all-gather per call",
+     NULL, 0, 0},
     {"TUTTI_NCHANNELS", "1", "rings run in parallel, each over its own connections", NULL, 0, 0},
     {"TUTTI_BUFFSIZE", "1M", "bytes of FIFO per connection (split into TUTTI_STEPS slots)", NULL, 0,
      0},

@@ -301,14 +301,15 @@ tutti_result_t tt_exec_progress(struct tt_exec *x)
     return x->npend == 0 ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
 }
 
-tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin, int sleepy,
-                           const volatile int *abort_flag, const struct tt_label *what)
+tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
+                           const struct tt_label *what)
 {
     struct tt_backoff b;
     double last_move = tt_now(), last_alive = last_move;
+    int stalled = 0;
     char name[96];
 
-    tt_backoff_init(&b, spin);
+    tt_backoff_init(&b, w->spin);
     for (;;) {
         tutti_result_t r = tt_exec_progress(x);
         double now;
@@ -324,7 +325,7 @@ tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin, i
             last_move = 0;
             continue;
         }
-        if (sleepy) {
+        if (w->sleepy) {
             /* A few yields hand the core to a peer queued on it; then block until woken. */
             if (b.polls++ < 3 || !x->wait_conn)
                 sched_yield();
@@ -351,15 +352,19 @@ tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin, i
                 return tt_fail(NULL, a, "%s: %s", name, tt_thread_error());
             }
         }
-        if (abort_flag && *abort_flag) {
+        if (w->abort_flag && *w->abort_flag) {
             tt_label_format(what, name, sizeof(name));
             return tt_fail(NULL, TUTTI_ERR_ABORTED, "%s: aborted", name);
         }
-        if (now - last_move > timeout_s) {
+        if (w->stall_s > 0 && !stalled && now - last_move > w->stall_s) {
+            stalled = 1; /* once per operation */
+            w->stall(w->stall_arg, x, now - last_move);
+        }
+        if (now - last_move > w->timeout_s) {
             tt_label_format(what, name, sizeof(name));
             return tt_fail(NULL, TUTTI_ERR_TIMEOUT,
                            "%s: no progress for %.0f s while %s rank %d (TUTTI_TIMEOUT)", name,
-                           timeout_s, x->wait_dir == 's' ? "sending to" : "receiving from",
+                           w->timeout_s, x->wait_dir == 's' ? "sending to" : "receiving from",
                            x->wait_peer);
         }
     }

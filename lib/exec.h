@@ -79,6 +79,7 @@ tutti_result_t tt_exec_progress(struct tt_exec *x);
 /* What an operation is, for messages (formatted only when something fails). */
 struct tt_label {
     const char *name; /* "all_reduce" */
+    unsigned coll;    /* enum tt_coll, or 0xff for point-to-point */
     unsigned long long seq;
     size_t count;        /* elements, or operations for point-to-point */
     tutti_dtype_t dtype; /* TUTTI_NUM_DTYPES: count is operations */
@@ -87,14 +88,23 @@ struct tt_label {
 /* "all_reduce #12 (1000 x float32)" */
 void tt_label_format(const struct tt_label *l, char *buf, size_t size);
 
+/* How tt_exec_run waits. */
+struct tt_wait_policy {
+    double timeout_s; /* fail when nothing moves this long */
+    unsigned spin;    /* polls before a wait yields */
+    int sleepy;       /* ranks outnumber cores: yield a little, then block on the connection */
+    const volatile int *abort_flag;
+    double stall_s; /* after this long without progress, call stall() once (0: never) */
+    void (*stall)(void *arg, const struct tt_exec *x, double waited);
+    void *stall_arg;
+};
+
 /*
- * Run to completion, spinning `spin` polls before a wait yields. When `sleepy` (this host's
- * ranks outnumber its cores), a wait yields a few times and then blocks on the connection it
- * waits for, so the awaited rank gets the core. Fails with TUTTI_ERR_TIMEOUT when
- * nothing moves for timeout_s seconds, or TUTTI_ERR_ABORTED when *abort_flag becomes non-zero.
- * `what` names the operation in messages ("all_reduce #12").
+ * Run to completion. Fails with TUTTI_ERR_TIMEOUT when nothing moves for timeout_s seconds,
+ * TUTTI_ERR_ABORTED when *abort_flag becomes non-zero, TUTTI_ERR_REMOTE when the peer waited
+ * on is gone (checked every 20 ms). `what` names the operation in messages.
  */
-tutti_result_t tt_exec_run(struct tt_exec *x, double timeout_s, unsigned spin, int sleepy,
-                           const volatile int *abort_flag, const struct tt_label *what);
+tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
+                           const struct tt_label *what);
 
 #endif

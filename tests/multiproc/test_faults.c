@@ -40,6 +40,8 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
+static const char *extra_env;
+
 static pid_t start(int rank, int n, int port, const char *mode, const char *hostid)
 {
     pid_t pid = fork();
@@ -64,6 +66,8 @@ static pid_t start(int rank, int n, int port, const char *mode, const char *host
         unsetenv("TUTTI_TIMEOUT"); /* the defaults are what is tested */
         if (hostid)
             setenv("TUTTI_HOSTID", hostid, 1);
+        if (extra_env)
+            putenv((char *)extra_env);
         execl(getenv("FAULT_RANK"), "fault_rank", dir, mode, (char *)NULL);
         _exit(126);
     }
@@ -197,4 +201,30 @@ Test(faults, abort_from_another_thread, .init = setup, .timeout = 60)
     cr_assert(after < 1.0, "the aborted rank's peer took %.2f s: %s", after, output(1));
     printf("%s%s", strstr(output(0), "RESULT"), strstr(output(1), "RESULT"));
     assert_no_shm();
+}
+
+Test(faults, mismatched_collectives_are_named_on_every_rank, .init = setup, .timeout = 60)
+{
+    pid_t p[4];
+    int port = free_port();
+
+    extra_env = "TUTTI_CHECK_COLL=1";
+    for (int r = 0; r < 4; r++)
+        p[r] = start(r, 4, port, "mismatch", NULL);
+    for (int r = 0; r < 4; r++) {
+        int code = wait_exit(p[r], 30);
+        cr_assert_eq(code, 0, "rank %d: exit %d:\n%s", r, code, output(r));
+    }
+    printf("%s", strstr(output(0), "RESULT"));
+}
+
+Test(faults, stall_inspector_names_the_missing_rank, .init = setup, .timeout = 60)
+{
+    char cmd[1024];
+
+    snprintf(cmd, sizeof(cmd),
+             "TUTTI_STALL_WARN=1 timeout 5 '%s' -n 3 '%s' '%s' wait 2>&1 | "
+             "grep 'TUTTI_STALL_WARN' | grep -q 'rank 0 has not reached it'",
+             getenv("TUTTI_RUN"), getenv("RANK_HELPER"), dir);
+    cr_assert_eq(system(cmd), 0, "no stall report naming rank 0");
 }

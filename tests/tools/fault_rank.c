@@ -8,6 +8,9 @@
  *   fault_rank DIR abort    rank 0 blocks in an all-reduce that cannot complete (rank 1 holds
  *                           back) and another thread aborts it after 1 s; rank 1 then joins
  *                           the all-reduce and must fail at once because rank 0 gave up
+ *   fault_rank DIR mismatch with TUTTI_CHECK_COLL=1: rank 2 passes another count, rank 1
+ *                           (of 4+) another collective; every rank must get
+ *                           TUTTI_ERR_INVALID_ARG naming them, then matching calls work
  * Each rank writes DIR/pid.RANK when ready and prints one line "RESULT rank R code C after
  * T s: message". Exit 0 if the rank saw the error it should, 1 if not.
  */
@@ -61,6 +64,27 @@ int main(int argc, char **argv)
     fprintf(f, "%d\n", (int)getpid());
     fclose(f);
 
+    if (strcmp(argv[2], "mismatch") == 0) {
+        float v[101];
+        for (int i = 0; i < 101; i++)
+            v[i] = (float)rank;
+        if (rank == 1 && size > 3)
+            rc = tutti_broadcast(v, v, 100, TUTTI_FLOAT32, 0, comm, NULL);
+        else
+            rc =
+                tutti_all_reduce(v, v, rank == 2 ? 101 : 100, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
+        printf("RESULT rank %d code %s after 0 s: %s\n", rank, tutti_strerror(rc),
+               tutti_comm_last_error(comm));
+        if (rc != TUTTI_ERR_INVALID_ARG ||
+            !strstr(tutti_comm_last_error(comm), "rank 2: all_reduce") ||
+            (size > 3 && !strstr(tutti_comm_last_error(comm), "rank 1: broadcast")))
+            return 1;
+        /* The communicator is still usable and in step. */
+        rc = tutti_all_reduce(v, v, 100, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
+        printf("then: %s, v[0] = %g\n", tutti_strerror(rc), v[0]);
+        tutti_comm_destroy(comm);
+        return rc == TUTTI_SUCCESS && v[0] == (float)(size * (size - 1) / 2) ? 0 : 1;
+    }
     if (strcmp(argv[2], "abort") == 0) {
         pthread_t t;
         if (rank == 0) {
