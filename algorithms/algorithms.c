@@ -41,6 +41,12 @@ const struct tt_algo tt_algos[] = {
      tt_allgather_hier, tt_fits_hier},
     {12, "hier", "chain across node heads, then chains inside nodes", TT_COLL_BROADCAST,
      tt_broadcast_hier, fits_multinode},
+    {13, "det", "fixed rank-order reduction at each block's owner (TUTTI_DETERMINISTIC)",
+     TT_COLL_ALL_REDUCE, tt_allreduce_det, NULL},
+    {14, "det", "fixed rank-order reduction at each block's owner (TUTTI_DETERMINISTIC)",
+     TT_COLL_REDUCE_SCATTER, tt_reducescatter_det, NULL},
+    {15, "det", "fixed rank-order reduction at the root (TUTTI_DETERMINISTIC)", TT_COLL_REDUCE,
+     tt_reduce_det, NULL},
 };
 const int tt_num_algos = (int)(sizeof(tt_algos) / sizeof(tt_algos[0]));
 

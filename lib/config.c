@@ -35,6 +35,10 @@ static struct knob knobs[] = {
      "1: before each collective, check that every rank calls the same one (kind, count, dtype, "
      "op, root, sequence); costs an all-gather per call",
      NULL, 0, 0},
+    {"TUTTI_DETERMINISTIC", "0",
+     "1: all-reduce, reduce-scatter and reduce sum in one fixed order (bitwise reproducible "
+     "whatever algorithm, channels or chunk size; slower)",
+     NULL, 0, 0},
     {"TUTTI_NCHANNELS", "1", "rings run in parallel, each over its own connections", NULL, 0, 0},
     {"TUTTI_BUFFSIZE", "1M", "bytes of FIFO per connection (split into TUTTI_STEPS slots)", NULL, 0,
      0},

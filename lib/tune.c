@@ -167,6 +167,7 @@ tutti_result_t tt_tune_init(struct tt_tuner *t, int nranks, int max_channels,
     t->model.per_node = nranks / t->model.nnodes;
     t->model.chunk = chunk;
     t->model.oversub = oversub;
+    t->deterministic = tt_env_int("TUTTI_DETERMINISTIC") != 0;
     snprintf(buf, sizeof(buf), "%s", spec);
     for (char *save = NULL, *e = strtok_r(buf, ";", &save); e; e = strtok_r(NULL, ";", &save)) {
         char *colon = strchr(e, ':');
@@ -190,6 +191,16 @@ tutti_result_t tt_tune_init(struct tt_tuner *t, int nranks, int max_channels,
         }
         t->forced[c] = a;
     }
+    if (t->deterministic)
+        for (int c = 0; c < TT_NUM_COLLS; c++) {
+            const struct tt_algo *det = tt_algo_find((enum tt_coll)c, "det", nranks, topo);
+            if (!det)
+                continue;
+            if (t->forced[c] && t->forced[c] != det)
+                TT_WARN(TT_SUB_TUNE, "TUTTI_DETERMINISTIC=1 overrides TUTTI_ALGO for %s",
+                        tt_coll_name((enum tt_coll)c));
+            t->forced[c] = det;
+        }
     return TUTTI_SUCCESS;
 }
 

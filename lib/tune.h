@@ -42,6 +42,7 @@ struct tt_tuner {
     const struct tt_topo_view *topo;
     struct tt_model model;
     int max_channels;
+    int deterministic;                      /* TUTTI_DETERMINISTIC: reductions take "det" */
     unsigned char logged[TT_NUM_COLLS][64]; /* choices already logged, per log2(bytes) */
 };
 
