@@ -22,8 +22,11 @@ struct boot_msg {
     int from;
     uint32_t tag;
     size_t len;
+    size_t cap; /* bytes allocated: grows as the body arrives, never ahead of it */
     unsigned char *data;
 };
+
+#define BOOT_FIRST_ALLOC (64 * 1024)
 
 /* An accepted connection and where its reader is. */
 struct boot_in {
@@ -85,7 +88,8 @@ static void in_drop(struct tt_boot *b, int i)
         free(c->msg->data);
         free(c->msg);
     }
-    close(c->fd);
+    if (c->fd >= 0)
+        close(c->fd);
     b->in[i] = b->in[--b->nin];
 }
 
@@ -122,9 +126,12 @@ static int in_unit(struct tt_boot *b, int i)
             in_drop(b, i);
             return -1;
         }
+        /* Allocate for what has arrived, not for what the header claims. */
         c->msg = calloc(1, sizeof(*c->msg));
-        if (c->msg)
-            c->msg->data = malloc(len ? len : 1);
+        if (c->msg) {
+            c->msg->cap = len < BOOT_FIRST_ALLOC ? (len ? len : 1) : BOOT_FIRST_ALLOC;
+            c->msg->data = malloc(c->msg->cap);
+        }
         if (!c->msg || !c->msg->data) {
             TT_WARN(TT_SUB_BOOT, "bootstrap: out of memory for %llu bytes from rank %d",
                     (unsigned long long)len, c->peer);
@@ -147,29 +154,57 @@ static int in_unit(struct tt_boot *b, int i)
     return 0;
 }
 
-static void in_read(struct tt_boot *b, int i)
+/*
+ * Run `n` bytes that arrived on incoming connection i through its reader. Returns 0, or -1
+ * once the connection has been dropped (bad hello, malformed header, out of memory).
+ */
+static int in_feed(struct tt_boot *b, int i, const unsigned char *data, size_t n)
 {
-    for (;;) {
+    while (n > 0) {
         struct boot_in *c = &b->in[i];
         unsigned char *dst;
-        size_t want;
-        ssize_t n;
+        size_t want, take;
 
         if (c->state == IN_BODY) {
-            dst = c->msg->data;
-            want = c->msg->len;
+            struct boot_msg *m = c->msg;
+            want = m->len;
+            if (m->cap < want && c->got + n > m->cap) { /* grow, at most to the length */
+                size_t cap = m->cap * 2 > c->got + n ? m->cap * 2 : c->got + n;
+                unsigned char *g = realloc(m->data, cap < want ? cap : want);
+                if (!g) {
+                    TT_WARN(TT_SUB_BOOT, "bootstrap: out of memory for a message from rank %d",
+                            c->peer);
+                    in_drop(b, i);
+                    return -1;
+                }
+                m->data = g;
+                m->cap = cap < want ? cap : want;
+            }
+            dst = m->data;
         } else {
             dst = c->hdr;
             want = c->state == IN_HELLO ? TT_HELLO_PEER_LEN : TT_MSG_HDR_LEN;
         }
-        if (c->got == want) {
-            if (in_unit(b, i) != 0)
-                return;
-            continue;
-        }
-        n = recv(c->fd, dst + c->got, want - c->got, MSG_DONTWAIT);
+        take = want - c->got < n ? want - c->got : n;
+        memcpy(dst + c->got, data, take);
+        c->got += take;
+        data += take;
+        n -= take;
+        if (c->got == want && in_unit(b, i) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void in_read(struct tt_boot *b, int i)
+{
+    unsigned char buf[65536];
+
+    for (;;) {
+        ssize_t n = recv(b->in[i].fd, buf, sizeof(buf), MSG_DONTWAIT);
         if (n > 0) {
-            c->got += (size_t)n;
+            if (in_feed(b, i, buf, (size_t)n) != 0)
+                return;
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -506,6 +541,48 @@ tutti_result_t tt_boot_barrier(struct tt_boot *b)
 const struct tt_addr *tt_boot_self_addr(const struct tt_boot *b)
 {
     return &b->self;
+}
+
+struct tt_boot *tt_boot_fuzz_new(int nranks, const unsigned char *secret)
+{
+    struct tt_boot *b = calloc(1, sizeof(*b));
+
+    if (!b)
+        return NULL;
+    b->nranks = nranks;
+    b->lfd = -1;
+    b->tailp = &b->head;
+    memcpy(b->secret, secret, TT_SECRET_BYTES);
+    b->addrs = calloc((size_t)nranks, sizeof(*b->addrs));
+    b->out_fd = malloc((size_t)nranks * sizeof(int));
+    b->peer_closed = calloc((size_t)nranks, 1);
+    b->in = calloc(1, sizeof(*b->in));
+    if (!b->addrs || !b->out_fd || !b->peer_closed || !b->in) {
+        tt_boot_close(b);
+        return NULL;
+    }
+    for (int i = 0; i < nranks; i++)
+        b->out_fd[i] = -1;
+    b->incap = 1;
+    b->nin = 1;
+    b->in[0] = (struct boot_in){.fd = -1, .peer = -1, .state = IN_HELLO};
+    return b;
+}
+
+int tt_boot_fuzz_feed(struct tt_boot *b, const void *data, size_t len)
+{
+    if (b->nin == 0)
+        return -1;
+    return in_feed(b, 0, data, len);
+}
+
+size_t tt_boot_fuzz_queued(const struct tt_boot *b)
+{
+    size_t n = 0;
+
+    for (const struct boot_msg *m = b->head; m; m = m->next)
+        n++;
+    return n;
 }
 
 void tt_boot_close(struct tt_boot *b)

@@ -56,6 +56,15 @@ const struct tt_addr *tt_boot_self_addr(const struct tt_boot *b);
 
 void tt_boot_close(struct tt_boot *b);
 
+/*
+ * For the fuzzer and tests: a bootstrap with no sockets and one incoming connection, fed
+ * bytes as if they had arrived on it (-1 once the connection is dropped), and the count of
+ * messages it has queued. Close with tt_boot_close.
+ */
+struct tt_boot *tt_boot_fuzz_new(int nranks, const unsigned char *secret);
+int tt_boot_fuzz_feed(struct tt_boot *b, const void *data, size_t len);
+size_t tt_boot_fuzz_queued(const struct tt_boot *b);
+
 /* Wire formats, shared with the root service. */
 #define TT_HELLO_ROOT_LEN 64 /* "TTBH", secret, rank, nranks, listen address */
 #define TT_HELLO_PEER_LEN 44 /* "TTBP", secret, from rank, nranks */

@@ -1,0 +1,26 @@
+#!/bin/sh
+# tests/fuzz/run.sh SOURCE_ROOT BUILD_DIR SECONDS -- build the libFuzzer harnesses with clang
+# (address + undefined-behaviour sanitizers) and run each for SECONDS on a copy of its
+# checked-in corpus (tests/fuzz/corpus/NAME). Skips (77) with the reason where clang or its
+# libFuzzer runtime is missing (Debian: clang, libclang-rt-14-dev).
+set -eu
+src=$1 build=$2 secs=$3
+out=$(mktemp -d /tmp/tutti-fuzz-XXXXXX)
+trap 'rm -rf "$out"' EXIT
+command -v clang >/dev/null || { echo "SKIP: clang is not installed"; exit 77; }
+echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }' >"$out/t.c"
+clang -fsanitize=fuzzer "$out/t.c" -o "$out/t" 2>/dev/null ||
+    { echo "SKIP: clang has no libFuzzer runtime (libclang-rt-14-dev)"; exit 77; }
+flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -I$src/include -I$src -I$build"
+lib="$src/lib/bootstrap.c $src/lib/boot_root.c $src/lib/error.c $src/lib/log.c $src/lib/config.c $src/lib/socket.c $src/lib/id.c $src/lib/wait.c"
+for name in boot id; do
+    clang $flags "$src/tests/fuzz/fuzz_$name.c" $lib -lpthread -o "$out/fuzz_$name"
+    mkdir -p "$out/corpus_$name"
+    cp "$src/tests/fuzz/corpus/$name"/* "$out/corpus_$name/"
+    echo "fuzz_$name: $secs s from $(ls "$out/corpus_$name" | wc -l) seeds"
+    TUTTI_DEBUG=NONE "$out/fuzz_$name" -max_total_time="$secs" -rss_limit_mb=1024 -max_len=4096 \
+        -print_final_stats=1 "$out/corpus_$name" 2>&1 | grep -E "stat::number_of_executed_units|stat::peak_rss|ERROR|SUMMARY" || true
+    [ ! -e crash-* ] 2>/dev/null || { echo "fuzz_$name found a crash"; exit 1; }
+done
+ls "$out" | grep -q '^crash-\|^leak-\|^oom-' && exit 1
+echo "fuzzing passed"
