@@ -18,9 +18,18 @@ for name in boot id; do
     mkdir -p "$out/corpus_$name"
     cp "$src/tests/fuzz/corpus/$name"/* "$out/corpus_$name/"
     echo "fuzz_$name: $secs s from $(ls "$out/corpus_$name" | wc -l) seeds"
+    set +e
     TUTTI_DEBUG=NONE "$out/fuzz_$name" -max_total_time="$secs" -rss_limit_mb=1024 -max_len=4096 \
-        -print_final_stats=1 "$out/corpus_$name" 2>&1 | grep -E "stat::number_of_executed_units|stat::peak_rss|ERROR|SUMMARY" || true
-    [ ! -e crash-* ] 2>/dev/null || { echo "fuzz_$name found a crash"; exit 1; }
+        -print_final_stats=1 -artifact_prefix="$out/" "$out/corpus_$name" >"$out/log_$name" 2>&1
+    rc=$?
+    set -e
+    grep -E "stat::number_of_executed_units|stat::peak_rss|ERROR|SUMMARY" "$out/log_$name" || true
+    if [ $rc != 0 ]; then
+        echo "fuzz_$name failed (exit $rc); the input that broke it:"
+        for f in "$out"/crash-* "$out"/leak-* "$out"/oom-* "$out"/timeout-*; do
+            [ -e "$f" ] && od -An -c "$f" | head -n 20
+        done
+        exit 1
+    fi
 done
-ls "$out" | grep -q '^crash-\|^leak-\|^oom-' && exit 1
 echo "fuzzing passed"
