@@ -64,7 +64,7 @@ void tt_boot_set_abort(struct tt_boot *b, const volatile int *flag)
 
 static int aborted(const struct tt_boot *b)
 {
-    return b->abort && *b->abort;
+    return b->abort && __atomic_load_n(b->abort, __ATOMIC_ACQUIRE);
 }
 
 static void enqueue(struct tt_boot *b, struct boot_msg *m)

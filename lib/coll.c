@@ -278,14 +278,14 @@ static tutti_result_t check_match(struct tutti_comm *comm, const struct tt_call 
 static tutti_result_t coll_run(struct tutti_comm *comm, const struct tt_call *c,
                                tutti_stream_t stream)
 {
-    struct tt_coll_args a = {
-        .coll = c->coll, .count = c->count, .root = c->root, .topo = &comm->view};
+    struct tt_coll_args a = {.coll = c->coll, .count = c->count, .root = c->root};
     const struct tt_algo *algo;
     size_t bytes;
     struct tt_label label;
     void *bufs[2];
 
     TT_CHECK(check_comm(comm, stream, c->fn));
+    a.topo = &comm->view; /* only now is comm known to be a communicator */
     if (group.depth > 0)
         return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
                        "%s: collectives inside tutti_group_start/end are not supported", c->fn);

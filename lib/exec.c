@@ -352,7 +352,7 @@ tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
                 return tt_fail(NULL, a, "%s: %s", name, tt_thread_error());
             }
         }
-        if (w->abort_flag && *w->abort_flag) {
+        if (w->abort_flag && __atomic_load_n(w->abort_flag, __ATOMIC_ACQUIRE)) {
             tt_label_format(what, name, sizeof(name));
             return tt_fail(NULL, TUTTI_ERR_ABORTED, "%s: aborted", name);
         }

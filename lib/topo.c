@@ -8,6 +8,7 @@
 
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,28 @@ static void first_nic(char *name, size_t size)
 }
 
 #if TUTTI_HAVE_HWLOC
+static tutti_result_t load(hwloc_topology_t *topo, const char *xml);
+
+/*
+ * This process's topology (TUTTI_TOPO_FILE or the live machine), loaded once and kept: later
+ * communicators skip the load, and hwloc's discovery plugins stay loaded, so leak checkers
+ * can name the one that keeps an allocation (tests/sanitize/lsan.supp).
+ */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static hwloc_topology_t cached;
+
+static tutti_result_t load_cached(hwloc_topology_t *topo, const char *xml)
+{
+    tutti_result_t rc = TUTTI_SUCCESS;
+
+    pthread_mutex_lock(&cache_lock);
+    if (!cached)
+        rc = load(&cached, xml);
+    *topo = cached;
+    pthread_mutex_unlock(&cache_lock);
+    return rc;
+}
+
 static tutti_result_t load(hwloc_topology_t *topo, const char *xml)
 {
     if (hwloc_topology_init(topo) != 0)
@@ -152,7 +175,7 @@ tutti_result_t tt_topo_self(struct tt_rank_info *me, int local_rank_hint, int ra
         hwloc_topology_t topo;
         hwloc_bitmap_t bound = hwloc_bitmap_alloc();
 
-        TT_CHECK(load(&topo, xml));
+        TT_CHECK(load_cached(&topo, xml));
         /* With a file, the binding of this process means nothing there: use the machine. */
         if (*xml || hwloc_get_cpubind(topo, bound, HWLOC_CPUBIND_PROCESS) != 0)
             hwloc_bitmap_copy(bound, hwloc_topology_get_topology_cpuset(topo));
@@ -164,7 +187,6 @@ tutti_result_t tt_topo_self(struct tt_rank_info *me, int local_rank_hint, int ra
                 TT_INFO(TT_SUB_TOPO, "topology written to %s", dump);
         }
         hwloc_bitmap_free(bound);
-        hwloc_topology_destroy(topo);
     }
 #else
     (void)rank;
@@ -177,12 +199,13 @@ tutti_result_t tt_topo_self(struct tt_rank_info *me, int local_rank_hint, int ra
     return TUTTI_SUCCESS;
 }
 
-static const struct tt_rank_info *sort_base;
-
-static int ring_cmp(const void *a, const void *b)
+/* qsort_r order for a node's ranks: NUMA node, then rank (records passed as context: two
+ * communicators may be set up at once on different threads). */
+static int ring_cmp(const void *a, const void *b, void *records)
 {
+    const struct tt_rank_info *all = records;
     int x = *(const int *)a, y = *(const int *)b;
-    const struct tt_rank_info *p = &sort_base[x], *q = &sort_base[y];
+    const struct tt_rank_info *p = &all[x], *q = &all[y];
 
     if (p->numa != q->numa)
         return p->numa < q->numa ? -1 : 1;
@@ -224,8 +247,7 @@ tutti_result_t tt_topo_derive(const struct tt_rank_info *all, int n, int me, str
         for (int r = 0; r < n; r++)
             if (t->node_of[r] == node)
                 t->ring[k++] = r;
-        sort_base = all;
-        qsort(t->ring + first, (size_t)(k - first), sizeof(int), ring_cmp);
+        qsort_r(t->ring + first, (size_t)(k - first), sizeof(int), ring_cmp, (void *)all);
     }
     return TUTTI_SUCCESS;
 }

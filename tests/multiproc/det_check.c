@@ -82,5 +82,7 @@ int main(int argc, char **argv)
     if (rank == 0)
         printf("det_check: %d ranks, %lld element(s) differ from the rank-order fold\n", n, w);
     tutti_comm_destroy(comm);
+    free(x);
+    free(y);
     return expect_mismatch ? (w > 0 ? 0 : 1) : (w == 0 ? 0 : 1);
 }

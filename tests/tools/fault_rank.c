@@ -83,6 +83,8 @@ int main(int argc, char **argv)
         rc = tutti_all_reduce(v, v, 100, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
         printf("then: %s, v[0] = %g\n", tutti_strerror(rc), v[0]);
         tutti_comm_destroy(comm);
+        free(x);
+        free(y);
         return rc == TUTTI_SUCCESS && v[0] == (float)(size * (size - 1) / 2) ? 0 : 1;
     }
     if (strcmp(argv[2], "abort") == 0) {
@@ -114,6 +116,8 @@ int main(int argc, char **argv)
         return 1;
     }
     tutti_comm_destroy(comm);
+    free(x);
+    free(y);
     if (strcmp(argv[2], "abort") == 0)
         return rc == (rank == 0 ? TUTTI_ERR_ABORTED : TUTTI_ERR_REMOTE) ? 0 : 1;
     return rc == TUTTI_ERR_REMOTE || rc == TUTTI_ERR_TIMEOUT ? 0 : 1;

@@ -1,0 +1,58 @@
+#!/bin/sh
+# tests/sanitize/run.sh SOURCE_ROOT BUILD_DIR MODE -- the suite under a checker.
+#   asan      a build with AddressSanitizer + UndefinedBehaviorSanitizer (BUILD_DIR/san-asan);
+#             the unit and fault suites and the launcher, perf and env tests, halting on the
+#             first report (leaks included)
+#   tsan      a build with ThreadSanitizer (BUILD_DIR/san-tsan); ranks as threads of one
+#             process (tests/sanitize/tsan_ranks.c: Criterion's runner does not run under it)
+#   valgrind  a 2-rank all-reduce job under valgrind memcheck: no invalid access, no leak
+set -eu
+src=$1 build=$2 mode=$3
+case $mode in
+asan|tsan)
+    dir=$build/san-$mode
+    opt=$([ "$mode" = asan ] && echo "address,undefined" || echo "thread")
+    [ -f "$dir/build.ninja" ] || meson setup "$dir" "$src" -Db_sanitize="$opt" -Db_lundef=false \
+        -Dbuildtype=debugoptimized >/dev/null
+    # The outer meson test points LD_LIBRARY_PATH at the plain build: the inner one must not
+    # inherit it, or the instrumented tests would load the uninstrumented library.
+    unset LD_LIBRARY_PATH
+    export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+    export LSAN_OPTIONS="suppressions=$src/tests/sanitize/lsan.supp:print_suppressions=0"
+    export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+    out=$(mktemp /tmp/tutti-san-XXXXXX)
+    trap 'rm -f "$out"' EXIT
+    if [ "$mode" = asan ]; then
+        ninja -C "$dir" >/dev/null
+        meson test -C "$dir" --no-rebuild --print-errorlogs --suite unit --suite faults | tee "$out"
+        meson test -C "$dir" --no-rebuild --print-errorlogs launcher env perf | tee -a "$out"
+        want=10
+    else
+        ninja -C "$dir" tests/tsan_ranks >/dev/null
+        TUTTI_SOCKET_IFNAME==lo "$dir/tests/tsan_ranks"
+        exit $?
+    fi
+    # Every run must have run its tests and failed none (meson exits 0 when nothing matched).
+    ok=$(grep -c '^ *[0-9]*/[0-9]* .* OK ' "$out" || true)
+    if [ "$ok" -lt "$want" ] || grep -q '^ *[0-9]*/[0-9]* .* FAIL' "$out"; then
+        echo "sanitizer run: $ok of $want tests passed"
+        exit 1
+    fi
+    ;;
+valgrind)
+    command -v valgrind >/dev/null || { echo "SKIP: valgrind is not installed"; exit 77; }
+    log=$(mktemp -d /tmp/tutti-vg-XXXXXX)
+    trap 'rm -rf "$log"' EXIT
+    "$build/tools/tutti-run" -n 2 valgrind --quiet --error-exitcode=99 --leak-check=full \
+        --suppressions="$src/tests/sanitize/valgrind.supp" \
+        --errors-for-leak-kinds=definite --log-file="$log/vg.%p" \
+        "$build/tools/tutti-demo" 20000 || { cat "$log"/vg.*; exit 1; }
+    if grep -l "ERROR SUMMARY: [1-9]\|definitely lost: [1-9]" "$log"/vg.* 2>/dev/null; then
+        cat "$log"/vg.*
+        exit 1
+    fi
+    echo "valgrind: no invalid accesses, no leaks"
+    ;;
+*) echo "usage: run.sh SOURCE_ROOT BUILD_DIR asan|tsan|valgrind"; exit 2 ;;
+esac
