@@ -13,9 +13,9 @@
  *     communicator yet) gives a sentence naming the argument, peer or system call at fault;
  *   - counts are in elements of the given dtype, never bytes; count 0 is valid and does nothing
  *     but still checks its arguments;
- *   - the stream argument: NULL means the call completes before it returns. Other values are
- *     reserved for host streams and CUDA streams and are refused with TUTTI_ERR_UNSUPPORTED
- *     by this version.
+ *   - the stream argument: NULL means the call completes before it returns; a host stream
+ *     (tutti_stream_create) queues the call and returns at once, the stream's worker runs it
+ *     in order with the stream's other work (see "Streams and events" below).
  */
 #ifndef TUTTI_H
 #define TUTTI_H
@@ -154,10 +154,13 @@ TUTTI_API tutti_result_t tutti_id_from_string(const char *str, tutti_id_t *id);
 typedef struct tutti_comm *tutti_comm_t;
 
 /*
- * A stream. NULL means "complete before returning". Host streams and wrapped CUDA streams
- * are reserved for later versions of the API.
+ * A stream: an ordered queue of work. NULL means "complete before returning"; a host stream
+ * comes from tutti_stream_create.
  */
 typedef struct tutti_stream *tutti_stream_t;
+
+/* An event: a point in a stream's queue that can be waited on (tutti_event_record). */
+typedef struct tutti_event *tutti_event_t;
 
 /*
  * Optional settings for tutti_comm_init. Initialise with TUTTI_CONFIG_INIT, then set fields;
@@ -237,7 +240,8 @@ TUTTI_API const char *tutti_last_error(void);
  *   broadcast:      sendbuf == recvbuf (sendbuf is only read on root)
  *   reduce:         sendbuf == recvbuf (recvbuf is only written on root)
  * With stream == NULL each call returns when this rank's part is complete: recvbuf holds the
- * result and sendbuf may be reused. Errors: TUTTI_ERR_INVALID_ARG before anything is sent;
+ * result and sendbuf may be reused. With a host stream the call returns once it is queued and
+ * the same holds when the stream has run it. Errors: TUTTI_ERR_INVALID_ARG before anything is sent;
  * TUTTI_ERR_TIMEOUT/REMOTE/SYSTEM during the operation, after which comm is in an error
  * state and later calls fail at once.
  */
@@ -283,13 +287,104 @@ TUTTI_API tutti_result_t tutti_recv(void *recvbuf, size_t count, tutti_dtype_t d
  * tutti_group_end runs them all concurrently and returns when all are complete. Calls on one
  * communicator only, from one thread; groups do not nest (an inner start/end pair is
  * counted and only the outermost end runs the batch). Collectives inside a group are
- * refused with TUTTI_ERR_UNSUPPORTED. Buffers must stay valid until tutti_group_end returns.
+ * refused with TUTTI_ERR_UNSUPPORTED. Buffers must stay valid until tutti_group_end returns,
+ * or, when the group's calls name a host stream (all the same one), until the stream has run
+ * the batch that tutti_group_end queued on it.
  */
 TUTTI_API tutti_result_t tutti_group_start(void);
 TUTTI_API tutti_result_t tutti_group_end(void);
 
 /* Returns on each rank once every rank has called it. */
 TUTTI_API tutti_result_t tutti_barrier(tutti_comm_t comm, tutti_stream_t stream);
+
+/*
+ * Streams and events.
+ *
+ * A host stream owns a worker thread that runs the work queued on it one item at a time, in
+ * the order it was queued: collectives and point-to-point groups on any communicator, and host
+ * functions (tutti_stream_launch). A collective given a stream checks its arguments at once
+ * (an invalid argument is returned by the call itself, nothing is queued) and returns; its
+ * buffers must stay untouched until the stream (or an event recorded after it) says the work
+ * is done. The caller computes meanwhile: this is how the DDP layer overlaps gradient
+ * reduction with the backward pass.
+ *
+ * Order across ranks: collectives on one communicator must run in the same order on every
+ * rank. Work on one stream runs in queue order; work of two streams on one communicator runs
+ * in an unspecified order, so give each communicator one stream at a time. A call with
+ * stream == NULL on a communicator first waits for that communicator's work queued on any
+ * stream (the way CUDA's legacy default stream orders with other streams), then runs on the
+ * calling thread; from inside a host function it runs at once.
+ *
+ * Errors: the first failure of queued work (a collective's error or a host function's
+ * non-success result) is kept by the stream and returned by tutti_stream_sync/query and by
+ * the events recorded after it; tutti_stream_last_error gives its message. Work queued after a
+ * failure is not run: its collectives put their communicators into the error state (so peers
+ * fail at once instead of waiting for a rank that will not come), its host functions are
+ * skipped. A stream that failed stays failed; destroy it.
+ */
+
+/* A host function for tutti_stream_launch: returns TUTTI_SUCCESS or the failure to record. */
+typedef tutti_result_t (*tutti_host_fn_t)(void *arg);
+
+/*
+ * tutti_stream_create - create a host stream and start its worker thread.
+ * Errors: TUTTI_ERR_INVALID_ARG (stream NULL), TUTTI_ERR_SYSTEM (no memory or thread).
+ */
+TUTTI_API tutti_result_t tutti_stream_create(tutti_stream_t *stream);
+
+/*
+ * tutti_stream_destroy - wait for the queued work, stop the worker, free the stream. Returns
+ * the stream's error if its work failed (the stream is freed all the same). NULL is a no-op.
+ * Events recorded on the stream must not be queried or waited on afterwards.
+ */
+TUTTI_API tutti_result_t tutti_stream_destroy(tutti_stream_t stream);
+
+/*
+ * tutti_stream_sync - block until everything queued so far has run. Returns TUTTI_SUCCESS, or
+ * the stream's first failure (its message: tutti_stream_last_error, also copied to the calling
+ * thread's tutti_last_error).
+ */
+TUTTI_API tutti_result_t tutti_stream_sync(tutti_stream_t stream);
+
+/*
+ * tutti_stream_query - TUTTI_SUCCESS if everything queued has run, TUTTI_IN_PROGRESS if not,
+ * the stream's failure if it failed. Never blocks.
+ */
+TUTTI_API tutti_result_t tutti_stream_query(tutti_stream_t stream);
+
+/*
+ * tutti_stream_launch - queue fn(arg) on the stream's worker, after the work queued before.
+ * fn may queue more work (on this or other streams) and may call NULL-stream collectives; it
+ * must not sync or destroy its own stream.
+ */
+TUTTI_API tutti_result_t tutti_stream_launch(tutti_stream_t stream, tutti_host_fn_t fn, void *arg);
+
+/*
+ * tutti_stream_wait_event - work queued on stream after this call starts only once event has
+ * completed (work on another stream). Waiting on an event never recorded does nothing.
+ */
+TUTTI_API tutti_result_t tutti_stream_wait_event(tutti_stream_t stream, tutti_event_t event);
+
+/* tutti_stream_last_error - message of the stream's failure ("" while healthy). */
+TUTTI_API const char *tutti_stream_last_error(tutti_stream_t stream);
+
+/* tutti_event_create / tutti_event_destroy - an event object, reusable by recording again. */
+TUTTI_API tutti_result_t tutti_event_create(tutti_event_t *event);
+TUTTI_API tutti_result_t tutti_event_destroy(tutti_event_t event);
+
+/*
+ * tutti_event_record - make event stand for the work queued on stream so far; replaces
+ * what it stood for before. Never blocks.
+ */
+TUTTI_API tutti_result_t tutti_event_record(tutti_event_t event, tutti_stream_t stream);
+
+/*
+ * tutti_event_query - TUTTI_SUCCESS if the recorded work has run (or the event was never
+ * recorded), TUTTI_IN_PROGRESS if not, the stream's failure if that work failed.
+ * tutti_event_sync - block until then; same results.
+ */
+TUTTI_API tutti_result_t tutti_event_query(tutti_event_t event);
+TUTTI_API tutti_result_t tutti_event_sync(tutti_event_t event);
 
 /*
  * tutti_env_print - print every TUTTI_* variable with its current value, where the value

@@ -6,37 +6,21 @@
 #include "config.h"
 #include "error.h"
 #include "log.h"
+#include "stream.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct tt_call {
-    enum tt_coll coll;
-    const char *fn;
-    const void *sendbuf;
-    void *recvbuf;
-    size_t count;
-    tutti_dtype_t dtype;
-    tutti_op_t op;
-    int root;
-};
-
 static _Thread_local struct {
     int depth;
     struct tutti_comm *comm;
-    struct p2p_op *ops;
+    tutti_stream_t stream;
+    struct tt_p2p_op *ops;
     int nops, cap;
     tutti_result_t err;
 } group;
-
-struct p2p_op {
-    int is_send;
-    int peer;
-    void *buf;
-    size_t bytes;
-};
 
 size_t tutti_dtype_size(tutti_dtype_t dtype)
 {
@@ -58,22 +42,26 @@ const char *tutti_op_name(tutti_op_t op)
     return (unsigned)op < TUTTI_NUM_OPS ? names[op] : "invalid";
 }
 
+/* Is comm healthy? Also turns a pending abort into the error state. */
+static tutti_result_t check_health(struct tutti_comm *comm, const char *fn)
+{
+    if (tt_comm_error(comm) == TUTTI_SUCCESS &&
+        __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE))
+        tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_ABORTED,
+                                        "%s: the communicator was aborted (tutti_comm_abort)", fn));
+    if (tt_comm_error(comm) != TUTTI_SUCCESS)
+        return tt_fail_quiet(comm, tt_comm_error(comm),
+                             "%s: the communicator is unusable after an earlier error: %s", fn,
+                             comm->fatal);
+    return TUTTI_SUCCESS;
+}
+
 /* Checks shared by every call: handle, health, stream. */
 static tutti_result_t check_comm(struct tutti_comm *comm, tutti_stream_t stream, const char *fn)
 {
     TT_CHECK(tt_comm_check(comm, fn));
-    if (comm->error == TUTTI_SUCCESS && __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE))
-        tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_ABORTED,
-                                        "%s: the communicator was aborted (tutti_comm_abort)", fn));
-    if (comm->error != TUTTI_SUCCESS)
-        return tt_fail_quiet(comm, comm->error,
-                             "%s: the communicator is unusable after an earlier error: %s", fn,
-                             comm->fatal);
-    if (stream)
-        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
-                       "%s: stream must be NULL (host and CUDA streams are not in this version)",
-                       fn);
-    return TUTTI_SUCCESS;
+    TT_CHECK(check_health(comm, fn));
+    return tt_stream_check(stream, comm, fn);
 }
 
 static tutti_result_t check_dtype_op(struct tutti_comm *comm, const struct tt_call *c, int has_op)
@@ -275,21 +263,20 @@ static tutti_result_t check_match(struct tutti_comm *comm, const struct tt_call 
     return TUTTI_SUCCESS;
 }
 
-static tutti_result_t coll_run(struct tutti_comm *comm, const struct tt_call *c,
-                               tutti_stream_t stream)
+/* Run a checked collective on this thread; comm's run lock is held. */
+static tutti_result_t coll_exec(struct tutti_comm *comm, const struct tt_call *c)
 {
-    struct tt_coll_args a = {.coll = c->coll, .count = c->count, .root = c->root};
+    struct tt_coll_args a = {.coll = (enum tt_coll)c->coll,
+                             .count = c->count,
+                             .root = c->root,
+                             .inplace = c->inplace,
+                             .topo = &comm->view};
     const struct tt_algo *algo;
     size_t bytes;
     struct tt_label label;
     void *bufs[2];
 
-    TT_CHECK(check_comm(comm, stream, c->fn));
-    a.topo = &comm->view; /* only now is comm known to be a communicator */
-    if (group.depth > 0)
-        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
-                       "%s: collectives inside tutti_group_start/end are not supported", c->fn);
-    TT_CHECK(check_coll(comm, c, &a.inplace));
+    TT_CHECK(check_health(comm, c->fn));
     comm->seq++;
     if (comm->check_coll) {
         tutti_result_t rc = check_match(comm, c);
@@ -301,8 +288,8 @@ static tutti_result_t coll_run(struct tutti_comm *comm, const struct tt_call *c,
     bytes = c->count * tutti_dtype_size(c->dtype);
     if (c->coll == TT_COLL_ALL_GATHER || c->coll == TT_COLL_REDUCE_SCATTER)
         bytes *= (size_t)comm->nranks;
-    algo = tt_tune_pick(&comm->tuner, c->coll, bytes, &a.nchannels);
-    label = (struct tt_label){tt_coll_name(c->coll), c->coll, comm->seq, c->count, c->dtype};
+    algo = tt_tune_pick(&comm->tuner, a.coll, bytes, &a.nchannels);
+    label = (struct tt_label){tt_coll_name(a.coll), a.coll, comm->seq, c->count, c->dtype};
     if (tt_log_on(TT_LOG_TRACE, TT_SUB_COLL))
         TT_TRACE(TT_SUB_COLL, "%s #%llu: %zu x %s, %s, %d channel(s)%s", label.name,
                  (unsigned long long)label.seq, c->count, tutti_dtype_name(c->dtype), algo->name,
@@ -314,20 +301,76 @@ static tutti_result_t coll_run(struct tutti_comm *comm, const struct tt_call *c,
     return run_plan(comm, bufs, c->dtype, c->op, &label);
 }
 
+static tutti_result_t p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops);
+
+tutti_result_t tt_coll_exec_work(const struct tt_work *w)
+{
+    tutti_result_t rc;
+
+    pthread_mutex_lock(&w->comm->run_lock);
+    if (w->kind == TT_WORK_COLL)
+        rc = coll_exec(w->comm, &w->call);
+    else
+        rc = p2p_exec(w->comm, w->ops, w->nops);
+    pthread_mutex_unlock(&w->comm->run_lock);
+    return rc;
+}
+
+void tt_coll_skip_work(const struct tt_work *w, const char *why)
+{
+    pthread_mutex_lock(&w->comm->run_lock);
+    if (tt_comm_error(w->comm) == TUTTI_SUCCESS)
+        tt_comm_set_error(w->comm,
+                          tt_fail(w->comm, TUTTI_ERR_ABORTED,
+                                  "%s: not run: an earlier operation on its stream failed (%s)",
+                                  w->kind == TT_WORK_COLL ? w->call.fn : "point-to-point", why));
+    pthread_mutex_unlock(&w->comm->run_lock);
+}
+
+/* Run now on this thread, after whatever streams hold for comm. */
+static tutti_result_t run_now(struct tutti_comm *comm, const struct tt_work *w)
+{
+    if (!tt_stream_in_worker())
+        tt_comm_wait_idle(comm);
+    return tt_coll_exec_work(w);
+}
+
+static tutti_result_t coll_run(struct tutti_comm *comm, struct tt_call *c, tutti_stream_t stream)
+{
+    struct tt_work w = {.kind = TT_WORK_COLL, .comm = comm};
+
+    TT_CHECK(check_comm(comm, stream, c->fn));
+    if (group.depth > 0)
+        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
+                       "%s: collectives inside tutti_group_start/end are not supported", c->fn);
+    TT_CHECK(check_coll(comm, c, &c->inplace));
+    w.call = *c;
+    if (stream)
+        return tt_stream_push(stream, &w);
+    return run_now(comm, &w);
+}
+
 tutti_result_t tutti_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
                                 tutti_dtype_t dtype, tutti_op_t op, tutti_comm_t comm,
                                 tutti_stream_t stream)
 {
     struct tt_call c = {
-        TT_COLL_ALL_REDUCE, "tutti_all_reduce", sendbuf, recvbuf, count, dtype, op, 0};
+        TT_COLL_ALL_REDUCE, "tutti_all_reduce", sendbuf, recvbuf, count, dtype, op, 0, 0};
     return coll_run(comm, &c, stream);
 }
 
 tutti_result_t tutti_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                 tutti_dtype_t dtype, tutti_comm_t comm, tutti_stream_t stream)
 {
-    struct tt_call c = {
-        TT_COLL_ALL_GATHER, "tutti_all_gather", sendbuf, recvbuf, sendcount, dtype, TUTTI_SUM, 0};
+    struct tt_call c = {TT_COLL_ALL_GATHER,
+                        "tutti_all_gather",
+                        sendbuf,
+                        recvbuf,
+                        sendcount,
+                        dtype,
+                        TUTTI_SUM,
+                        0,
+                        0};
     return coll_run(comm, &c, stream);
 }
 
@@ -335,8 +378,15 @@ tutti_result_t tutti_reduce_scatter(const void *sendbuf, void *recvbuf, size_t r
                                     tutti_dtype_t dtype, tutti_op_t op, tutti_comm_t comm,
                                     tutti_stream_t stream)
 {
-    struct tt_call c = {
-        TT_COLL_REDUCE_SCATTER, "tutti_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 0};
+    struct tt_call c = {TT_COLL_REDUCE_SCATTER,
+                        "tutti_reduce_scatter",
+                        sendbuf,
+                        recvbuf,
+                        recvcount,
+                        dtype,
+                        op,
+                        0,
+                        0};
     return coll_run(comm, &c, stream);
 }
 
@@ -345,29 +395,34 @@ tutti_result_t tutti_broadcast(const void *sendbuf, void *recvbuf, size_t count,
                                tutti_stream_t stream)
 {
     struct tt_call c = {
-        TT_COLL_BROADCAST, "tutti_broadcast", sendbuf, recvbuf, count, dtype, TUTTI_SUM, root};
+        TT_COLL_BROADCAST, "tutti_broadcast", sendbuf, recvbuf, count, dtype, TUTTI_SUM, root, 0};
     return coll_run(comm, &c, stream);
 }
 
 tutti_result_t tutti_reduce(const void *sendbuf, void *recvbuf, size_t count, tutti_dtype_t dtype,
                             tutti_op_t op, int root, tutti_comm_t comm, tutti_stream_t stream)
 {
-    struct tt_call c = {TT_COLL_REDUCE, "tutti_reduce", sendbuf, recvbuf, count, dtype, op, root};
+    struct tt_call c = {
+        TT_COLL_REDUCE, "tutti_reduce", sendbuf, recvbuf, count, dtype, op, root, 0};
     return coll_run(comm, &c, stream);
 }
 
 tutti_result_t tutti_barrier(tutti_comm_t comm, tutti_stream_t stream)
 {
-    uint8_t one = 1, sum = 0;
-    struct tt_call c = {TT_COLL_ALL_REDUCE, "tutti_barrier", &one, &sum, 1,
-                        TUTTI_UINT8,        TUTTI_SUM,       0};
+    struct tt_call c = {TT_COLL_ALL_REDUCE, "tutti_barrier", NULL, NULL, 1,
+                        TUTTI_UINT8,        TUTTI_SUM,       0,    0};
+
+    TT_CHECK(tt_comm_check(comm, "tutti_barrier"));
+    /* The communicator's own bytes: a queued barrier outlives this frame. */
+    c.sendbuf = &comm->barrier_buf[0];
+    c.recvbuf = &comm->barrier_buf[1];
     return coll_run(comm, &c, stream);
 }
 
 /* Order of lanes: by peer, sends before receives; stable within a key (call order). */
 static int op_key_cmp(const void *pa, const void *pb)
 {
-    const struct p2p_op *a = *(struct p2p_op *const *)pa, *b = *(struct p2p_op *const *)pb;
+    const struct tt_p2p_op *a = *(struct tt_p2p_op *const *)pa, *b = *(struct tt_p2p_op *const *)pb;
 
     if (a->peer != b->peer)
         return a->peer < b->peer ? -1 : 1;
@@ -377,9 +432,9 @@ static int op_key_cmp(const void *pa, const void *pb)
 }
 
 /* Run point-to-point operations concurrently: one lane per (peer, direction). */
-static tutti_result_t p2p_run(struct tutti_comm *comm, struct p2p_op *ops, int nops)
+static tutti_result_t p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops)
 {
-    struct p2p_op **order = malloc((size_t)nops * sizeof(*order));
+    struct tt_p2p_op **order = malloc((size_t)nops * sizeof(*order));
     void **bufs = malloc((size_t)nops * sizeof(*bufs));
     tutti_result_t rc;
     struct tt_label label;
@@ -388,12 +443,15 @@ static tutti_result_t p2p_run(struct tutti_comm *comm, struct p2p_op *ops, int n
         rc = tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
         goto out;
     }
+    rc = check_health(comm, "point-to-point");
+    if (rc != TUTTI_SUCCESS)
+        goto out;
     for (int i = 0; i < nops; i++)
         order[i] = &ops[i];
     qsort(order, (size_t)nops, sizeof(*order), op_key_cmp);
     tt_plan_reset(&comm->plan);
     for (int i = 0; i < nops; i++) {
-        const struct p2p_op *o = order[i];
+        const struct tt_p2p_op *o = order[i];
         struct tt_step s = {.count = o->bytes, .src = (uint16_t)i, .dst = (uint16_t)i};
 
         if (i == 0 || o->peer != order[i - 1]->peer || o->is_send != order[i - 1]->is_send)
@@ -417,7 +475,7 @@ static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype
 {
     const char *fn = is_send ? "tutti_send" : "tutti_recv";
     struct tt_call c = {.fn = fn, .dtype = dtype};
-    struct p2p_op op;
+    struct tt_p2p_op op;
 
     TT_CHECK(check_comm(comm, stream, fn));
     TT_CHECK(check_dtype_op(comm, &c, 0));
@@ -429,21 +487,33 @@ static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype
     if (count > 0 && !buf)
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", fn,
                        is_send ? "sendbuf" : "recvbuf", count);
-    op = (struct p2p_op){is_send, peer, buf, count * tutti_dtype_size(dtype)};
+    op = (struct tt_p2p_op){is_send, peer, buf, count * tutti_dtype_size(dtype)};
     if (group.depth == 0) {
+        struct tt_work w = {.kind = TT_WORK_P2P, .comm = comm, .nops = 1};
         if (peer == comm->rank)
             return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
                            "%s: peer is this rank (%d); a send to self and its receive must be in "
                            "one tutti_group_start/end",
                            fn, peer);
-        return p2p_run(comm, &op, 1);
+        if (!stream) {
+            w.ops = &op;
+            return run_now(comm, &w);
+        }
+        w.ops = malloc(sizeof(op));
+        if (!w.ops)
+            return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
+        *w.ops = op;
+        return tt_stream_push(stream, &w);
     }
     if (group.comm && group.comm != comm)
         return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
                        "%s: a group may only hold calls on one communicator", fn);
+    if (group.nops > 0 && group.stream != stream)
+        return group.err = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                                   "%s: every call in a group must name the same stream", fn);
     if (group.nops == group.cap) {
         int cap = group.cap ? 2 * group.cap : 16;
-        struct p2p_op *g = realloc(group.ops, (size_t)cap * sizeof(*g));
+        struct tt_p2p_op *g = realloc(group.ops, (size_t)cap * sizeof(*g));
         if (!g)
             return group.err = tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
         group.ops = g;
@@ -453,6 +523,7 @@ static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype
         return group.err = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
                                    "%s: a group holds at most %d operations", fn, UINT16_MAX);
     group.comm = comm;
+    group.stream = stream;
     group.ops[group.nops++] = op;
     return TUTTI_SUCCESS;
 }
@@ -474,6 +545,7 @@ tutti_result_t tutti_group_start(void)
     if (group.depth == 0) {
         group.nops = 0;
         group.comm = NULL;
+        group.stream = NULL;
         group.err = TUTTI_SUCCESS;
     }
     group.depth++;
@@ -482,6 +554,7 @@ tutti_result_t tutti_group_start(void)
 
 tutti_result_t tutti_group_end(void)
 {
+    struct tt_work w = {.kind = TT_WORK_P2P};
     tutti_result_t rc;
 
     if (group.depth == 0)
@@ -492,12 +565,23 @@ tutti_result_t tutti_group_end(void)
     rc = group.err;
     if (rc == TUTTI_SUCCESS && group.nops > 0) {
         rc = tt_comm_check(group.comm, "tutti_group_end");
-        if (rc == TUTTI_SUCCESS)
-            rc = p2p_run(group.comm, group.ops, group.nops);
+        if (rc == TUTTI_SUCCESS && group.stream)
+            rc = tt_stream_check(group.stream, group.comm, "tutti_group_end");
+        w.comm = group.comm;
+        w.ops = group.ops;
+        w.nops = group.nops;
+        if (rc == TUTTI_SUCCESS && group.stream) {
+            rc = tt_stream_push(group.stream, &w);
+            if (rc == TUTTI_SUCCESS)
+                group.ops = NULL; /* the stream owns them now */
+        } else if (rc == TUTTI_SUCCESS) {
+            rc = run_now(group.comm, &w);
+        }
     }
     free(group.ops);
     group.ops = NULL;
     group.nops = group.cap = 0;
     group.comm = NULL;
+    group.stream = NULL;
     return rc;
 }

@@ -80,10 +80,11 @@ tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc)
     size_t n = (size_t)comm->nranks * (size_t)comm->conns.nchannels;
 
     tt_error_to_comm(comm);
-    if (comm->error != TUTTI_SUCCESS)
+    if (tt_comm_error(comm) != TUTTI_SUCCESS)
         return rc;
-    comm->error = rc;
-    snprintf(comm->fatal, sizeof(comm->fatal), "%s", comm->last_error);
+    /* The message first: readers on other threads look at `error`, then at `fatal`. */
+    snprintf(comm->fatal, sizeof(comm->fatal), "%s", tt_thread_error());
+    __atomic_store_n(&comm->error, rc, __ATOMIC_RELEASE);
     /* Tell every peer we are connected to: their waits on us end now, not at their deadline,
      * and the error spreads through the whole communicator in a few hops. */
     for (size_t i = 0; i < n; i++) {
@@ -93,6 +94,29 @@ tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc)
             comm->conns.recv[i]->tp->fail(comm->conns.recv[i]);
     }
     return rc;
+}
+
+void tt_comm_work_queued(struct tutti_comm *comm)
+{
+    pthread_mutex_lock(&comm->work_lock);
+    comm->work_pending++;
+    pthread_mutex_unlock(&comm->work_lock);
+}
+
+void tt_comm_work_done(struct tutti_comm *comm)
+{
+    pthread_mutex_lock(&comm->work_lock);
+    if (--comm->work_pending == 0)
+        pthread_cond_broadcast(&comm->work_cv);
+    pthread_mutex_unlock(&comm->work_lock);
+}
+
+void tt_comm_wait_idle(struct tutti_comm *comm)
+{
+    pthread_mutex_lock(&comm->work_lock);
+    while (comm->work_pending > 0)
+        pthread_cond_wait(&comm->work_cv, &comm->work_lock);
+    pthread_mutex_unlock(&comm->work_lock);
 }
 
 tutti_result_t tutti_comm_abort(tutti_comm_t comm)
@@ -323,6 +347,9 @@ static void comm_free(struct tutti_comm *c)
     tt_board_free(&c->board);
     free(c->pids);
     free(c->peers);
+    pthread_cond_destroy(&c->work_cv);
+    pthread_mutex_destroy(&c->work_lock);
+    pthread_mutex_destroy(&c->run_lock);
     c->magic = 0;
     free(c);
 }
@@ -476,12 +503,15 @@ tutti_result_t tutti_comm_init(tutti_comm_t *comm, int nranks, const tutti_id_t 
     if (!c)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "tutti_comm_init: out of memory");
     c->magic = TT_COMM_MAGIC;
+    pthread_mutex_init(&c->run_lock, NULL);
+    pthread_mutex_init(&c->work_lock, NULL);
+    pthread_cond_init(&c->work_cv, NULL);
     c->rank = rank;
     c->nranks = nranks;
     tt_log_set_rank(rank);
     rc = read_config(c, config);
     if (rc != TUTTI_SUCCESS) {
-        free(c);
+        comm_free(c);
         return rc;
     }
     tt_id_tag(&info, c->job_tag, sizeof(c->job_tag));
@@ -509,6 +539,11 @@ tutti_result_t tutti_comm_destroy(tutti_comm_t comm)
 {
     if (!comm)
         return TUTTI_SUCCESS;
+    if (tt_comm_check(comm, "tutti_comm_destroy") != TUTTI_SUCCESS)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "tutti_comm_destroy: comm is not a live communicator (destroyed twice?)");
+    /* Work queued on streams still uses comm: each item ends within the deadline. */
+    tt_comm_wait_idle(comm);
     if (!reg_remove(comm))
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
                        "tutti_comm_destroy: comm is not a live communicator (destroyed twice?)");

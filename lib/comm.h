@@ -12,6 +12,7 @@
 #include "topo.h"
 #include "tune.h"
 
+#include <pthread.h>
 #include <stdint.h>
 
 #define TT_ERRMSG_LEN 512
@@ -49,6 +50,14 @@ struct tutti_comm {
     uint64_t seq;              /* collectives started */
     char last_error[TT_ERRMSG_LEN];
 
+    /* Streams (stream.c): one operation runs at a time; NULL-stream calls wait for the work
+     * queued on streams first. */
+    pthread_mutex_t run_lock;
+    pthread_mutex_t work_lock;
+    pthread_cond_t work_cv;
+    int work_pending; /* items queued on streams, not finished */
+    uint8_t barrier_buf[2];
+
     /* Reused between calls so the hot path does not allocate. */
     struct tt_plan plan;
     struct tt_exec_mem exec_mem;
@@ -69,5 +78,16 @@ const char *tt_comm_transport_name(const struct tutti_comm *comm, int a, int b);
 
 /* Put the communicator into its error state (first error wins) and return rc. */
 tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc);
+
+/* The sticky error (TUTTI_SUCCESS while healthy); safe from any thread. */
+static inline tutti_result_t tt_comm_error(const struct tutti_comm *comm)
+{
+    return __atomic_load_n(&comm->error, __ATOMIC_ACQUIRE);
+}
+
+/* Stream bookkeeping: an item on comm was queued / has finished; wait until none is queued. */
+void tt_comm_work_queued(struct tutti_comm *comm);
+void tt_comm_work_done(struct tutti_comm *comm);
+void tt_comm_wait_idle(struct tutti_comm *comm);
 
 #endif

@@ -2,6 +2,7 @@
 #include "error.h"
 #include "comm.h"
 #include "log.h"
+#include "stream.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,7 +29,9 @@ static tutti_result_t record(struct tutti_comm *comm, tutti_result_t rc, int lou
     /* Format aside first: the arguments may point into thread_msg itself. */
     vsnprintf(msg, sizeof(msg), fmt, ap);
     memcpy(thread_msg, msg, sizeof(msg));
-    if (comm)
+    /* A stream worker keeps its messages to itself (the stream reports them): comm's buffer
+     * belongs to the thread that calls comm's functions. */
+    if (comm && !tt_stream_in_worker())
         snprintf(comm->last_error, sizeof(comm->last_error), "%s", thread_msg);
     if (loud)
         TT_WARN(TT_SUB_ALL, "%s (%s)", thread_msg, tutti_strerror(rc));
@@ -57,7 +60,7 @@ tutti_result_t tt_fail_quiet(struct tutti_comm *comm, tutti_result_t rc, const c
 
 void tt_error_to_comm(struct tutti_comm *comm)
 {
-    if (comm)
+    if (comm && !tt_stream_in_worker())
         snprintf(comm->last_error, sizeof(comm->last_error), "%s", thread_msg);
 }
 

@@ -346,6 +346,16 @@ tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
             tutti_result_t a = x->wait_conn->tp->alive(x->wait_conn);
             last_alive = now;
             if (a != TUTTI_SUCCESS) {
+                /* A peer that finished may exit right after its last write, between our poll
+                 * and this check: what it wrote is still there, so look once more. */
+                r = tt_exec_progress(x);
+                if (r == TUTTI_SUCCESS)
+                    return r;
+                if (r == TUTTI_IN_PROGRESS && x->moved) {
+                    tt_backoff_reset(&b);
+                    last_move = 0;
+                    continue;
+                }
                 tt_label_format(what, name, sizeof(name));
                 for (size_t i = 0; i < x->npend; i++)
                     x->pend[i]->queued = 0;

@@ -97,7 +97,7 @@ Test(api, collectives_check_their_arguments)
     EXPECT_ERR(tutti_reduce(buf, out, 4, TUTTI_FLOAT32, TUTTI_SUM, -1, c, NULL),
                TUTTI_ERR_INVALID_ARG, "root -1");
     EXPECT_ERR(tutti_all_reduce(buf, out, 4, TUTTI_FLOAT32, TUTTI_SUM, c, (tutti_stream_t)buf),
-               TUTTI_ERR_UNSUPPORTED, "stream");
+               TUTTI_ERR_INVALID_ARG, "stream");
     EXPECT_ERR(tutti_send(buf, 4, TUTTI_FLOAT32, 1, c, NULL), TUTTI_ERR_INVALID_ARG, "peer 1");
     EXPECT_ERR(tutti_recv(NULL, 4, TUTTI_FLOAT32, 0, c, NULL), TUTTI_ERR_INVALID_ARG, "recvbuf");
     EXPECT_ERR(tutti_send(buf, 4, TUTTI_FLOAT32, 0, c, NULL), TUTTI_ERR_INVALID_ARG, "group");
@@ -295,4 +295,51 @@ Test(api, missing_peer_times_out_then_fails_fast, .timeout = 30)
     cr_assert(strstr(s[0].msg, "all_reduce #1") && strstr(s[0].msg, "rank 1"), "%s", s[0].msg);
     cr_assert_eq(s[0].second, TUTTI_ERR_TIMEOUT, "later calls fail fast with the first cause");
     cr_assert(strstr(s[0].msg2, "unusable") && strstr(s[0].msg2, "no progress"), "%s", s[0].msg2);
+}
+
+static tutti_result_t fail_with_message(void *arg)
+{
+    (void)arg;
+    return TUTTI_ERR_SYSTEM;
+}
+
+Test(api, streams_check_their_arguments)
+{
+    tutti_comm_t c = solo();
+    tutti_stream_t s;
+    tutti_event_t e;
+    float x[4] = {1, 2, 3, 4}, y[4];
+
+    EXPECT_ERR(tutti_stream_create(NULL), TUTTI_ERR_INVALID_ARG, "stream");
+    EXPECT_ERR(tutti_stream_sync(NULL), TUTTI_ERR_INVALID_ARG, "stream");
+    EXPECT_ERR(tutti_stream_query(NULL), TUTTI_ERR_INVALID_ARG, "stream");
+    EXPECT_ERR(tutti_event_create(NULL), TUTTI_ERR_INVALID_ARG, "event");
+    EXPECT_ERR(tutti_event_sync(NULL), TUTTI_ERR_INVALID_ARG, "event");
+    cr_assert_eq(tutti_stream_destroy(NULL), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_event_destroy(NULL), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_stream_create(&s), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_event_create(&e), TUTTI_SUCCESS);
+    EXPECT_ERR(tutti_stream_launch(s, NULL, NULL), TUTTI_ERR_INVALID_ARG, "fn");
+    EXPECT_ERR(tutti_event_record(e, NULL), TUTTI_ERR_INVALID_ARG, "stream");
+    /* An invalid collective is refused by the call itself and queues nothing. */
+    EXPECT_ERR(tutti_all_reduce(x, y, 4, TUTTI_FLOAT32, (tutti_op_t)77, c, s),
+               TUTTI_ERR_INVALID_ARG, "op");
+    cr_assert_eq(tutti_stream_query(s), TUTTI_SUCCESS);
+    /* One rank: queued work completes; the result is there after the sync. */
+    cr_assert_eq(tutti_all_reduce(x, y, 4, TUTTI_FLOAT32, TUTTI_SUM, c, s), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_event_record(e, s), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_event_sync(e), TUTTI_SUCCESS);
+    cr_assert(y[0] == 1 && y[3] == 4);
+    /* A failing host function: sticky error, message, later work skipped. */
+    cr_assert_eq(tutti_stream_launch(s, fail_with_message, NULL), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_all_reduce(x, y, 4, TUTTI_FLOAT32, TUTTI_SUM, c, s), TUTTI_SUCCESS);
+    EXPECT_ERR(tutti_stream_sync(s), TUTTI_ERR_SYSTEM, "host function");
+    cr_assert_eq(tutti_stream_query(s), TUTTI_ERR_SYSTEM);
+    cr_assert(strstr(tutti_stream_last_error(s), "tutti_stream_launch"));
+    cr_assert_eq(tutti_event_query(e), TUTTI_SUCCESS, "the event was recorded before the failure");
+    EXPECT_ERR(tutti_all_reduce(x, y, 4, TUTTI_FLOAT32, TUTTI_SUM, c, NULL), TUTTI_ERR_ABORTED,
+               "earlier operation on its stream failed");
+    cr_assert_eq(tutti_stream_destroy(s), TUTTI_ERR_SYSTEM);
+    cr_assert_eq(tutti_event_destroy(e), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_comm_destroy(c), TUTTI_SUCCESS);
 }

@@ -4,7 +4,8 @@
 #             the unit and fault suites and the launcher, perf and env tests, halting on the
 #             first report (leaks included)
 #   tsan      a build with ThreadSanitizer (BUILD_DIR/san-tsan); ranks as threads of one
-#             process (tests/sanitize/tsan_ranks.c: Criterion's runner does not run under it)
+#             process (tests/sanitize/tsan_ranks.c: Criterion's runner does not run under it),
+#             then the host-stream checks (a worker thread per stream) as 2-rank jobs
 #   valgrind  a 2-rank all-reduce job under valgrind memcheck: no invalid access, no leak
 set -eu
 src=$1 build=$2 mode=$3
@@ -26,12 +27,17 @@ asan|tsan)
     if [ "$mode" = asan ]; then
         ninja -C "$dir" >/dev/null
         meson test -C "$dir" --no-rebuild --print-errorlogs --suite unit --suite faults | tee "$out"
-        meson test -C "$dir" --no-rebuild --print-errorlogs launcher env perf | tee -a "$out"
-        want=10
+        meson test -C "$dir" --no-rebuild --print-errorlogs launcher env perf streams | tee -a "$out"
+        want=11
     else
-        ninja -C "$dir" tests/tsan_ranks >/dev/null
+        ninja -C "$dir" tests/tsan_ranks tests/stream_check tools/tutti-run >/dev/null
         TUTTI_SOCKET_IFNAME==lo "$dir/tests/tsan_ranks"
-        exit $?
+        # Host streams: each rank's worker thread against its caller, as real processes.
+        for m in order async mixed fail abort; do
+            TUTTI_SOCKET_IFNAME==lo TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 2 \
+                "$dir/tests/stream_check" $m
+        done
+        exit 0
     fi
     # Every run must have run its tests and failed none (meson exits 0 when nothing matched).
     ok=$(grep -c '^ *[0-9]*/[0-9]* .* OK ' "$out" || true)

@@ -1,0 +1,68 @@
+/*
+ * stream.h -- host streams: an ordered queue of work per stream, run by the stream's worker
+ * thread. The collectives layer (coll.c) queues work and executes it; this module owns the
+ * queue, the worker, completion tickets, events and the sticky error.
+ */
+#ifndef TT_STREAM_H
+#define TT_STREAM_H
+
+#include "tutti.h"
+
+#include <stddef.h>
+
+struct tutti_comm;
+
+/* One collective as the caller described it (validated before it is queued). */
+struct tt_call {
+    int coll; /* enum tt_coll */
+    const char *fn;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    tutti_dtype_t dtype;
+    tutti_op_t op;
+    int root;
+    int inplace;
+};
+
+struct tt_p2p_op {
+    int is_send;
+    int peer;
+    void *buf;
+    size_t bytes;
+};
+
+enum tt_work_kind { TT_WORK_COLL, TT_WORK_P2P, TT_WORK_HOST, TT_WORK_WAIT };
+
+/* An item of a stream's queue. */
+struct tt_work {
+    enum tt_work_kind kind;
+    struct tutti_comm *comm; /* COLL, P2P */
+    struct tt_call call;     /* COLL */
+    struct tt_p2p_op *ops;   /* P2P: owned by the item */
+    int nops;
+    tutti_host_fn_t fn; /* HOST */
+    void *arg;
+    struct tutti_stream *wait_stream; /* WAIT: until that stream's ticket is done */
+    unsigned long long wait_ticket;
+};
+
+/* Non-NULL handle that is not a live stream: TUTTI_ERR_INVALID_ARG naming fn. */
+tutti_result_t tt_stream_check(tutti_stream_t s, struct tutti_comm *comm, const char *fn);
+
+/* Queue w (copied; the stream takes ownership of w->ops). */
+tutti_result_t tt_stream_push(tutti_stream_t s, const struct tt_work *w);
+
+/* Is the calling thread a stream worker? (NULL-stream calls there run at once.) */
+int tt_stream_in_worker(void);
+
+/* Run one COLL or P2P item; provided by coll.c. */
+tutti_result_t tt_coll_exec_work(const struct tt_work *w);
+
+/* Fail the communicator of a COLL/P2P item that is skipped after an earlier failure. */
+void tt_coll_skip_work(const struct tt_work *w, const char *why);
+
+/* Free what an item owns. */
+void tt_work_release(struct tt_work *w);
+
+#endif
