@@ -387,6 +387,37 @@ TUTTI_API tutti_result_t tutti_event_query(tutti_event_t event);
 TUTTI_API tutti_result_t tutti_event_sync(tutti_event_t event);
 
 /*
+ * Tracing. With TUTTI_TRACE=file.json set, the library records every collective (and each
+ * phase of its schedule, per channel) and writes a Chrome / Perfetto trace (JSON array of
+ * complete events; open it in ui.perfetto.dev or chrome://tracing) when the process exits.
+ * The ranks of a host share the file, one process (pid = rank) each; a name containing %r
+ * gives one file per rank instead. Applications add their own spans on the same clock.
+ */
+
+/* tutti_trace_enabled - non-zero when TUTTI_TRACE is set. */
+TUTTI_API int tutti_trace_enabled(void);
+
+/* tutti_trace_clock - the trace's clock in microseconds (monotonic; one clock per host). */
+TUTTI_API double tutti_trace_clock(void);
+
+/*
+ * tutti_trace_span - record a span [start_us, end_us) of the calling thread, with a category
+ * ("compute") and optional args: the text of a JSON object ("{\"step\":3}") or NULL. Does
+ * nothing when tracing is off. Names are cut at 63 bytes, args at 159.
+ */
+TUTTI_API void tutti_trace_span(const char *name, const char *category, double start_us,
+                                double end_us, const char *args);
+
+/* tutti_trace_name_thread - the name of the calling thread's track ("main", "loader"). */
+TUTTI_API void tutti_trace_name_thread(const char *name);
+
+/*
+ * tutti_trace_flush - write the events recorded so far (also done at exit). Returns
+ * TUTTI_ERR_SYSTEM, with the file named, if it cannot be written.
+ */
+TUTTI_API tutti_result_t tutti_trace_flush(void);
+
+/*
  * tutti_env_print - print every TUTTI_* variable with its current value, where the value
  * came from (default or environment) and a line of help. For `tutti-run --env`.
  */

@@ -7,6 +7,7 @@
 #include "error.h"
 #include "log.h"
 #include "stream.h"
+#include "trace.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -276,6 +277,9 @@ static tutti_result_t coll_exec(struct tutti_comm *comm, const struct tt_call *c
     struct tt_label label;
     void *bufs[2];
 
+    double t0 = tt_trace_on ? tt_trace_us() : 0;
+    tutti_result_t rc;
+
     TT_CHECK(check_health(comm, c->fn));
     comm->seq++;
     if (comm->check_coll) {
@@ -298,7 +302,17 @@ static tutti_result_t coll_exec(struct tutti_comm *comm, const struct tt_call *c
     algo->build(&comm->plan, comm->rings, &a);
     bufs[TT_BUF_SEND] = (void *)c->sendbuf;
     bufs[TT_BUF_RECV] = c->recvbuf;
-    return run_plan(comm, bufs, c->dtype, c->op, &label);
+    rc = run_plan(comm, bufs, c->dtype, c->op, &label);
+    if (tt_trace_on) {
+        char args[160];
+        snprintf(args, sizeof(args),
+                 "{\"seq\":%llu,\"count\":%zu,\"dtype\":\"%s\",\"bytes\":%zu,\"algo\":\"%s\","
+                 "\"channels\":%d,\"ok\":%d}",
+                 label.seq, c->count, tutti_dtype_name(c->dtype), bytes, algo->name, a.nchannels,
+                 rc == TUTTI_SUCCESS);
+        tt_trace_add("coll", label.name, t0, tt_trace_us() - t0, -1, args);
+    }
+    return rc;
 }
 
 static tutti_result_t p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops);
@@ -463,7 +477,13 @@ static tutti_result_t p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, i
     }
     comm->seq++;
     label = (struct tt_label){"point-to-point", 0xff, comm->seq, (size_t)nops, TUTTI_NUM_DTYPES};
+    double t0 = tt_trace_on ? tt_trace_us() : 0;
     rc = run_plan(comm, bufs, TUTTI_UINT8, TUTTI_SUM, &label);
+    if (tt_trace_on) {
+        char args[64];
+        snprintf(args, sizeof(args), "{\"seq\":%llu,\"ops\":%d}", label.seq, nops);
+        tt_trace_add("p2p", label.name, t0, tt_trace_us() - t0, -1, args);
+    }
 out:
     free(order);
     free(bufs);

@@ -5,6 +5,7 @@
 #include "comm.h"
 #include "config.h"
 #include "error.h"
+#include "trace.h"
 #include "log.h"
 #include "wait.h"
 
@@ -470,6 +471,8 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     }
     c->stall_s = tt_env_double("TUTTI_STALL_WARN");
     c->check_coll = tt_env_int("TUTTI_CHECK_COLL") != 0;
+    /* Nobody has traced into the shared trace file before this communicator's barrier. */
+    tt_trace_comm_ready(c->local_rank);
     /* Its barriers also make sure everyone is connected before anyone sends data. */
     return tt_board_init(c);
 }

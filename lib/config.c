@@ -69,6 +69,10 @@ static struct knob knobs[] = {
     {"TUTTI_TOPO_DUMP_FILE", "", "rank 0 writes the detected topology (hwloc XML) here", NULL, 0,
      0},
     {"TUTTI_HOSTID", "", "host identity override, so one machine can pose as several", NULL, 0, 0},
+    {"TUTTI_TRACE", "",
+     "write a Chrome/Perfetto trace of collectives (and application spans) to this file; %r in "
+     "the name: one file per rank",
+     NULL, 0, 0},
     {"TUTTI_ID", "", "communicator id string (set by tutti-run)", NULL, 0, 0},
     {"TUTTI_RANK", "", "this process's rank (set by tutti-run)", NULL, 0, 0},
     {"TUTTI_WORLD_SIZE", "", "number of ranks (set by tutti-run)", NULL, 0, 0},

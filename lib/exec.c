@@ -1,6 +1,7 @@
 /* exec.c -- the executor; see exec.h and algorithms/plan.h for the chunk-major walk. */
 #include "exec.h"
 #include "error.h"
+#include "trace.h"
 #include "wait.h"
 
 #include <stdio.h>
@@ -41,12 +42,13 @@ static void phase_begin(struct tt_exec *x, const struct tt_lane *lane, struct tt
                         size_t first)
 {
     const struct tt_step *steps = x->plan->steps + lane->first;
+    double t0 = ls->t0;
 
     for (;;) {
         size_t most = 0, end = first;
 
         if (first >= lane->nsteps) {
-            *ls = (struct tt_lane_state){.phase = first, .end = first};
+            *ls = (struct tt_lane_state){.phase = first, .end = first, .t0 = t0};
             return;
         }
         do {
@@ -57,7 +59,8 @@ static void phase_begin(struct tt_exec *x, const struct tt_lane *lane, struct tt
                                      .nchunks = (most + x->chunk_elems - 1) / x->chunk_elems,
                                      .step = first,
                                      .phase = first,
-                                     .end = end};
+                                     .end = end,
+                                     .t0 = t0};
         if (ls->nchunks > 0)
             return;
         first = end;
@@ -86,6 +89,7 @@ tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void 
     x->wait_peer = -1;
     for (int l = 0; l < plan->nlanes; l++) {
         phase_begin(x, &plan->lanes[l], &x->lanes[l], 0);
+        x->lanes[l].t0 = tt_trace_on ? tt_trace_us() : 0;
         if (x->lanes[l].chunk >= x->lanes[l].nchunks)
             x->lanes_left--;
     }
@@ -223,6 +227,27 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
     return TUTTI_SUCCESS;
 }
 
+/* TUTTI_TRACE: the phase just finished, as a span on its lane's track. */
+static void trace_phase(struct tt_exec *x, const struct tt_lane *lane, struct tt_lane_state *ls)
+{
+    static const char *names[TT_NUM_PRIMS] = {
+        "send",           "recv", "recv-reduce-send", "recv-reduce-copy", "recv-reduce-copy-send",
+        "recv-copy-send", "copy"};
+    const struct tt_step *first = x->plan->steps + lane->first + ls->phase;
+    double now = tt_trace_us();
+    size_t elems = 0;
+    char args[160];
+
+    for (size_t i = ls->phase; i < ls->end; i++)
+        elems += x->plan->steps[lane->first + i].count;
+    snprintf(args, sizeof(args),
+             "{\"steps\":%zu,\"chunks\":%zu,\"elements\":%zu,\"send_peer\":%d,\"recv_peer\":%d}",
+             ls->end - ls->phase, ls->nchunks, elems, (int)first->send_peer, (int)first->recv_peer);
+    tt_trace_add("step", first->prim < TT_NUM_PRIMS ? names[first->prim] : "step", ls->t0,
+                 now - ls->t0, (int)(lane - x->plan->lanes), args);
+    ls->t0 = now;
+}
+
 static tutti_result_t lane_progress(struct tt_exec *x, const struct tt_lane *lane,
                                     struct tt_lane_state *ls)
 {
@@ -244,8 +269,11 @@ static tutti_result_t lane_progress(struct tt_exec *x, const struct tt_lane *lan
             ls->step++;
         }
         ls->step = ls->phase;
-        if (++ls->chunk == ls->nchunks)
+        if (++ls->chunk == ls->nchunks) {
+            if (tt_trace_on)
+                trace_phase(x, lane, ls);
             phase_begin(x, lane, ls, ls->end); /* next phase, or the end of the lane */
+        }
     }
     return TUTTI_SUCCESS;
 }

@@ -27,6 +27,7 @@ struct tt_lane_state {
     size_t step;    /* index within the lane */
     size_t phase;   /* index within the lane of the phase's first step */
     size_t end;     /* index within the lane one past the phase's last step */
+    double t0;      /* TUTTI_TRACE: when the phase started (microseconds) */
 };
 
 /* An executor's working memory, kept by its owner from one operation to the next. */

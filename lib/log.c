@@ -1,5 +1,6 @@
 /* log.c -- see log.h. */
 #include "log.h"
+#include "trace.h"
 #include "config.h"
 
 #include <pthread.h>
@@ -80,11 +81,17 @@ static void log_init_once(void)
 void tt_log_init(void)
 {
     pthread_once(&log_once, log_init_once);
+    tt_trace_init();
 }
 
 void tt_log_set_rank(int rank)
 {
     __atomic_store_n(&log_rank, rank, __ATOMIC_RELAXED);
+}
+
+int tt_log_rank(void)
+{
+    return __atomic_load_n(&log_rank, __ATOMIC_RELAXED);
 }
 
 void tt_log_write(enum tt_log_level level, enum tt_subsys sub, const char *fmt, ...)

@@ -32,6 +32,7 @@ void tt_log_init(void);
 
 /* Rank shown in log lines of this process (the last communicator initialised). */
 void tt_log_set_rank(int rank);
+int tt_log_rank(void);
 
 void tt_log_write(enum tt_log_level level, enum tt_subsys sub, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

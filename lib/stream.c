@@ -14,6 +14,7 @@
 #include "comm.h"
 #include "error.h"
 #include "log.h"
+#include "trace.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -34,8 +35,11 @@ struct tutti_stream {
     unsigned long long failed_at; /* ticket of the first failure; 0 while healthy */
     tutti_result_t error;
     int stop;
+    unsigned id; /* 1, 2, ... in creation order: the trace's track name */
     char msg[TT_ERRMSG_LEN];
 };
+
+static unsigned next_stream_id = 1;
 
 struct tutti_event {
     uint64_t magic;
@@ -119,6 +123,11 @@ static void *worker_main(void *arg)
     struct tutti_stream *s = arg;
 
     in_worker = s;
+    if (tt_trace_on) {
+        char name[32];
+        snprintf(name, sizeof(name), "stream %u", s->id);
+        tt_trace_thread_name(name);
+    }
     pthread_mutex_lock(&s->lock);
     for (;;) {
         struct tt_work w;
@@ -182,6 +191,7 @@ tutti_result_t tutti_stream_create(tutti_stream_t *stream)
     pthread_cond_init(&s->work_cv, NULL);
     pthread_cond_init(&s->done_cv, NULL);
     s->magic = TT_STREAM_MAGIC;
+    s->id = __atomic_fetch_add(&next_stream_id, 1, __ATOMIC_RELAXED);
     err = pthread_create(&s->worker, NULL, worker_main, s);
     if (err != 0) {
         pthread_cond_destroy(&s->done_cv);
