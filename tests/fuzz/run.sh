@@ -12,7 +12,7 @@ echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (voi
 clang -fsanitize=fuzzer "$out/t.c" -o "$out/t" 2>/dev/null ||
     { echo "SKIP: clang has no libFuzzer runtime (libclang-rt-14-dev)"; exit 77; }
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -I$src/include -I$src -I$build"
-lib="$src/lib/bootstrap.c $src/lib/boot_root.c $src/lib/error.c $src/lib/log.c $src/lib/config.c $src/lib/socket.c $src/lib/id.c $src/lib/wait.c"
+lib="$src/lib/bootstrap.c $src/lib/boot_root.c $src/lib/error.c $src/lib/log.c $src/lib/config.c $src/lib/socket.c $src/lib/id.c $src/lib/wait.c $src/lib/trace.c $src/tests/fuzz/stubs.c"
 for name in boot id; do
     clang $flags "$src/tests/fuzz/fuzz_$name.c" $lib -lpthread -o "$out/fuzz_$name"
     mkdir -p "$out/corpus_$name"
