@@ -1,0 +1,775 @@
+/*
+ * ddp.c -- the DDP context: parameter registration and the cross-rank check, buckets (built
+ * and rebuilt), the per-step readiness bookkeeping that queues bucket reductions in bucket
+ * order, finish, no_sync, unused parameters. Uses include/tutti.h only.
+ */
+#include "ddp_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double ddp_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+tutti_result_t ddp_fail(struct tutti_ddp *d, tutti_result_t rc, const char *fmt, ...)
+{
+    char msg[DDP_ERR_LEN];
+    const char *lvl = getenv("TUTTI_DEBUG");
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (d)
+        memcpy(d->err, msg, sizeof(msg));
+    if (!lvl || strcmp(lvl, "NONE") != 0)
+        fprintf(stderr, "tutti DDP WARN rank %d: %s (%s)\n", d ? d->rank : -1, msg,
+                tutti_strerror(rc));
+    return rc;
+}
+
+const char *tutti_ddp_last_error(tutti_ddp_t d)
+{
+    return d ? d->err : "";
+}
+
+const char *tutti_ddp_hook_name(tutti_ddp_hook_t hook)
+{
+    static const char *names[TUTTI_DDP_NUM_HOOKS] = {"none", "fp16",     "bf16", "int8",
+                                                     "topk", "powersgd", "user"};
+    return (unsigned)hook < TUTTI_DDP_NUM_HOOKS ? names[hook] : "invalid";
+}
+
+static tutti_result_t check_config(struct tutti_ddp *d, const tutti_ddp_config_t *c)
+{
+    if (c->size < sizeof(size_t) || c->size > sizeof(*c))
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_create: config->size is %zu; initialise with "
+                        "TUTTI_DDP_CONFIG_INIT",
+                        c->size);
+    if (!(c->bucket_cap_mb > 0) || !(c->first_bucket_mb > 0))
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_create: bucket_cap_mb (%g) and first_bucket_mb (%g) must be > 0",
+                        c->bucket_cap_mb, c->first_bucket_mb);
+    if ((unsigned)c->hook >= TUTTI_DDP_NUM_HOOKS)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_create: hook %d is not a hook",
+                        (int)c->hook);
+    if (c->hook == TUTTI_DDP_HOOK_USER && !c->user_hook)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_create: hook is TUTTI_DDP_HOOK_USER but user_hook is NULL");
+    if (c->hook == TUTTI_DDP_HOOK_TOPK && !(c->topk_ratio > 0 && c->topk_ratio <= 1))
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_create: topk_ratio %g is not in (0, 1]", c->topk_ratio);
+    if (c->hook == TUTTI_DDP_HOOK_POWERSGD && (c->powersgd_rank < 1 || c->powersgd_rank > 64))
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_create: powersgd_rank %d is not in [1, 64]", c->powersgd_rank);
+    if (c->zero < 0 || c->zero > 2)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_create: zero is %d; must be 0, 1 or 2",
+                        c->zero);
+    if (c->zero == 2 && c->hook != TUTTI_DDP_HOOK_NONE)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_create: zero 2 reduce-scatters gradients; it does not combine "
+                        "with the %s hook",
+                        tutti_ddp_hook_name(c->hook));
+    if (c->zero > 0 && c->optim == TUTTI_DDP_OPTIM_NONE)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_create: zero %d shards the optimizer; set optim (SGD or Adam)",
+                        c->zero);
+    if ((unsigned)c->optim > TUTTI_DDP_OPTIM_ADAM)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_create: optim %d is not an optimizer",
+                        (int)c->optim);
+    if (c->optim != TUTTI_DDP_OPTIM_NONE && !(c->lr >= 0))
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_create: lr %g must be >= 0", c->lr);
+    if (c->optim == TUTTI_DDP_OPTIM_ADAM &&
+        !(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps > 0))
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_create: Adam needs 0 <= beta1, beta2 < 1 and eps > 0 (got %g, "
+                        "%g, %g)",
+                        c->beta1, c->beta2, c->eps);
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_ddp_create(tutti_ddp_t *out, tutti_comm_t comm,
+                                const tutti_ddp_config_t *config)
+{
+    tutti_ddp_config_t defaults = TUTTI_DDP_CONFIG_INIT;
+    struct tutti_ddp *d;
+    tutti_result_t rc;
+
+    if (!out)
+        return ddp_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_ddp_create: ddp is NULL");
+    d = calloc(1, sizeof(*d));
+    if (!d)
+        return ddp_fail(NULL, TUTTI_ERR_SYSTEM, "tutti_ddp_create: out of memory");
+    d->rank = -1;
+    rc = tutti_comm_rank(comm, &d->rank);
+    if (rc == TUTTI_SUCCESS)
+        rc = tutti_comm_size(comm, &d->nranks);
+    if (rc != TUTTI_SUCCESS) {
+        ddp_fail(d, rc, "tutti_ddp_create: comm: %s", tutti_last_error());
+        free(d);
+        return rc;
+    }
+    d->comm = comm;
+    d->cfg = defaults;
+    if (config) {
+        rc = check_config(d, config);
+        if (rc != TUTTI_SUCCESS) {
+            free(d);
+            return rc;
+        }
+        memcpy(&d->cfg, config, config->size);
+        d->cfg.size = sizeof(d->cfg);
+    }
+    *out = d;
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_ddp_register(tutti_ddp_t d, const char *name, float *data, float *grad,
+                                  size_t count, int ndim, const size_t *shape, int *index)
+{
+    struct ddp_param *p;
+    size_t prod = 1;
+
+    if (!d)
+        return ddp_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_ddp_register: ddp is NULL");
+    if (d->initialized)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_register: parameters are registered before tutti_ddp_init");
+    if (!name || !name[0])
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_register: name is empty");
+    if (count == 0 || !data)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_register: parameter '%s': data is NULL or count is 0", name);
+    if (!grad && !d->cfg.grad_as_bucket_view)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_register: parameter '%s': grad is NULL (allowed only with "
+                        "grad_as_bucket_view)",
+                        name);
+    if (ndim < 1 || ndim > DDP_MAX_DIMS || !shape)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_register: parameter '%s': ndim %d is not in [1, %d] (or shape "
+                        "is NULL)",
+                        name, ndim, DDP_MAX_DIMS);
+    for (int i = 0; i < ndim; i++)
+        prod *= shape[i];
+    if (prod != count)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_register: parameter '%s': its shape holds %zu values, count "
+                        "says %zu",
+                        name, prod, count);
+    if (d->nparams == d->params_cap) {
+        int cap = d->params_cap ? 2 * d->params_cap : 16;
+        struct ddp_param *g = realloc(d->params, (size_t)cap * sizeof(*g));
+        if (!g)
+            return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_register: out of memory");
+        d->params = g;
+        d->params_cap = cap;
+    }
+    p = &d->params[d->nparams];
+    memset(p, 0, sizeof(*p));
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    p->data = data;
+    p->grad = d->cfg.grad_as_bucket_view ? NULL : grad;
+    p->count = count;
+    p->ndim = ndim;
+    memcpy(p->shape, shape, (size_t)ndim * sizeof(*shape));
+    p->flat_off = d->total;
+    d->total += count;
+    if (index)
+        *index = d->nparams;
+    d->nparams++;
+    return TUTTI_SUCCESS;
+}
+
+/* What every rank must agree on about one parameter. */
+struct desc {
+    char name[DDP_NAME_LEN];
+    uint64_t count;
+    uint64_t ndim;
+    uint64_t shape[DDP_MAX_DIMS];
+};
+
+static void desc_str(const struct desc *x, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "'%s' [", x->name);
+    for (uint64_t i = 0; i < x->ndim && i < DDP_MAX_DIMS && n < (int)size; i++)
+        n += snprintf(buf + n, size - (size_t)n, "%s%llu", i ? ", " : "",
+                      (unsigned long long)x->shape[i]);
+    if (n < (int)size)
+        snprintf(buf + n, size - (size_t)n, "] float32");
+}
+
+/* Every rank sees the same tables, so every rank reaches the same verdict. */
+static tutti_result_t check_params(struct tutti_ddp *d)
+{
+    int64_t mine = d->nparams, *counts = calloc((size_t)d->nranks, sizeof(*counts));
+    struct desc *all = NULL, *me = NULL;
+    tutti_result_t rc;
+    char a[160], b[160];
+
+    if (!counts)
+        return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
+    rc = tutti_all_gather(&mine, counts, 1, TUTTI_INT64, d->comm, NULL);
+    if (rc != TUTTI_SUCCESS) {
+        ddp_fail(d, rc, "tutti_ddp_init: exchanging parameter counts: %s",
+                 tutti_comm_last_error(d->comm));
+        goto out;
+    }
+    for (int r = 1; r < d->nranks; r++)
+        if (counts[r] != counts[0]) {
+            rc = ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                          "tutti_ddp_init: rank %d registered %lld parameters, rank 0 registered "
+                          "%lld",
+                          r, (long long)counts[r], (long long)counts[0]);
+            goto out;
+        }
+    me = calloc((size_t)d->nparams, sizeof(*me));
+    all = calloc((size_t)d->nparams * (size_t)d->nranks, sizeof(*all));
+    if (!me || !all) {
+        rc = ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
+        goto out;
+    }
+    for (int i = 0; i < d->nparams; i++) {
+        const struct ddp_param *p = &d->params[i];
+        memcpy(me[i].name, p->name, sizeof(me[i].name));
+        me[i].count = p->count;
+        me[i].ndim = (uint64_t)p->ndim;
+        for (int k = 0; k < p->ndim; k++)
+            me[i].shape[k] = p->shape[k];
+    }
+    rc = tutti_all_gather(me, all, (size_t)d->nparams * sizeof(*me), TUTTI_UINT8, d->comm, NULL);
+    if (rc != TUTTI_SUCCESS) {
+        ddp_fail(d, rc, "tutti_ddp_init: exchanging parameter shapes: %s",
+                 tutti_comm_last_error(d->comm));
+        goto out;
+    }
+    for (int r = 1; r < d->nranks; r++)
+        for (int i = 0; i < d->nparams; i++) {
+            const struct desc *x = &all[(size_t)r * (size_t)d->nparams + (size_t)i], *y = &all[i];
+            if (memcmp(x, y, sizeof(*x)) == 0)
+                continue;
+            desc_str(x, a, sizeof(a));
+            desc_str(y, b, sizeof(b));
+            rc = ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                          "tutti_ddp_init: parameter %d differs: rank %d registered %s, rank 0 "
+                          "registered %s",
+                          i, r, a, b);
+            goto out;
+        }
+out:
+    free(counts);
+    free(me);
+    free(all);
+    return rc;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+float *ddp_bucket_data(const struct tutti_ddp *d, const struct ddp_bucket *b)
+{
+    return d->cfg.grad_as_bucket_view ? b->view : d->staging;
+}
+
+static void free_buckets(struct ddp_bucket *bk, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(bk[i].params);
+        free(bk[i].view);
+    }
+    free(bk);
+}
+
+tutti_result_t ddp_build_buckets(struct tutti_ddp *d, const int *order)
+{
+    struct ddp_bucket *nb = calloc((size_t)d->nparams, sizeof(*nb));
+    int n = 0, *bucket_of = malloc((size_t)d->nparams * sizeof(int));
+    size_t cap_bytes = (size_t)(d->cfg.first_bucket_mb * 1048576.0), bytes = 0, most = 0;
+
+    if (!nb || !bucket_of)
+        goto oom;
+    /* Group in the given order; a bucket closes once it reaches its cap. */
+    for (int k = 0; k < d->nparams; k++) {
+        int i = order[k];
+        bucket_of[i] = n;
+        nb[n].nparams++;
+        bytes += d->params[i].count * sizeof(float);
+        if (bytes >= cap_bytes || k == d->nparams - 1) {
+            n++;
+            bytes = 0;
+            cap_bytes = (size_t)(d->cfg.bucket_cap_mb * 1048576.0);
+        }
+    }
+    for (int b = 0; b < n; b++) {
+        nb[b].index = b;
+        nb[b].owner = d;
+        nb[b].params = malloc((size_t)nb[b].nparams * sizeof(int));
+        if (!nb[b].params)
+            goto oom;
+        nb[b].nparams = 0;
+    }
+    for (int i = 0; i < d->nparams; i++) {
+        struct ddp_bucket *b = &nb[bucket_of[i]];
+        b->params[b->nparams++] = i; /* ascending: i grows */
+    }
+    for (int b = 0; b < n; b++) {
+        qsort(nb[b].params, (size_t)nb[b].nparams, sizeof(int), cmp_int);
+        nb[b].count = 0;
+        for (int k = 0; k < nb[b].nparams; k++)
+            nb[b].count += d->params[nb[b].params[k]].count;
+        nb[b].pending = nb[b].nparams;
+        most = nb[b].count > most ? nb[b].count : most;
+        if (d->cfg.grad_as_bucket_view) {
+            nb[b].view = calloc(nb[b].count, sizeof(float));
+            if (!nb[b].view)
+                goto oom;
+        }
+    }
+    /* Move the gradients that live in the old views, then switch. */
+    for (int b = 0; b < n; b++) {
+        size_t off = 0;
+        for (int k = 0; k < nb[b].nparams; k++) {
+            struct ddp_param *p = &d->params[nb[b].params[k]];
+            if (d->cfg.grad_as_bucket_view && d->buckets)
+                memcpy(nb[b].view + off, d->buckets[p->bucket].view + p->bucket_off,
+                       p->count * sizeof(float));
+            off += p->count;
+        }
+    }
+    for (int b = 0; b < n; b++) {
+        size_t off = 0;
+        for (int k = 0; k < nb[b].nparams; k++) {
+            struct ddp_param *p = &d->params[nb[b].params[k]];
+            p->bucket = b;
+            p->bucket_off = off;
+            off += p->count;
+        }
+    }
+    if (!d->cfg.grad_as_bucket_view && most > d->staging_count) {
+        float *s = realloc(d->staging, most * sizeof(float));
+        if (!s)
+            goto oom;
+        d->staging = s;
+        d->staging_count = most;
+    }
+    free_buckets(d->buckets, d->nbuckets);
+    d->buckets = nb;
+    d->nbuckets = n;
+    memcpy(d->build_order, order, (size_t)d->nparams * sizeof(int));
+    free(bucket_of);
+    return TUTTI_SUCCESS;
+oom:
+    if (nb)
+        free_buckets(nb, d->nparams);
+    free(bucket_of);
+    return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp: out of memory building buckets");
+}
+
+void ddp_owner_run(const struct tutti_ddp *d, const struct ddp_bucket *b, int r, size_t *lo,
+                   size_t *hi)
+{
+    size_t olo = (size_t)r * d->shard, ohi = olo + d->shard, first = b->count, last = 0, off = 0;
+
+    ohi = ohi > d->total ? d->total : ohi;
+    for (int k = 0; k < b->nparams; k++) {
+        const struct ddp_param *p = &d->params[b->params[k]];
+        size_t a = p->flat_off > olo ? p->flat_off : olo;
+        size_t z = p->flat_off + p->count < ohi ? p->flat_off + p->count : ohi;
+        if (a < z) {
+            size_t s = off + (a - p->flat_off), e = off + (z - p->flat_off);
+            first = s < first ? s : first;
+            last = e > last ? e : last;
+        }
+        off += p->count;
+    }
+    *lo = first < last ? first : 0;
+    *hi = first < last ? last : 0;
+}
+
+void ddp_flat_copy(const struct tutti_ddp *d, float *flat, size_t lo, size_t hi, int to_flat)
+{
+    for (int i = 0; i < d->nparams; i++) {
+        const struct ddp_param *p = &d->params[i];
+        size_t a = p->flat_off > lo ? p->flat_off : lo;
+        size_t z = p->flat_off + p->count < hi ? p->flat_off + p->count : hi;
+        if (a >= z)
+            continue;
+        if (to_flat)
+            memcpy(flat + (a - lo), p->data + (a - p->flat_off), (z - a) * sizeof(float));
+        else
+            memcpy(p->data + (a - p->flat_off), flat + (a - lo), (z - a) * sizeof(float));
+    }
+}
+
+tutti_result_t tutti_ddp_init(tutti_ddp_t d)
+{
+    int *order;
+    tutti_result_t rc;
+
+    if (!d)
+        return ddp_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_ddp_init: ddp is NULL");
+    if (d->initialized)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_init: called twice");
+    if (d->nparams == 0)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_init: no parameter is registered");
+    TUTTI_DDP_CHECK(check_params(d));
+    /* Rank 0's values everywhere. */
+    for (int i = 0; i < d->nparams; i++) {
+        rc = tutti_broadcast(d->params[i].data, d->params[i].data, d->params[i].count,
+                             TUTTI_FLOAT32, 0, d->comm, NULL);
+        if (rc != TUTTI_SUCCESS)
+            return ddp_fail(d, rc, "tutti_ddp_init: broadcasting '%s': %s", d->params[i].name,
+                            tutti_comm_last_error(d->comm));
+    }
+    d->shard = (d->total + (size_t)d->nranks - 1) / (size_t)d->nranks;
+    d->own_lo = (size_t)d->rank * d->shard;
+    d->own_lo = d->own_lo > d->total ? d->total : d->own_lo;
+    d->own_hi = d->own_lo + d->shard > d->total ? d->total : d->own_lo + d->shard;
+    order = malloc((size_t)d->nparams * sizeof(int));
+    d->ready_order = malloc((size_t)d->nparams * sizeof(int));
+    d->build_order = malloc((size_t)d->nparams * sizeof(int));
+    if (!order || !d->ready_order || !d->build_order) {
+        free(order);
+        return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
+    }
+    for (int k = 0; k < d->nparams; k++)
+        order[k] = d->nparams - 1 - k; /* reverse registration order */
+    rc = ddp_build_buckets(d, order);
+    free(order);
+    TUTTI_DDP_CHECK(rc);
+    if (d->cfg.zero == 2) {
+        d->shard_grad = calloc(d->shard ? d->shard : 1, sizeof(float));
+        if (!d->shard_grad)
+            return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
+    }
+    TUTTI_DDP_CHECK(ddp_hook_init(d));
+    TUTTI_DDP_CHECK(ddp_optim_init(d));
+    rc = tutti_stream_create(&d->stream);
+    if (rc != TUTTI_SUCCESS)
+        return ddp_fail(d, rc, "tutti_ddp_init: %s", tutti_last_error());
+    d->initialized = 1;
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t check_live(struct tutti_ddp *d, const char *fn)
+{
+    if (!d)
+        return ddp_fail(NULL, TUTTI_ERR_INVALID_ARG, "%s: ddp is NULL", fn);
+    if (!d->initialized)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "%s: call tutti_ddp_init first", fn);
+    if (d->broken)
+        return ddp_fail(d, TUTTI_ERR_ABORTED, "%s: unusable after an earlier failure", fn);
+    return TUTTI_SUCCESS;
+}
+
+/* Work queued before and after a bucket's hook: copy in, time it; copy out, account. */
+static tutti_result_t bucket_begin(void *arg)
+{
+    struct ddp_bucket *b = arg;
+    struct tutti_ddp *d = b->owner;
+    float *data = ddp_bucket_data(d, b);
+    float scale = d->cfg.hook == TUTTI_DDP_HOOK_USER ? 1.0f / (float)d->nranks : 1.0f;
+    size_t off = 0;
+
+    b->t_start = ddp_now();
+    for (int k = 0; k < b->nparams; k++) {
+        const struct ddp_param *p = &d->params[b->params[k]];
+        float *dst = data + off;
+        if (p->zero_fill)
+            memset(dst, 0, p->count * sizeof(float));
+        else if (!d->cfg.grad_as_bucket_view)
+            memcpy(dst, p->grad, p->count * sizeof(float));
+        if (scale != 1.0f)
+            for (size_t j = 0; j < p->count; j++)
+                dst[j] *= scale;
+        off += p->count;
+    }
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t bucket_end(void *arg)
+{
+    struct ddp_bucket *b = arg;
+    struct tutti_ddp *d = b->owner;
+    const float *data = ddp_bucket_data(d, b);
+    double now = ddp_now();
+
+    if (d->cfg.zero == 2) {
+        size_t lo, hi, off = 0;
+        /* This rank's run, reduced onto it: into the flat shard. */
+        ddp_owner_run(d, b, d->rank, &lo, &hi);
+        for (int k = 0; k < b->nparams && lo < hi; k++) {
+            const struct ddp_param *p = &d->params[b->params[k]];
+            size_t a = off > lo ? off : lo, z = off + p->count < hi ? off + p->count : hi;
+            if (a < z)
+                memcpy(d->shard_grad + (p->flat_off + (a - off) - d->own_lo), data + a,
+                       (z - a) * sizeof(float));
+            off += p->count;
+        }
+    } else if (!d->cfg.grad_as_bucket_view) {
+        size_t off = 0;
+        for (int k = 0; k < b->nparams; k++) {
+            const struct ddp_param *p = &d->params[b->params[k]];
+            memcpy(p->grad, data + off, p->count * sizeof(float));
+            off += p->count;
+        }
+    }
+    d->comm_s += now - b->t_start;
+    d->bytes_reduced += b->count * sizeof(float);
+    if (tutti_trace_enabled()) {
+        char args[96];
+        snprintf(args, sizeof(args), "{\"bucket\":%d,\"bytes\":%zu,\"hook\":\"%s\"}", b->index,
+                 b->count * sizeof(float), tutti_ddp_hook_name(d->cfg.hook));
+        tutti_trace_span("bucket reduction", "ddp", b->t_start * 1e6, now * 1e6, args);
+    }
+    return TUTTI_SUCCESS;
+}
+
+/* A failure mid-step: make the peers fail too, and keep the first message. */
+static tutti_result_t break_step(struct tutti_ddp *d, tutti_result_t rc)
+{
+    char msg[DDP_ERR_LEN];
+
+    memcpy(msg, d->err, sizeof(msg));
+    d->broken = 1;
+    if (d->nranks > 1)
+        tutti_comm_abort(d->comm);
+    if (d->stream)
+        tutti_stream_sync(d->stream);
+    memcpy(d->err, msg, sizeof(msg));
+    return rc;
+}
+
+static tutti_result_t launch(struct tutti_ddp *d, struct ddp_bucket *b)
+{
+    tutti_result_t rc;
+
+    b->launched = 1;
+    rc = tutti_stream_launch(d->stream, bucket_begin, b);
+    if (rc == TUTTI_SUCCESS)
+        rc = ddp_hook_queue(d, b);
+    if (rc == TUTTI_SUCCESS)
+        rc = tutti_stream_launch(d->stream, bucket_end, b);
+    if (rc != TUTTI_SUCCESS) {
+        if (!d->err[0])
+            ddp_fail(d, rc, "bucket %d: queueing its reduction: %s", b->index, tutti_last_error());
+        return break_step(d, rc);
+    }
+    return TUTTI_SUCCESS;
+}
+
+/* Queue every bucket that is complete and whose predecessors are queued. */
+static tutti_result_t launch_ready(struct tutti_ddp *d)
+{
+    while (d->next_launch < d->nbuckets && d->buckets[d->next_launch].pending == 0) {
+        d->err[0] = 0;
+        TUTTI_DDP_CHECK(launch(d, &d->buckets[d->next_launch]));
+        d->next_launch++;
+    }
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_ddp_grad_ready(tutti_ddp_t d, int index)
+{
+    struct ddp_param *p;
+
+    TUTTI_DDP_CHECK(check_live(d, "tutti_ddp_grad_ready"));
+    if (index < 0 || index >= d->nparams)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_grad_ready: index %d is not a registered parameter (0..%d)",
+                        index, d->nparams - 1);
+    p = &d->params[index];
+    if (p->ready)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_grad_ready: parameter %d '%s' was already marked ready in this "
+                        "step",
+                        index, p->name);
+    p->ready = 1;
+    if (d->no_sync)
+        return TUTTI_SUCCESS;
+    d->in_step = 1;
+    if (!d->rebuilt && d->steps == 0)
+        d->ready_order[d->nready++] = index;
+    d->buckets[p->bucket].pending--;
+    return launch_ready(d);
+}
+
+static void end_step(struct tutti_ddp *d)
+{
+    for (int i = 0; i < d->nparams; i++) {
+        d->params[i].ready = 0;
+        d->params[i].zero_fill = 0;
+    }
+    for (int b = 0; b < d->nbuckets; b++) {
+        d->buckets[b].pending = d->buckets[b].nparams;
+        d->buckets[b].launched = 0;
+    }
+    d->next_launch = 0;
+    d->in_step = 0;
+}
+
+/* After the first synchronised step: buckets in the order gradients became ready on rank 0. */
+static tutti_result_t rebuild(struct tutti_ddp *d)
+{
+    int *order = malloc((size_t)d->nparams * sizeof(int)), *seen, n = d->nready, same = 1;
+    tutti_result_t rc;
+
+    seen = calloc((size_t)d->nparams, sizeof(int));
+    if (!order || !seen) {
+        free(order);
+        free(seen);
+        return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_finish: out of memory");
+    }
+    memcpy(order, d->ready_order, (size_t)n * sizeof(int));
+    for (int k = 0; k < n; k++)
+        seen[order[k]] = 1;
+    for (int i = d->nparams - 1; i >= 0; i--) /* the unused ones last, as at first */
+        if (!seen[i])
+            order[n++] = i;
+    free(seen);
+    rc = tutti_broadcast(order, order, (size_t)d->nparams, TUTTI_INT32, 0, d->comm, NULL);
+    if (rc != TUTTI_SUCCESS) {
+        free(order);
+        return ddp_fail(d, rc, "tutti_ddp_finish: broadcasting the bucket order: %s",
+                        tutti_comm_last_error(d->comm));
+    }
+    for (int k = 0; k < d->nparams; k++)
+        same &= order[k] == d->nparams - 1 - k;
+    rc = same ? TUTTI_SUCCESS : ddp_build_buckets(d, order);
+    free(order);
+    d->rebuilt = 1;
+    return rc;
+}
+
+tutti_result_t tutti_ddp_finish(tutti_ddp_t d)
+{
+    char names[400];
+    int unused = 0, n = 0;
+    double t0;
+    tutti_result_t rc;
+
+    TUTTI_DDP_CHECK(check_live(d, "tutti_ddp_finish"));
+    if (d->no_sync) {
+        end_step(d);
+        return TUTTI_SUCCESS;
+    }
+    names[0] = 0;
+    for (int i = 0; i < d->nparams; i++)
+        if (!d->params[i].ready) {
+            if (unused++ < 6)
+                n += snprintf(names + n, sizeof(names) - (size_t)n, "%s'%s' (%d)",
+                              unused > 1 ? ", " : "", d->params[i].name, i);
+        }
+    if (unused && !d->cfg.find_unused) {
+        ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                 "tutti_ddp_finish: %d parameter(s) got no gradient in this step: %s%s; mark "
+                 "them with tutti_ddp_grad_ready, or set find_unused to count them as zero. The "
+                 "communicator was aborted so that the other ranks fail instead of waiting",
+                 unused, names, unused > 6 ? ", ..." : "");
+        end_step(d);
+        return break_step(d, TUTTI_ERR_INVALID_ARG);
+    }
+    for (int i = 0; i < d->nparams && unused; i++)
+        if (!d->params[i].ready) {
+            struct ddp_param *p = &d->params[i];
+            p->ready = p->zero_fill = 1;
+            if (d->cfg.grad_as_bucket_view)
+                memset(d->buckets[p->bucket].view + p->bucket_off, 0, p->count * sizeof(float));
+            d->buckets[p->bucket].pending--;
+        }
+    d->in_step = 1;
+    TUTTI_DDP_CHECK(launch_ready(d));
+    t0 = ddp_now();
+    rc = tutti_stream_sync(d->stream);
+    d->exposed_s += ddp_now() - t0;
+    end_step(d);
+    if (rc != TUTTI_SUCCESS) {
+        ddp_fail(d, rc, "tutti_ddp_finish: a bucket reduction failed: %s",
+                 tutti_stream_last_error(d->stream));
+        return break_step(d, rc);
+    }
+    d->steps++;
+    if (d->cfg.rebuild_buckets && !d->rebuilt) {
+        rc = rebuild(d);
+        if (rc != TUTTI_SUCCESS)
+            return break_step(d, rc);
+    }
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_ddp_no_sync(tutti_ddp_t d, int enable)
+{
+    TUTTI_DDP_CHECK(check_live(d, "tutti_ddp_no_sync"));
+    if (d->in_step)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_no_sync: a step is in flight (call it between steps)");
+    d->no_sync = enable != 0;
+    return TUTTI_SUCCESS;
+}
+
+float *tutti_ddp_grad(tutti_ddp_t d, int index)
+{
+    const struct ddp_param *p;
+
+    if (!d || !d->initialized || index < 0 || index >= d->nparams)
+        return NULL;
+    p = &d->params[index];
+    return d->cfg.grad_as_bucket_view ? d->buckets[p->bucket].view + p->bucket_off : p->grad;
+}
+
+tutti_result_t tutti_ddp_stats(tutti_ddp_t d, tutti_ddp_stats_t *s)
+{
+    size_t buckets = 0;
+
+    if (!d || !s)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_stats: ddp or stats is NULL");
+    memset(s, 0, sizeof(*s));
+    for (int b = 0; b < d->nbuckets && d->cfg.grad_as_bucket_view; b++)
+        buckets += d->buckets[b].count * sizeof(float);
+    buckets += d->staging_count * sizeof(float);
+    s->steps = d->steps;
+    s->nbuckets = d->nbuckets;
+    s->rebuilt = d->rebuilt;
+    s->comm_s = d->comm_s;
+    s->exposed_s = d->exposed_s;
+    s->step_s = d->step_s;
+    s->bytes_reduced = d->bytes_reduced;
+    s->bucket_bytes = buckets;
+    s->hook_bytes = d->initialized ? ddp_hook_bytes(d) : 0;
+    s->optim_bytes = d->initialized ? ddp_optim_bytes(d) : 0;
+    s->shard_bytes = d->shard_grad ? d->shard * sizeof(float) : 0;
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_ddp_destroy(tutti_ddp_t d)
+{
+    tutti_result_t rc = TUTTI_SUCCESS;
+    int broken;
+
+    if (!d)
+        return TUTTI_SUCCESS;
+    broken = d->broken;
+    if (d->stream)
+        rc = tutti_stream_destroy(d->stream);
+    ddp_hook_free(d);
+    ddp_optim_free(d);
+    free_buckets(d->buckets, d->nbuckets);
+    free(d->staging);
+    free(d->shard_grad);
+    free(d->ready_order);
+    free(d->build_order);
+    free(d->params);
+    free(d);
+    return broken ? TUTTI_SUCCESS : rc; /* the failure was reported when it happened */
+}

@@ -1,0 +1,143 @@
+/*
+ * ddp_int.h -- the DDP layer's own structures (ddp/ only; built against include/ alone).
+ *
+ * Index spaces:
+ *   - registration index i of a parameter (0 .. nparams-1), forward order;
+ *   - the flat space: parameters laid end to end in registration order, N elements; element
+ *     `flat_off + j` is element j of its parameter. Ownership for ZeRO, optimizer state,
+ *     error-feedback residuals and checkpoints live in this space, so rebuilding buckets
+ *     never moves them. Rank r owns [r * shard, min((r + 1) * shard, N)),
+ *     shard = ceil(N / nranks);
+ *   - a bucket's buffer: its parameters sorted by registration index, end to end, so the
+ *     flat indices along a bucket only grow and each owner's elements form one run.
+ */
+#ifndef DDP_INT_H
+#define DDP_INT_H
+
+#include "tutti_ddp.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DDP_NAME_LEN 64
+#define DDP_MAX_DIMS 4
+#define DDP_ERR_LEN 768
+
+struct ddp_param {
+    char name[DDP_NAME_LEN];
+    float *data;
+    float *grad; /* the application's buffer (NULL with views) */
+    size_t count;
+    int ndim;
+    size_t shape[DDP_MAX_DIMS];
+    size_t flat_off;
+    int bucket;        /* which bucket */
+    size_t bucket_off; /* where in it */
+    int ready;         /* marked in this step */
+    int zero_fill;     /* unused this step (find_unused): reduce zeros */
+};
+
+struct tutti_ddp;
+
+struct ddp_bucket {
+    int index;
+    int *params; /* registration indices, ascending */
+    int nparams;
+    size_t count;
+    float *view;    /* views: the bucket's own memory (the gradients live there) */
+    int pending;    /* parameters not yet ready this step */
+    int launched;   /* reduction queued this step */
+    double t_start; /* set on the stream when its work starts (seconds) */
+    struct tutti_ddp *owner;
+};
+
+struct ddp_hook_state; /* hooks.c */
+struct ddp_optim;      /* optim.c */
+
+struct tutti_ddp {
+    tutti_comm_t comm;
+    int rank, nranks;
+    tutti_ddp_config_t cfg;
+    tutti_stream_t stream;
+    int initialized;
+    int broken; /* a failure aborted the communicator: every call fails */
+
+    struct ddp_param *params;
+    int nparams, params_cap;
+    size_t total;          /* N */
+    size_t shard;          /* ceil(N / nranks) */
+    size_t own_lo, own_hi; /* this rank's flat range */
+
+    struct ddp_bucket *buckets;
+    int nbuckets;
+    float *staging; /* without views: one buffer the stream reuses bucket after bucket */
+    size_t staging_count;
+    int next_launch; /* the next bucket to queue */
+    int in_step;     /* a synchronised backward is in flight */
+    int no_sync;
+    int *build_order; /* the order the buckets were built from (bucket 0's parameters first) */
+    int *ready_order; /* registration indices in the order marked during the first step */
+    int nready;
+    int rebuilt;
+    long long steps;
+
+    struct ddp_hook_state *hook;
+    struct ddp_optim *optim;
+    float *shard_grad; /* ZeRO-2: this rank's reduced gradients, flat [own_lo, own_hi) */
+
+    /* Written on the stream, read after a sync. */
+    double comm_s, exposed_s, step_s;
+    unsigned long long bytes_reduced;
+
+    char err[DDP_ERR_LEN];
+};
+
+/* Propagate a failure (its message is already in ddp->err). */
+#define TUTTI_DDP_CHECK(expr)                                                                      \
+    do {                                                                                           \
+        tutti_result_t ddp_rc_ = (expr);                                                           \
+        if (ddp_rc_ != TUTTI_SUCCESS)                                                              \
+            return ddp_rc_;                                                                        \
+    } while (0)
+
+/* Record a failure: message into ddp->err (and stderr at WARN unless TUTTI_DEBUG=NONE). */
+tutti_result_t ddp_fail(struct tutti_ddp *d, tutti_result_t rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+double ddp_now(void);
+
+/* Element range of bucket b that rank r owns (flat-space ownership), as [*lo, *hi). */
+void ddp_owner_run(const struct tutti_ddp *d, const struct ddp_bucket *b, int r, size_t *lo,
+                   size_t *hi);
+
+/* Where bucket b's values are during its reduction (its view, or the staging buffer). */
+float *ddp_bucket_data(const struct tutti_ddp *d, const struct ddp_bucket *b);
+
+/* hooks.c: state per hook; queue a bucket's reduction on the stream. */
+tutti_result_t ddp_hook_init(struct tutti_ddp *d);
+void ddp_hook_free(struct tutti_ddp *d);
+tutti_result_t ddp_hook_queue(struct tutti_ddp *d, struct ddp_bucket *b);
+size_t ddp_hook_bytes(const struct tutti_ddp *d);
+/* Checkpointed per-rank state of the hook: size and pointer to its bytes (flat floats). */
+size_t ddp_hook_state_size(const struct tutti_ddp *d);
+void *ddp_hook_state_ptr(const struct tutti_ddp *d);
+/* State the same on every rank (PowerSGD's warm-start factors): size, and copy to/from buf. */
+size_t ddp_hook_shared_size(const struct tutti_ddp *d);
+void ddp_hook_shared_copy(struct tutti_ddp *d, unsigned char *buf, int save);
+
+/* optim.c */
+tutti_result_t ddp_optim_init(struct tutti_ddp *d);
+void ddp_optim_free(struct tutti_ddp *d);
+size_t ddp_optim_bytes(const struct tutti_ddp *d);
+/* Optimizer state in the flat space: slots (m, v) of elements [lo, hi) this rank keeps. */
+int ddp_optim_slots(const struct tutti_ddp *d);
+float *ddp_optim_slot(const struct tutti_ddp *d, int slot, size_t *lo, size_t *hi);
+long long *ddp_optim_t(const struct tutti_ddp *d);
+
+/* ddp.c: rebuild buckets from an order of registration indices (first = bucket 0). */
+tutti_result_t ddp_build_buckets(struct tutti_ddp *d, const int *order);
+
+/* Copy `count` floats between the flat space and parameter data (to_flat: gather). */
+void ddp_flat_copy(const struct tutti_ddp *d, float *flat, size_t lo, size_t hi, int to_flat);
+
+#endif

@@ -1,0 +1,227 @@
+/*
+ * tutti_ddp.h -- data-parallel training on top of tutti.h: the job of PyTorch's
+ * DistributedDataParallel, in C.
+ *
+ * Every rank holds a full copy of the model. The application registers its parameters (values
+ * and gradient buffers) in forward order, then calls tutti_ddp_init, which checks that every
+ * rank registered the same parameters and copies rank 0's values everywhere. Each training
+ * step the application's backward pass calls tutti_ddp_grad_ready(ddp, i) as soon as the
+ * gradient of parameter i is final; the layer gathers gradients into buckets and starts each
+ * bucket's reduction on its own host stream the moment the bucket is complete, so reduction
+ * overlaps the rest of backward. tutti_ddp_finish waits for the reductions and leaves every
+ * gradient averaged over the ranks; tutti_ddp_step applies the optimizer (optionally sharded
+ * across ranks, ZeRO-1/2).
+ *
+ * Buckets follow PyTorch's rule: parameters in reverse registration order (backward produces
+ * gradients roughly last layer first), the first bucket closed at first_bucket_mb, the others
+ * at bucket_cap_mb. After the first synchronised step the buckets are rebuilt once from the
+ * order in which gradients actually became ready on rank 0 (broadcast, so every rank agrees).
+ * Buckets are reduced in bucket order on every rank: bucket k starts only after bucket k-1
+ * has started, whatever order gradients arrive in.
+ *
+ * This version handles float32 parameters. Thread use: one application thread calls the
+ * tutti_ddp_* functions of one ddp; the reductions run on the ddp's stream worker. The
+ * communicator passed to tutti_ddp_create must not be used by the application while a step is
+ * in flight (between the first tutti_ddp_grad_ready and tutti_ddp_finish).
+ *
+ * Errors follow tutti.h: a tutti_result_t, with the message in tutti_ddp_last_error(ddp).
+ * A failure that leaves peers waiting (this rank cannot take part in a reduction the others
+ * started) aborts the communicator so that they fail at once, never hang.
+ */
+#ifndef TUTTI_DDP_H
+#define TUTTI_DDP_H
+
+#include "tutti.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tutti_ddp *tutti_ddp_t;
+
+/* Gradient compression applied to each bucket before it is reduced (a "comm hook"). */
+typedef enum {
+    TUTTI_DDP_HOOK_NONE = 0, /* all-reduce of float32 values (average) */
+    TUTTI_DDP_HOOK_FP16,     /* values rounded to float16, summed in float16, widened back */
+    TUTTI_DDP_HOOK_BF16,     /* the same with bfloat16 */
+    TUTTI_DDP_HOOK_INT8,     /* int8 with one float32 scale per 256 values, error feedback;
+                                all-gathered, each rank sums every rank's part in rank order */
+    TUTTI_DDP_HOOK_TOPK,     /* the topk_ratio largest magnitudes as (index, value), error
+                                feedback; all-gathered and scattered */
+    TUTTI_DDP_HOOK_POWERSGD, /* rank-r factorisation of each matrix parameter (PowerSGD), error
+                                feedback, warm start; vectors are all-reduced uncompressed */
+    TUTTI_DDP_HOOK_USER,     /* the callback in tutti_ddp_config_t.user_hook */
+    TUTTI_DDP_NUM_HOOKS
+} tutti_ddp_hook_t;
+
+/* Optimizer applied by tutti_ddp_step. */
+typedef enum {
+    TUTTI_DDP_OPTIM_NONE = 0, /* the application updates the parameters itself */
+    TUTTI_DDP_OPTIM_SGD,      /* SGD with momentum and weight decay (PyTorch's formulation) */
+    TUTTI_DDP_OPTIM_ADAM,     /* Adam (Kingma & Ba, bias-corrected, PyTorch's formulation) */
+} tutti_ddp_optim_t;
+
+/*
+ * A bucket, as a user hook sees it: `count` float32 values in `data`, which hold this rank's
+ * gradients already divided by the number of ranks. The hook must arrange that, once the
+ * work it queued on `stream` has run, `data` holds the sum over ranks (the average gradient).
+ * It runs on the application's thread inside tutti_ddp_grad_ready/finish, and must only queue
+ * work (collectives on `comm` with `stream`, host functions with tutti_stream_launch), in the
+ * same order on every rank.
+ */
+typedef struct {
+    int index;   /* bucket number, in reduction order */
+    float *data; /* the bucket's values */
+    size_t count;
+    int nparams;       /* parameters in the bucket */
+    const int *params; /* their registration indices, in bucket order */
+    long long step;    /* synchronised steps finished before this one */
+} tutti_ddp_bucket_t;
+
+typedef tutti_result_t (*tutti_ddp_hook_fn)(void *state, const tutti_ddp_bucket_t *bucket,
+                                            tutti_comm_t comm, tutti_stream_t stream);
+
+/*
+ * Settings. Initialise with TUTTI_DDP_CONFIG_INIT, then change fields; `size` lets the
+ * struct grow without breaking callers.
+ */
+typedef struct {
+    size_t size;
+    double bucket_cap_mb;    /* buckets after the first close at this size (25) */
+    double first_bucket_mb;  /* the first bucket closes at this size (1) */
+    int grad_as_bucket_view; /* 1: gradients live inside the buckets (no copies); read the
+                                pointers with tutti_ddp_grad after init and after each
+                                tutti_ddp_finish (rebuilding moves them). 0: copy in and out */
+    int find_unused;         /* 1: a parameter whose gradient was not marked ready by
+                                tutti_ddp_finish counts as a zero gradient; 0: that is an error that
+                                names it */
+    int rebuild_buckets;     /* 1: rebuild once from the observed order (default) */
+    tutti_ddp_hook_t hook;
+    double topk_ratio;           /* TOPK: fraction of each bucket's values sent (0.01) */
+    int powersgd_rank;           /* POWERSGD: rank of the factorisation (4) */
+    tutti_ddp_hook_fn user_hook; /* USER */
+    void *user_state;
+    int zero;                          /* 0: every rank keeps the whole optimizer state; 1: ZeRO-1
+                                          (state sharded, gradients all-reduced); 2: ZeRO-2 (state
+                                          and reduced gradients sharded: gradients reduce-scattered) */
+    tutti_ddp_optim_t optim;           /* for tutti_ddp_step */
+    double lr, momentum, weight_decay; /* SGD (and Adam's lr, weight_decay) */
+    double beta1, beta2, eps;          /* Adam (0.9, 0.999, 1e-8) */
+    unsigned long long seed;           /* PowerSGD's initial factors (every rank alike) */
+} tutti_ddp_config_t;
+
+#define TUTTI_DDP_CONFIG_INIT                                                                      \
+    {                                                                                              \
+        sizeof(tutti_ddp_config_t), 25.0, 1.0, 0, 0, 1, TUTTI_DDP_HOOK_NONE, 0.01, 4, NULL, NULL,  \
+            0, TUTTI_DDP_OPTIM_NONE, 0.01, 0.0, 0.0, 0.9, 0.999, 1e-8, 1                           \
+    }
+
+/*
+ * tutti_ddp_create - a DDP context over comm (which must outlive it) with config (NULL: the
+ * defaults). Local: nothing is sent. Errors name the bad field.
+ */
+TUTTI_API tutti_result_t tutti_ddp_create(tutti_ddp_t *ddp, tutti_comm_t comm,
+                                          const tutti_ddp_config_t *config);
+
+/*
+ * tutti_ddp_register - add a parameter, in forward order: `count` float32 values at `data`
+ * (updated by tutti_ddp_step and overwritten by init's broadcast) and its gradient at `grad`
+ * (may be NULL with grad_as_bucket_view). `name` (copied, for messages), `ndim` and `shape`
+ * (ndim <= 4; product == count; PowerSGD treats a parameter with two dimensions > 1 as a
+ * matrix) describe it. Writes the parameter's index to *index (may be NULL). Before init only.
+ */
+TUTTI_API tutti_result_t tutti_ddp_register(tutti_ddp_t ddp, const char *name, float *data,
+                                            float *grad, size_t count, int ndim,
+                                            const size_t *shape, int *index);
+
+/*
+ * tutti_ddp_init - collective: check that every rank registered the same parameters (count,
+ * names, shapes; on a mismatch every rank fails with TUTTI_ERR_INVALID_ARG naming the rank and
+ * the parameter), broadcast rank 0's values, build the buckets and the optimizer state.
+ */
+TUTTI_API tutti_result_t tutti_ddp_init(tutti_ddp_t ddp);
+
+/*
+ * tutti_ddp_grad_ready - parameter `index`'s gradient for this step is final. Starts the
+ * reductions that became possible. In a no_sync step it only records. Marking a parameter
+ * twice in one step is an error naming it.
+ */
+TUTTI_API tutti_result_t tutti_ddp_grad_ready(tutti_ddp_t ddp, int index);
+
+/*
+ * tutti_ddp_finish - end the backward pass: treat unready parameters as find_unused says,
+ * wait for every reduction, leave averaged gradients (and, after the first step, rebuild the
+ * buckets). In a no_sync step it returns at once and the gradients stay local (the application
+ * accumulates into them). Collective in a synchronised step.
+ */
+TUTTI_API tutti_result_t tutti_ddp_finish(tutti_ddp_t ddp);
+
+/*
+ * tutti_ddp_no_sync - 1: the following steps only accumulate locally (no reduction) until it
+ * is set back to 0; the next synchronised step reduces the accumulated gradients. Between
+ * steps only.
+ */
+TUTTI_API tutti_result_t tutti_ddp_no_sync(tutti_ddp_t ddp, int enable);
+
+/* tutti_ddp_grad - where parameter index's gradient lives now (the bucket view, or grad). */
+TUTTI_API float *tutti_ddp_grad(tutti_ddp_t ddp, int index);
+
+/*
+ * tutti_ddp_step - one optimizer step with the averaged gradients (after tutti_ddp_finish).
+ * With zero >= 1 each rank updates its shard and the parameters are all-gathered (collective).
+ * The gradients are left as they are (zero them for the next step, or accumulate).
+ */
+TUTTI_API tutti_result_t tutti_ddp_step(tutti_ddp_t ddp);
+
+/* tutti_ddp_set_lr - change the optimizer's learning rate (schedules). */
+TUTTI_API tutti_result_t tutti_ddp_set_lr(tutti_ddp_t ddp, double lr);
+
+/*
+ * tutti_ddp_save - collective: write parameters, optimizer state (gathered from the shards),
+ * the hooks' error-feedback state of every rank and `extra` (application bytes, the same on
+ * every rank, e.g. epoch and step) to `path`. Rank 0 writes `path`.tmp, fsyncs and renames it,
+ * so a crash leaves the old checkpoint or the new one, never half of one.
+ */
+TUTTI_API tutti_result_t tutti_ddp_save(tutti_ddp_t ddp, const char *path, const void *extra,
+                                        size_t extra_len);
+
+/*
+ * tutti_ddp_load - collective: rank 0 reads `path` (checking its format, its checksum and
+ * that it matches the registered parameters and settings) and sends every rank its state, so
+ * all ranks continue exactly where the saved run stood. Up to extra_cap bytes of the saved
+ * extra go to `extra`, their length to *extra_len (either may be NULL).
+ */
+TUTTI_API tutti_result_t tutti_ddp_load(tutti_ddp_t ddp, const char *path, void *extra,
+                                        size_t extra_cap, size_t *extra_len);
+
+/* What the layer did and holds; cumulative since init. */
+typedef struct {
+    long long steps;                  /* synchronised steps finished */
+    int nbuckets;                     /* current buckets */
+    int rebuilt;                      /* the buckets were rebuilt from the observed order */
+    double comm_s;                    /* seconds the stream spent reducing buckets (wall) */
+    double exposed_s;                 /* seconds tutti_ddp_finish waited for reductions */
+    double step_s;                    /* seconds in tutti_ddp_step (including its all-gather) */
+    unsigned long long bytes_reduced; /* bucket bytes handed to the hooks */
+    size_t bucket_bytes;              /* memory: bucket buffers */
+    size_t hook_bytes;                /* memory: compression and error-feedback buffers */
+    size_t optim_bytes;               /* memory: optimizer state on this rank */
+    size_t shard_bytes;               /* memory: sharded gradient buffers (ZeRO-2) */
+} tutti_ddp_stats_t;
+
+TUTTI_API tutti_result_t tutti_ddp_stats(tutti_ddp_t ddp, tutti_ddp_stats_t *stats);
+
+/* Names of hooks and optimizers ("fp16", "adam"); "invalid" for bad values. */
+TUTTI_API const char *tutti_ddp_hook_name(tutti_ddp_hook_t hook);
+
+/* The message of the last failure of ddp ("" if none). */
+TUTTI_API const char *tutti_ddp_last_error(tutti_ddp_t ddp);
+
+/* tutti_ddp_destroy - wait for outstanding work, free everything. NULL is a no-op. */
+TUTTI_API tutti_result_t tutti_ddp_destroy(tutti_ddp_t ddp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TUTTI_DDP_H */

@@ -1,0 +1,656 @@
+/*
+ * tutti-train -- data-parallel training of an MLP on Fashion-MNIST with the DDP layer.
+ *
+ *   tutti-run -n 2 tutti-train --epochs 3
+ *
+ * The reference setting: 784-1024-1024-10 with ReLU, softmax cross-entropy, SGD lr 0.05
+ * momentum 0.9, global batch 128 split contiguously across ranks, the epoch's permutation
+ * seeded by the epoch number, one BLAS thread per rank. Each rank scales its loss so that the
+ * averaged gradient is exactly that of the mean over the global batch, whatever the split.
+ * See usage() for the options; README's "Training" section for the metrics.
+ */
+#include "data.h"
+#include "mlp.h"
+#include "tutti.h"
+#include "tutti_ddp.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+
+struct opts {
+    int epochs, batch, hidden, layers, accum, zero, threads, bench, bench_steps, views, resume;
+    int find_unused, quiet;
+    double lr, momentum, bucket_mb;
+    tutti_ddp_hook_t hook;
+    tutti_ddp_optim_t optim;
+    unsigned long long seed;
+    long long max_steps;
+    size_t limit;
+    const char *checkpoint, *trace, *data, *save_params;
+};
+
+static int rank, nranks;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "tutti-train: rank %d: ", rank);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    exit(1);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tutti-run -n N tutti-train [options]\n"
+               "  --epochs N        passes over the training set (1)\n"
+               "  --batch B         global batch, split contiguously across ranks (128)\n"
+               "  --lr X            learning rate (0.05)\n"
+               "  --momentum X      SGD momentum (0.9)\n"
+               "  --optim sgd|adam  optimizer (sgd)\n"
+               "  --hidden H        units per hidden layer (1024)\n"
+               "  --layers L        hidden layers (2)\n"
+               "  --bucket-mb X     bucket cap in MiB (25; the first bucket closes at 1)\n"
+               "  --accum K         accumulate K batches per optimizer step (no_sync on K-1)\n"
+               "  --hook H          none, fp16, bf16, int8, topk, powersgd (none)\n"
+               "  --zero Z          0, 1 or 2: shard optimizer state (1), and gradients (2)\n"
+               "  --seed S          initial weights and permutations (1)\n"
+               "  --checkpoint DIR  save DIR/ckpt.bin after every epoch and at --max-steps\n"
+               "  --resume          continue from DIR/ckpt.bin\n"
+               "  --trace FILE      Chrome/Perfetto trace (sets TUTTI_TRACE)\n"
+               "  --max-steps N     stop after N optimizer steps (0: no limit)\n"
+               "  --bench           measure T1 and Tn in one run and print E(n)\n"
+               "  --bench-steps N   timed steps per --bench phase (40)\n"
+               "  --threads T       BLAS threads per rank (1)\n"
+               "  --no-views        copy gradients into buckets instead of living in them\n"
+               "  --data DIR        IDX files (/usr/share/datasets/fashion-mnist)\n"
+               "  --limit N         use the first N training images\n"
+               "  --save-params F   rank 0 writes the final parameters (float32, flat) to F\n"
+               "  --quiet           only the final lines\n");
+}
+
+static long long num(const char *opt, const char *v, long long lo, long long hi)
+{
+    char *end;
+    long long x;
+
+    if (!v)
+        die("%s needs a value", opt);
+    errno = 0;
+    x = strtoll(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi)
+        die("%s: '%s' is not an integer in [%lld, %lld]", opt, v, lo, hi);
+    return x;
+}
+
+static double real(const char *opt, const char *v, double lo, double hi)
+{
+    char *end;
+    double x;
+
+    if (!v)
+        die("%s needs a value", opt);
+    x = strtod(v, &end);
+    if (*end || end == v || !(x >= lo && x <= hi))
+        die("%s: '%s' is not a number in [%g, %g]", opt, v, lo, hi);
+    return x;
+}
+
+static void parse(int argc, char **argv, struct opts *o)
+{
+    *o = (struct opts){.epochs = 1,
+                       .batch = 128,
+                       .hidden = 1024,
+                       .layers = 2,
+                       .accum = 1,
+                       .threads = 1,
+                       .bench_steps = 40,
+                       .views = 1,
+                       .lr = 0.05,
+                       .momentum = 0.9,
+                       .bucket_mb = 25,
+                       .optim = TUTTI_DDP_OPTIM_SGD,
+                       .seed = 1,
+                       .data = "/usr/share/datasets/fashion-mnist"};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int used = 1;
+        if (!strcmp(a, "--epochs"))
+            o->epochs = (int)num(a, v, 1, 100000);
+        else if (!strcmp(a, "--batch"))
+            o->batch = (int)num(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--lr"))
+            o->lr = real(a, v, 0, 1e6);
+        else if (!strcmp(a, "--momentum"))
+            o->momentum = real(a, v, 0, 1);
+        else if (!strcmp(a, "--hidden"))
+            o->hidden = (int)num(a, v, 1, 1 << 16);
+        else if (!strcmp(a, "--layers"))
+            o->layers = (int)num(a, v, 0, MLP_MAX_LAYERS - 1);
+        else if (!strcmp(a, "--bucket-mb"))
+            o->bucket_mb = real(a, v, 1e-6, 1e6);
+        else if (!strcmp(a, "--accum"))
+            o->accum = (int)num(a, v, 1, 1 << 16);
+        else if (!strcmp(a, "--zero"))
+            o->zero = (int)num(a, v, 0, 2);
+        else if (!strcmp(a, "--seed"))
+            o->seed = (unsigned long long)num(a, v, 0, (1ll << 62));
+        else if (!strcmp(a, "--checkpoint"))
+            o->checkpoint = v ? v : (die("--checkpoint needs a directory"), NULL);
+        else if (!strcmp(a, "--trace"))
+            o->trace = v ? v : (die("--trace needs a file"), NULL);
+        else if (!strcmp(a, "--data"))
+            o->data = v ? v : (die("--data needs a directory"), NULL);
+        else if (!strcmp(a, "--save-params"))
+            o->save_params = v ? v : (die("--save-params needs a file"), NULL);
+        else if (!strcmp(a, "--max-steps"))
+            o->max_steps = num(a, v, 0, 1ll << 40);
+        else if (!strcmp(a, "--limit"))
+            o->limit = (size_t)num(a, v, 1, 1ll << 40);
+        else if (!strcmp(a, "--threads"))
+            o->threads = (int)num(a, v, 1, 1024);
+        else if (!strcmp(a, "--bench-steps"))
+            o->bench_steps = (int)num(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--hook")) {
+            if (!v)
+                die("--hook needs a value");
+            o->hook = TUTTI_DDP_NUM_HOOKS;
+            for (int h = 0; h < TUTTI_DDP_HOOK_USER; h++)
+                if (!strcmp(v, tutti_ddp_hook_name((tutti_ddp_hook_t)h)))
+                    o->hook = (tutti_ddp_hook_t)h;
+            if (o->hook == TUTTI_DDP_NUM_HOOKS)
+                die("--hook: '%s' is not one of none, fp16, bf16, int8, topk, powersgd", v);
+        } else if (!strcmp(a, "--optim")) {
+            if (v && !strcmp(v, "sgd"))
+                o->optim = TUTTI_DDP_OPTIM_SGD;
+            else if (v && !strcmp(v, "adam"))
+                o->optim = TUTTI_DDP_OPTIM_ADAM;
+            else
+                die("--optim: '%s' is not sgd or adam", v ? v : "");
+        } else {
+            used = 0;
+            if (!strcmp(a, "--bench"))
+                o->bench = 1;
+            else if (!strcmp(a, "--resume"))
+                o->resume = 1;
+            else if (!strcmp(a, "--no-views"))
+                o->views = 0;
+            else if (!strcmp(a, "--quiet"))
+                o->quiet = 1;
+            else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+                usage(stdout);
+                exit(0);
+            } else {
+                usage(stderr);
+                die("unknown option '%s'", a);
+            }
+        }
+        i += used;
+    }
+    if (o->resume && !o->checkpoint)
+        die("--resume needs --checkpoint DIR");
+    if (o->batch < nranks)
+        die("--batch %d is smaller than the number of ranks (%d)", o->batch, nranks);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* The epoch's permutation: Fisher-Yates from a generator seeded by (seed, epoch). */
+static void permutation(uint32_t *perm, size_t n, unsigned long long seed, int epoch)
+{
+    uint64_t s = seed * 1000003ull + (uint64_t)epoch;
+    for (size_t i = 0; i < n; i++)
+        perm[i] = (uint32_t)i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)(splitmix(&s) % (i + 1));
+        uint32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+/* This rank's contiguous part of a batch of B: [*first, *first + *count). */
+static void my_part(int B, int r, int n, int *first, int *count)
+{
+    int base = B / n, rem = B % n;
+    *count = base + (r < rem);
+    *first = r * base + (r < rem ? r : rem);
+}
+
+struct model {
+    struct mlp m;
+    tutti_ddp_t ddp;
+    tutti_comm_t comm;
+    int rank, nranks;
+};
+
+static void on_ready(void *arg, int index)
+{
+    struct model *md = arg;
+    if (tutti_ddp_grad_ready(md->ddp, index) != TUTTI_SUCCESS)
+        die("%s", tutti_ddp_last_error(md->ddp));
+}
+
+static void point_grads(struct model *md)
+{
+    for (int l = 0; l < md->m.nlayers; l++) {
+        md->m.gW[l] = tutti_ddp_grad(md->ddp, 2 * l);
+        md->m.gb[l] = tutti_ddp_grad(md->ddp, 2 * l + 1);
+    }
+}
+
+static void build_model(struct model *md, const struct opts *o, tutti_comm_t comm, int max_batch)
+{
+    tutti_ddp_config_t cfg = TUTTI_DDP_CONFIG_INIT;
+    char name[64];
+
+    md->comm = comm;
+    tutti_comm_rank(comm, &md->rank);
+    tutti_comm_size(comm, &md->nranks);
+    /* Different seeds per rank on purpose: tutti_ddp_init must make them agree. */
+    if (mlp_init(&md->m, 784, o->hidden, o->layers, 10, max_batch,
+                 o->seed + 7919ull * (unsigned long long)md->rank) != 0)
+        die("out of memory for the model");
+    cfg.bucket_cap_mb = o->bucket_mb;
+    cfg.grad_as_bucket_view = o->views;
+    cfg.hook = o->hook;
+    cfg.zero = o->zero;
+    cfg.optim = o->optim;
+    cfg.lr = o->lr;
+    cfg.momentum = o->optim == TUTTI_DDP_OPTIM_SGD ? o->momentum : 0;
+    cfg.seed = o->seed;
+    cfg.find_unused = o->find_unused;
+    if (tutti_ddp_create(&md->ddp, comm, &cfg) != TUTTI_SUCCESS)
+        die("tutti_ddp_create: %s", tutti_ddp_last_error(md->ddp));
+    for (int i = 0; i < mlp_nparams(&md->m); i++) {
+        int l = i / 2;
+        size_t shape[2] = {(size_t)md->m.dims[l + 1], (size_t)md->m.dims[l]};
+        snprintf(name, sizeof(name), "fc%d.%s", l + 1, i % 2 ? "bias" : "weight");
+        if (tutti_ddp_register(md->ddp, name, mlp_param(&md->m, i),
+                               i % 2 ? md->m.gb[l] : md->m.gW[l], mlp_param_count(&md->m, i),
+                               i % 2 ? 1 : 2, shape, NULL) != TUTTI_SUCCESS)
+            die("%s", tutti_ddp_last_error(md->ddp));
+    }
+    if (tutti_ddp_init(md->ddp) != TUTTI_SUCCESS)
+        die("%s", tutti_ddp_last_error(md->ddp));
+    if (o->views) { /* the gradients live in the buckets: the model's own buffers go */
+        free(md->m.own_grads);
+        md->m.own_grads = NULL;
+        point_grads(md);
+    }
+}
+
+/* Time split of a run of steps. */
+struct split {
+    double compute, finish, optim, total;
+    double loss_sum;
+    long long samples, steps;
+};
+
+/*
+ * One micro-batch: forward, backward (gradients marked ready as they are made), finish; an
+ * optimizer step when `sync`. idx holds the global batch's image numbers.
+ */
+static int micro_step(struct model *md, const struct dataset *tr, const uint32_t *idx, int B,
+                      int accum, int k, struct split *sp)
+{
+    int first, count, sync = k == accum - 1;
+    double t0 = now(), tf, t1, t2;
+    float scale;
+
+    my_part(B, md->rank, md->nranks, &first, &count);
+    if (tutti_ddp_no_sync(md->ddp, !sync) != TUTTI_SUCCESS)
+        die("%s", tutti_ddp_last_error(md->ddp));
+    point_grads(md);
+    /* Per-sample weight nranks / (accum * B): after the ranks' average, the mean. */
+    scale = (float)md->nranks / ((float)accum * (float)B);
+    mlp_forward(&md->m, tr->x, tr->dim, idx + first, count);
+    tf = now();
+    sp->loss_sum +=
+        mlp_backward(&md->m, tr->y, idx + first, count, scale, k > 0, on_ready, md) * count;
+    t1 = now();
+    if (tutti_ddp_finish(md->ddp) != TUTTI_SUCCESS)
+        die("%s", tutti_ddp_last_error(md->ddp));
+    t2 = now();
+    if (tutti_trace_enabled()) {
+        tutti_trace_span("forward", "train", t0 * 1e6, tf * 1e6, NULL);
+        tutti_trace_span("backward", "train", tf * 1e6, t1 * 1e6, NULL);
+        tutti_trace_span("finish (waiting for reductions)", "train", t1 * 1e6, t2 * 1e6, NULL);
+    }
+    sp->compute += t1 - t0;
+    sp->finish += t2 - t1;
+    if (sync) {
+        if (tutti_ddp_step(md->ddp) != TUTTI_SUCCESS)
+            die("%s", tutti_ddp_last_error(md->ddp));
+        sp->optim += now() - t2;
+        sp->steps++;
+        if (tutti_trace_enabled())
+            tutti_trace_span("optimizer", "train", t2 * 1e6, now() * 1e6, NULL);
+    }
+    sp->samples += count;
+    return sync;
+}
+
+static double test_accuracy(struct model *md, const struct dataset *te)
+{
+    int first, count, chunk = md->m.max_batch;
+    long long ok[2] = {0, 0};
+    uint32_t *idx = malloc((size_t)chunk * sizeof(uint32_t));
+
+    if (!idx)
+        die("out of memory");
+    my_part((int)te->n, md->rank, md->nranks, &first, &count);
+    for (int s = first; s < first + count; s += chunk) {
+        int b = first + count - s < chunk ? first + count - s : chunk;
+        for (int i = 0; i < b; i++)
+            idx[i] = (uint32_t)(s + i);
+        ok[0] += mlp_correct(&md->m, te->x, te->dim, te->y, idx, b);
+        ok[1] += b;
+    }
+    free(idx);
+    if (tutti_all_reduce(ok, ok, 2, TUTTI_INT64, TUTTI_SUM, md->comm, NULL) != TUTTI_SUCCESS)
+        die("all_reduce: %s", tutti_comm_last_error(md->comm));
+    return (double)ok[0] / (double)ok[1];
+}
+
+static uint64_t param_hash(struct model *md, double *sum)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    *sum = 0;
+    for (int i = 0; i < mlp_nparams(&md->m); i++) {
+        const float *p = mlp_param(&md->m, i);
+        const unsigned char *b = (const unsigned char *)p;
+        for (size_t j = 0; j < mlp_param_count(&md->m, i); j++)
+            *sum += p[j];
+        for (size_t j = 0; j < mlp_param_count(&md->m, i) * sizeof(float); j++)
+            h = (h ^ b[j]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+struct resume_state {
+    int64_t epoch, micro; /* where to continue */
+    int64_t steps;        /* optimizer steps taken */
+};
+
+static void save(struct model *md, const struct opts *o, const struct resume_state *rs)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/ckpt.bin", o->checkpoint);
+    if (md->rank == 0)
+        mkdir(o->checkpoint, 0755);
+    if (tutti_ddp_save(md->ddp, path, rs, sizeof(*rs)) != TUTTI_SUCCESS)
+        die("%s", tutti_ddp_last_error(md->ddp));
+}
+
+static void print_memory(struct model *md, const struct opts *o)
+{
+    tutti_ddp_stats_t st;
+    struct rusage ru;
+    double mb = 1048576.0, grads;
+
+    tutti_ddp_stats(md->ddp, &st);
+    getrusage(RUSAGE_SELF, &ru);
+    /* With views the gradients are the buckets; otherwise the model's own buffers. */
+    grads = o->views ? (double)st.bucket_bytes : (double)md->m.param_bytes;
+    printf("memory (rank %d, MiB): parameters %.1f, gradients %.1f, optimizer state %.1f, "
+           "activations %.1f, communication buffers %.1f, peak RSS %.1f\n",
+           md->rank, (double)md->m.param_bytes / mb, grads / mb, (double)st.optim_bytes / mb,
+           (double)md->m.act_bytes / mb,
+           ((o->views ? 0 : (double)st.bucket_bytes) + (double)st.hook_bytes +
+            (double)st.shard_bytes) /
+               mb,
+           (double)ru.ru_maxrss / 1024.0);
+}
+
+/* Run `steps` optimizer steps from micro-batch `*micro` of the epoch order; returns the split. */
+static struct split run_steps(struct model *md, const struct opts *o, const struct dataset *tr,
+                              const uint32_t *perm, int B, long long steps)
+{
+    struct split sp = {0};
+    size_t nb = tr->n / (size_t)B, pos = 0;
+    double t0 = now();
+
+    for (long long s = 0; s < steps; s++)
+        for (int k = 0; k < o->accum; k++) {
+            micro_step(md, tr, perm + pos * (size_t)B, B, o->accum, k, &sp);
+            pos = (pos + 1) % (nb ? nb : 1);
+        }
+    sp.total = now() - t0;
+    return sp;
+}
+
+/* --bench: T_n with every rank, then T_1 on rank 0 alone (a one-rank communicator). */
+static void bench(struct model *md, const struct opts *o, const struct dataset *tr)
+{
+    uint32_t *perm = malloc(tr->n * sizeof(uint32_t));
+    int warm = 5;
+    struct split sn, s1 = {0};
+    tutti_ddp_stats_t a, b;
+    double tn, t1 = 0, hidden;
+
+    if (!perm || tr->n < (size_t)o->batch)
+        die("--bench: out of memory or fewer images than one batch");
+    permutation(perm, tr->n, o->seed, 0);
+    run_steps(md, o, tr, perm, o->batch, warm);
+    tutti_barrier(md->comm, NULL);
+    tutti_ddp_stats(md->ddp, &a);
+    sn = run_steps(md, o, tr, perm, o->batch, o->bench_steps);
+    tutti_ddp_stats(md->ddp, &b);
+    tn = sn.total / (double)o->bench_steps;
+    tutti_all_reduce(&tn, &tn, 1, TUTTI_FLOAT64, TUTTI_MAX, md->comm, NULL);
+    double comm = b.comm_s - a.comm_s, tcomp = sn.compute + sn.optim;
+    hidden = comm > 0 ? (tcomp + comm - sn.total) / comm : 1;
+    if (nranks > 1 && rank == 0) {
+        tutti_id_t id;
+        tutti_comm_t solo;
+        struct model one;
+        if (tutti_get_id(&id) != TUTTI_SUCCESS || tutti_comm_init(&solo, 1, &id, 0, NULL) != 0)
+            die("--bench: one-rank communicator: %s", tutti_last_error());
+        build_model(&one, o, solo, o->batch);
+        run_steps(&one, o, tr, perm, o->batch, warm);
+        s1 = run_steps(&one, o, tr, perm, o->batch, o->bench_steps);
+        t1 = s1.total / (double)o->bench_steps;
+        tutti_ddp_destroy(one.ddp);
+        mlp_free(&one.m);
+        tutti_comm_destroy(solo);
+    }
+    if (nranks == 1)
+        t1 = tn;
+    /* The other ranks wait here while rank 0 measures alone. */
+    tutti_barrier(md->comm, NULL);
+    if (rank == 0) {
+        printf("bench: %d ranks, global batch %d, %d timed steps after %d warm-up\n", nranks,
+               o->batch, o->bench_steps, warm);
+        printf("bench: T1 %.2f ms/step (%.0f samples/s), T%d %.2f ms/step (%.0f samples/s)\n",
+               t1 * 1e3, o->batch / t1, nranks, tn * 1e3, o->batch / tn);
+        printf("bench: E(%d) = T1 / (%d * T%d) = %.3f\n", nranks, nranks, nranks,
+               t1 / (nranks * tn));
+        printf("bench: rank 0 at %d ranks: compute %.2f ms/step, optimizer %.2f, waiting in "
+               "finish %.2f; communication %.2f ms/step, hidden behind compute %.0f%%\n",
+               nranks, sn.compute / o->bench_steps * 1e3, sn.optim / o->bench_steps * 1e3,
+               sn.finish / o->bench_steps * 1e3, comm / o->bench_steps * 1e3, hidden * 100);
+    }
+    free(perm);
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o;
+    struct dataset tr, te;
+    struct model md;
+    tutti_comm_t comm;
+    char err[1200];
+    uint32_t *perm;
+    struct resume_state rs = {0, 0, 0};
+    int stop = 0, local_max;
+    double tstart = now();
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    for (int i = 1; i < argc; i++) /* before the library reads its environment */
+        if (!strcmp(argv[i], "--trace") && i + 1 < argc)
+            setenv("TUTTI_TRACE", argv[i + 1], 1);
+    if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS)
+        die("tutti_comm_init_env: %s", tutti_last_error());
+    tutti_comm_rank(comm, &rank);
+    tutti_comm_size(comm, &nranks);
+    parse(argc, argv, &o);
+    openblas_set_num_threads(o.threads);
+    tutti_trace_name_thread("train");
+    if (dataset_load(&tr, o.data, "train", o.limit, err, sizeof(err)) != 0 ||
+        dataset_load(&te, o.data, "t10k", 0, err, sizeof(err)) != 0)
+        die("%s", err);
+    if (tr.n < (size_t)o.batch)
+        die("--batch %d is larger than the training set (%zu images)", o.batch, tr.n);
+    local_max = (o.batch + nranks - 1) / nranks;
+    if (local_max < 256)
+        local_max = 256; /* evaluation chunks */
+    build_model(&md, &o, comm, local_max);
+    if (o.bench) {
+        bench(&md, &o, &tr);
+        goto done;
+    }
+    if (o.resume) {
+        char path[4096];
+        size_t got = 0;
+        snprintf(path, sizeof(path), "%s/ckpt.bin", o.checkpoint);
+        if (tutti_ddp_load(md.ddp, path, &rs, sizeof(rs), &got) != TUTTI_SUCCESS)
+            die("%s", tutti_ddp_last_error(md.ddp));
+        if (got != sizeof(rs))
+            die("%s: not written by tutti-train", path);
+        if (rank == 0 && !o.quiet)
+            printf("resumed from %s: epoch %lld, batch %lld, %lld steps done\n", path,
+                   (long long)rs.epoch + 1, (long long)rs.micro, (long long)rs.steps);
+    }
+    if (rank == 0 && !o.quiet)
+        printf("tutti-train: %d rank(s), MLP 784-%d%s-10 (%d hidden layer(s)), %zu training "
+               "images, global batch %d x %d accumulated, hook %s, zero %d, %s\n",
+               nranks, o.hidden, o.layers > 1 ? "-..." : "", o.layers, tr.n, o.batch, o.accum,
+               tutti_ddp_hook_name(o.hook), o.zero,
+               o.optim == TUTTI_DDP_OPTIM_SGD ? "SGD" : "Adam");
+    perm = malloc(tr.n * sizeof(uint32_t));
+    if (!perm)
+        die("out of memory");
+    for (int64_t epoch = rs.epoch; epoch < o.epochs && !stop; epoch++) {
+        size_t nb = (tr.n + (size_t)o.batch - 1) / (size_t)o.batch;
+        struct split sp = {0};
+        tutti_ddp_stats_t a, b;
+        double t0 = now(), acc, loss[2];
+
+        permutation(perm, tr.n, o.seed, (int)epoch);
+        tutti_ddp_stats(md.ddp, &a);
+        for (int64_t mb = epoch == rs.epoch ? rs.micro : 0; mb < (int64_t)nb; mb++) {
+            size_t lo = (size_t)mb * (size_t)o.batch;
+            int B = (int)(tr.n - lo < (size_t)o.batch ? tr.n - lo : (size_t)o.batch);
+            int k = (int)(mb % o.accum), stepped;
+            double ts = now();
+            if (B < nranks)
+                break; /* a tail smaller than the ranks: skipped */
+            /* Accumulation groups do not cross epochs: a short last group steps on its own. */
+            stepped =
+                micro_step(&md, &tr, perm + lo, B,
+                           mb == (int64_t)nb - 1 && k < o.accum - 1 ? k + 1 : o.accum, k, &sp);
+            if (tutti_trace_enabled())
+                tutti_trace_span("micro-batch", "train", ts * 1e6, now() * 1e6, NULL);
+            if (stepped) {
+                rs.steps++;
+                if (o.max_steps && rs.steps >= o.max_steps) {
+                    rs.epoch = epoch;
+                    rs.micro = mb + 1;
+                    stop = 1;
+                    break;
+                }
+            }
+        }
+        sp.total = now() - t0;
+        tutti_ddp_stats(md.ddp, &b);
+        acc = test_accuracy(&md, &te);
+        loss[0] = sp.loss_sum;
+        loss[1] = (double)sp.samples;
+        tutti_all_reduce(loss, loss, 2, TUTTI_FLOAT64, TUTTI_SUM, comm, NULL);
+        if (rank == 0 && !o.quiet) {
+            double comm_s = b.comm_s - a.comm_s, exposed = b.exposed_s - a.exposed_s;
+            double tcomp = sp.compute + sp.optim;
+            double hidden = comm_s > 0 ? (tcomp + comm_s - sp.total) / comm_s : 1;
+            printf("epoch %lld/%d: loss %.4f, test accuracy %.4f, %.0f samples/s, communication "
+                   "%.2f s, exposed %.2f s, hidden behind compute %.0f%% (%.2f ms/step: compute "
+                   "%.2f, optimizer %.2f, waiting in finish %.2f)\n",
+                   (long long)epoch + 1, o.epochs, loss[0] / (loss[1] > 0 ? loss[1] : 1), acc,
+                   loss[1] / sp.total, comm_s, exposed, hidden * 100,
+                   sp.steps ? sp.total / (double)sp.steps * 1e3 : 0,
+                   sp.steps ? sp.compute / (double)sp.steps * 1e3 : 0,
+                   sp.steps ? sp.optim / (double)sp.steps * 1e3 : 0,
+                   sp.steps ? sp.finish / (double)sp.steps * 1e3 : 0);
+        }
+        if (!stop) {
+            rs.epoch = epoch + 1;
+            rs.micro = 0;
+        }
+        if (o.checkpoint)
+            save(&md, &o, &rs);
+    }
+    free(perm);
+    if (rank == 0)
+        printf("final test accuracy %.4f after %lld optimizer steps (%.1f s)\n",
+               test_accuracy(&md, &te), (long long)rs.steps, now() - tstart);
+    else
+        test_accuracy(&md, &te);
+done : {
+    double sum;
+    uint64_t h = param_hash(&md, &sum), *all = calloc((size_t)nranks, sizeof(uint64_t));
+    int same = 1;
+    if (!all || tutti_all_gather(&h, all, 1, TUTTI_UINT64, comm, NULL) != TUTTI_SUCCESS)
+        die("all_gather: %s", tutti_comm_last_error(comm));
+    for (int r = 1; r < nranks; r++)
+        same &= all[r] == all[0];
+    if (rank == 0) {
+        printf("parameter checksum %016llx (sum %.9g); bitwise identical on all %d ranks: %s\n",
+               (unsigned long long)h, sum, nranks, same ? "yes" : "NO");
+        if (o.save_params) {
+            FILE *f = fopen(o.save_params, "wb");
+            for (int i = 0; f && i < mlp_nparams(&md.m); i++)
+                fwrite(mlp_param(&md.m, i), sizeof(float), mlp_param_count(&md.m, i), f);
+            if (!f || fclose(f) != 0)
+                die("--save-params %s: %s", o.save_params, strerror(errno));
+        }
+    }
+    if (!o.quiet || o.bench)
+        print_memory(&md, &o);
+    free(all);
+    tutti_ddp_destroy(md.ddp);
+    mlp_free(&md.m);
+    dataset_free(&tr);
+    dataset_free(&te);
+    tutti_comm_destroy(comm);
+    return same ? 0 : 3;
+}
+}
