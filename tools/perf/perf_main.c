@@ -539,6 +539,10 @@ int main(int argc, char **argv)
         printf("# Avg bus bandwidth    : %g\n", bw_n ? bw_sum / bw_n : 0.0);
         printf("#\n");
     }
+    /* The footer must be out before any rank exits: a launcher stops the others as soon as one
+     * exits non-zero, and a killed rank 0 would lose what stdio still buffers. */
+    fflush(stdout);
+    be->barrier();
     be->fini();
     return wrong_total != 0 ? 1 : 0;
 }
