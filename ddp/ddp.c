@@ -18,6 +18,9 @@ double ddp_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The last failure of this thread, for calls that have no context to keep it (create). */
+static _Thread_local char thread_err[DDP_ERR_LEN];
+
 tutti_result_t ddp_fail(struct tutti_ddp *d, tutti_result_t rc, const char *fmt, ...)
 {
     char msg[DDP_ERR_LEN];
@@ -27,6 +30,7 @@ tutti_result_t ddp_fail(struct tutti_ddp *d, tutti_result_t rc, const char *fmt,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    memcpy(thread_err, msg, sizeof(msg));
     if (d)
         memcpy(d->err, msg, sizeof(msg));
     if (!lvl || strcmp(lvl, "NONE") != 0)
@@ -37,7 +41,7 @@ tutti_result_t ddp_fail(struct tutti_ddp *d, tutti_result_t rc, const char *fmt,
 
 const char *tutti_ddp_last_error(tutti_ddp_t d)
 {
-    return d ? d->err : "";
+    return d ? d->err : thread_err;
 }
 
 const char *tutti_ddp_hook_name(tutti_ddp_hook_t hook)
@@ -105,6 +109,7 @@ tutti_result_t tutti_ddp_create(tutti_ddp_t *out, tutti_comm_t comm,
 
     if (!out)
         return ddp_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_ddp_create: ddp is NULL");
+    *out = NULL;
     d = calloc(1, sizeof(*d));
     if (!d)
         return ddp_fail(NULL, TUTTI_ERR_SYSTEM, "tutti_ddp_create: out of memory");

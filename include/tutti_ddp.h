@@ -118,7 +118,8 @@ typedef struct {
 
 /*
  * tutti_ddp_create - a DDP context over comm (which must outlive it) with config (NULL: the
- * defaults). Local: nothing is sent. Errors name the bad field.
+ * defaults). Local: nothing is sent. Errors name the bad field and leave *ddp NULL; read them
+ * with tutti_ddp_last_error(NULL).
  */
 TUTTI_API tutti_result_t tutti_ddp_create(tutti_ddp_t *ddp, tutti_comm_t comm,
                                           const tutti_ddp_config_t *config);
@@ -214,7 +215,9 @@ TUTTI_API tutti_result_t tutti_ddp_stats(tutti_ddp_t ddp, tutti_ddp_stats_t *sta
 /* Names of hooks and optimizers ("fp16", "adam"); "invalid" for bad values. */
 TUTTI_API const char *tutti_ddp_hook_name(tutti_ddp_hook_t hook);
 
-/* The message of the last failure of ddp ("" if none). */
+/* The message of the last failure of ddp ("" if none); with NULL, the last failure of the
+ * calling thread in any ddp call (how a failed tutti_ddp_create, which leaves *ddp NULL,
+ * explains itself). */
 TUTTI_API const char *tutti_ddp_last_error(tutti_ddp_t ddp);
 
 /* tutti_ddp_destroy - wait for outstanding work, free everything. NULL is a no-op. */

@@ -51,6 +51,16 @@ static void die(const char *fmt, ...)
     exit(1);
 }
 
+/* Whether a launcher (tutti-run, torchrun, srun, mpirun) set a rank in the environment. */
+static int launched(void)
+{
+    static const char *vars[] = {"TUTTI_RANK", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        if (getenv(vars[i]))
+            return 1;
+    return 0;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tutti-run -n N tutti-train [options]\n"
@@ -285,7 +295,7 @@ static void build_model(struct model *md, const struct opts *o, tutti_comm_t com
     cfg.seed = o->seed;
     cfg.find_unused = o->find_unused;
     if (tutti_ddp_create(&md->ddp, comm, &cfg) != TUTTI_SUCCESS)
-        die("tutti_ddp_create: %s", tutti_ddp_last_error(md->ddp));
+        die("%s", tutti_ddp_last_error(md->ddp));
     for (int i = 0; i < mlp_nparams(&md->m); i++) {
         int l = i / 2;
         size_t shape[2] = {(size_t)md->m.dims[l + 1], (size_t)md->m.dims[l]};
@@ -490,10 +500,13 @@ static void bench(struct model *md, const struct opts *o, const struct dataset *
                t1 * 1e3, o->batch / t1, nranks, tn * 1e3, o->batch / tn);
         printf("bench: E(%d) = T1 / (%d * T%d) = %.3f\n", nranks, nranks, nranks,
                t1 / (nranks * tn));
+        char hid[32] = "n/a (one rank)";
+        if (nranks > 1)
+            snprintf(hid, sizeof(hid), "%.0f%%", hidden * 100);
         printf("bench: rank 0 at %d ranks: compute %.2f ms/step, optimizer %.2f, waiting in "
-               "finish %.2f; communication %.2f ms/step, hidden behind compute %.0f%%\n",
+               "finish %.2f; communication %.2f ms/step, hidden behind compute %s\n",
                nranks, sn.compute / o->bench_steps * 1e3, sn.optim / o->bench_steps * 1e3,
-               sn.finish / o->bench_steps * 1e3, comm / o->bench_steps * 1e3, hidden * 100);
+               sn.finish / o->bench_steps * 1e3, comm / o->bench_steps * 1e3, hid);
     }
     free(perm);
 }
@@ -519,8 +532,12 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) /* before the library reads its environment */
         if (!strcmp(argv[i], "--trace") && i + 1 < argc)
             setenv("TUTTI_TRACE", argv[i + 1], 1);
-    if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS)
-        die("tutti_comm_init_env: %s", tutti_last_error());
+    if (!launched()) { /* started by hand: one rank, no launcher needed */
+        tutti_id_t id;
+        if (tutti_get_id(&id) != TUTTI_SUCCESS || tutti_comm_init(&comm, 1, &id, 0, NULL) != 0)
+            die("%s", tutti_last_error());
+    } else if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS)
+        die("%s", tutti_last_error());
     tutti_comm_rank(comm, &rank);
     tutti_comm_size(comm, &nranks);
     parse(argc, argv, &o);
@@ -601,11 +618,14 @@ int main(int argc, char **argv)
             double comm_s = b.comm_s - a.comm_s, exposed = b.exposed_s - a.exposed_s;
             double tcomp = sp.compute + sp.optim;
             double hidden = comm_s > 0 ? (tcomp + comm_s - sp.total) / comm_s : 1;
+            char hid[32] = "n/a (one rank)";
+            if (nranks > 1)
+                snprintf(hid, sizeof(hid), "%.0f%%", hidden * 100);
             printf("epoch %lld/%d: loss %.4f, test accuracy %.4f, %.0f samples/s, communication "
-                   "%.2f s, exposed %.2f s, hidden behind compute %.0f%% (%.2f ms/step: compute "
+                   "%.2f s, exposed %.2f s, hidden behind compute %s (%.2f ms/step: compute "
                    "%.2f, optimizer %.2f, waiting in finish %.2f)\n",
                    (long long)epoch + 1, o.epochs, loss[0] / (loss[1] > 0 ? loss[1] : 1), acc,
-                   loss[1] / sp.total, comm_s, exposed, hidden * 100,
+                   loss[1] / sp.total, comm_s, exposed, hid,
                    sp.steps ? sp.total / (double)sp.steps * 1e3 : 0,
                    sp.steps ? sp.compute / (double)sp.steps * 1e3 : 0,
                    sp.steps ? sp.optim / (double)sp.steps * 1e3 : 0,

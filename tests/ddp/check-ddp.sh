@@ -1,0 +1,34 @@
+#!/bin/sh
+# tests/ddp/check-ddp.sh TUTTI_RUN DDP_CHECK -- the DDP layer on 1 to 4 ranks (ddp_check.c says
+# what each mode proves). Every job must exit 0 within its bound: the error modes too, because
+# ddp_check itself asserts that the errors happen and what they say.
+set -eu
+run=$1 check=$2
+out=$(mktemp -d /tmp/tutti-ddp-test-XXXXXX)
+trap 'rm -rf "$out"' EXIT
+export TUTTI_TIMEOUT=30
+job() { # job NRANKS MODE ARGS...
+    n=$1
+    shift
+    if ! timeout 120 "$run" -n "$n" "$check" "$@" >"$out/log" 2>&1; then
+        cat "$out/log"
+        echo "FAILED: $n rank(s): ddp_check $*"
+        exit 1
+    fi
+    echo "ok: $n rank(s): ddp_check $*"
+}
+for n in 1 2 3 4; do
+    job $n average none 0
+    job $n average none 1
+done
+for h in fp16 bf16 int8 user; do
+    job 3 average $h 0
+done
+job 2 average fp16 1
+job 3 accum 0
+job 3 accum 1
+for m in mismatch-count mismatch-shape unused unused-one unused-zero; do
+    job 2 $m
+    job 3 $m
+done
+echo "ddp checks passed"
