@@ -7,7 +7,7 @@ PyTorch, with DistributedDataParallel over the gloo backend, one thread per rank
 
 Ranks are processes on this machine (torch.multiprocessing), rendezvous on loopback.
 """
-import argparse, gzip, os, struct, sys, time
+import argparse, gzip, os, socket, struct, sys, time
 
 import numpy as np
 import torch
@@ -107,7 +107,9 @@ def worker(rank, n, args, port, out):
 def run(n, args):
     ctx = mp.get_context("spawn")
     q = ctx.SimpleQueue()
-    port = 29500 + (os.getpid() % 2000)
+    with socket.socket() as s:  # a port nobody holds, on loopback
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     ps = [ctx.Process(target=worker, args=(r, n, args, port, q)) for r in range(n)]
     for p in ps:
         p.start()
