@@ -1,11 +1,12 @@
 #!/bin/sh
 # tests/sanitize/run.sh SOURCE_ROOT BUILD_DIR MODE -- the suite under a checker.
 #   asan      a build with AddressSanitizer + UndefinedBehaviorSanitizer (BUILD_DIR/san-asan);
-#             the unit and fault suites and the launcher, perf and env tests, halting on the
+#             the unit and fault suites and the launcher, perf, env, stream and DDP tests, halting on the
 #             first report (leaks included)
 #   tsan      a build with ThreadSanitizer (BUILD_DIR/san-tsan); ranks as threads of one
 #             process (tests/sanitize/tsan_ranks.c: Criterion's runner does not run under it),
-#             then the host-stream checks (a worker thread per stream) as 2-rank jobs
+#             then the host-stream checks (a worker thread per stream) and the DDP layer's
+#             averaging checks as 2-rank jobs
 #   valgrind  a 2-rank all-reduce job under valgrind memcheck: no invalid access, no leak
 set -eu
 src=$1 build=$2 mode=$3
@@ -27,15 +28,21 @@ asan|tsan)
     if [ "$mode" = asan ]; then
         ninja -C "$dir" >/dev/null
         meson test -C "$dir" --no-rebuild --print-errorlogs --suite unit --suite faults | tee "$out"
-        meson test -C "$dir" --no-rebuild --print-errorlogs launcher env perf streams | tee -a "$out"
-        want=11
+        meson test -C "$dir" --no-rebuild --print-errorlogs launcher env perf streams ddp |
+            tee -a "$out"
+        want=12
     else
-        ninja -C "$dir" tests/tsan_ranks tests/stream_check tools/tutti-run >/dev/null
+        ninja -C "$dir" tests/tsan_ranks tests/stream_check tests/ddp_check tools/tutti-run >/dev/null
         TUTTI_SOCKET_IFNAME==lo "$dir/tests/tsan_ranks"
         # Host streams: each rank's worker thread against its caller, as real processes.
         for m in order async mixed fail abort; do
             TUTTI_SOCKET_IFNAME==lo TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 2 \
                 "$dir/tests/stream_check" $m
+        done
+        # The DDP layer: its stream worker reduces buckets while the caller marks gradients.
+        for h in none int8; do
+            TUTTI_SOCKET_IFNAME==lo TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 2 \
+                "$dir/tests/ddp_check" average $h 1
         done
         exit 0
     fi
