@@ -9,6 +9,11 @@
 #include "log.h"
 #include "wait.h"
 
+#include "tutti_build.h"
+#if TUTTI_HAVE_IBVERBS
+#include "../transport/net_ib.h"
+#endif
+
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <pthread.h>
@@ -168,6 +173,28 @@ static void iface_of(const struct tt_addr *addr, char *name, size_t size)
     freeifaddrs(ifs);
 }
 
+/*
+ * Does this rank have a verbs HCA port (net_ib)? Recorded in its published record, so that
+ * both ends of a pair agree on the transport; the reason when not, for the log.
+ */
+static void probe_ib(struct tutti_comm *c, struct tt_rank_info *me, int local_rank_hint)
+{
+    me->hca[0] = '\0';
+#if TUTTI_HAVE_IBVERBS
+    if (!transport_allowed("net_ib")) {
+        snprintf(c->ib_why, sizeof(c->ib_why), "TUTTI_TRANSPORTS='%s' excludes net_ib",
+                 tt_env_str("TUTTI_TRANSPORTS"));
+        return;
+    }
+    if (tt_ib_probe(me->nic, local_rank_hint, me->hca, sizeof(me->hca), c->ib_why,
+                    sizeof(c->ib_why)))
+        c->ib_why[0] = '\0';
+#else
+    (void)local_rank_hint;
+    snprintf(c->ib_why, sizeof(c->ib_why), "this libtutti was built without verbs headers");
+#endif
+}
+
 /* The transport rank a uses to reach rank b, NULL if none may. */
 static const struct tt_transport *transport_between(const struct tutti_comm *c, int a, int b)
 {
@@ -175,6 +202,10 @@ static const struct tt_transport *transport_between(const struct tutti_comm *c, 
         return &tt_transport_mem;
     if (c->peers[a].host_hash == c->peers[b].host_hash && transport_allowed("shm"))
         return &tt_transport_shm;
+#if TUTTI_HAVE_IBVERBS
+    if (c->peers[a].hca[0] && c->peers[b].hca[0] && transport_allowed("net_ib"))
+        return &tt_transport_ib;
+#endif
     if (transport_allowed("socket"))
         return &tt_transport_socket; /* another host, or shm excluded: TCP */
     return NULL;
@@ -200,15 +231,29 @@ static tutti_result_t pick_transport(struct tutti_comm *c, int peer)
                        c->rank, c->peers[c->rank].host, peer, c->peers[peer].host,
                        tt_env_str("TUTTI_TRANSPORTS"));
     if (tp == &tt_transport_socket && !c->net_logged) {
-        char buf[80], ifname[IF_NAMESIZE + 1];
+        char buf[80], ifname[IF_NAMESIZE + 1], why[400] = "";
         iface_of(tt_boot_self_addr(c->boot), ifname, sizeof(ifname));
+        if (c->ib_why[0])
+            snprintf(why, sizeof(why), " (no InfiniBand/RoCE: %s)", c->ib_why);
+        else if (!c->peers[peer].hca[0])
+            snprintf(why, sizeof(why), " (rank %d on host %s has no InfiniBand/RoCE port)", peer,
+                     c->peers[peer].host);
         TT_INFO(TT_SUB_NET,
                 "rank %d: network transport socket on interface %s (%s), %d socket(s)"
-                " per connection",
+                " per connection%s",
                 c->rank, ifname, tt_addr_str(tt_boot_self_addr(c->boot), buf, sizeof(buf)),
-                (int)tt_env_int("TUTTI_NSOCKS"));
+                (int)tt_env_int("TUTTI_NSOCKS"), why);
         c->net_logged = 1;
     }
+#if TUTTI_HAVE_IBVERBS
+    if (tp == &tt_transport_ib && !c->net_logged) {
+        TT_INFO(TT_SUB_IB,
+                "rank %d: network transport net_ib on HCA port %s, %d QP(s) per "
+                "connection",
+                c->rank, c->peers[c->rank].hca, (int)tt_env_int("TUTTI_IB_QPS"));
+        c->net_logged = 1;
+    }
+#endif
     c->tp_of[peer] = tp;
     TT_INFO(TT_SUB_INIT, "rank %d -> rank %d (host %s): transport %s", c->rank, peer,
             c->peers[peer].host, tp->name);
@@ -434,6 +479,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     tt_boot_set_abort(c->boot, &c->abort_flag);
 
     TT_CHECK(tt_topo_self(&c->peers[c->rank], local_rank_hint, c->rank));
+    probe_ib(c, &c->peers[c->rank], local_rank_hint);
     TT_CHECK(tt_boot_allgather(c->boot, c->peers, sizeof(*c->peers)));
     TT_CHECK(tt_topo_derive(c->peers, c->nranks, c->rank, &c->topo));
     c->pids = malloc(n * sizeof(*c->pids));

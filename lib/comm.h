@@ -26,9 +26,10 @@ struct tutti_comm {
     int nchannels;
     size_t slot_bytes;
     int nslots;
-    unsigned spin;  /* polls before a wait yields */
-    int sleepy;     /* this host's ranks outnumber its cores: waits block (exec.h) */
-    int net_logged; /* the network interface has been logged */
+    unsigned spin;    /* polls before a wait yields */
+    int sleepy;       /* this host's ranks outnumber its cores: waits block (exec.h) */
+    int net_logged;   /* the network interface has been logged */
+    char ib_why[256]; /* why this rank has no verbs HCA ("" if it has one) */
     struct tt_tuner tuner;
     char job_tag[64];
 

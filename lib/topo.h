@@ -28,6 +28,7 @@ struct tt_rank_info {
     char cpuset[48];  /* "0-1" */
     char gpu_bus[16]; /* "0000:3b:00.0", "" if none */
     char nic[32];     /* nearest network interface, "" if none */
+    char hca[32];     /* verbs HCA port this rank uses ("mlx5_0:1"), "" if none (comm.c) */
 };
 
 struct tt_topo {

@@ -77,6 +77,8 @@ extern const struct tt_transport tt_transport_shm;
 extern const struct tt_transport tt_transport_mem;
 /* TCP between hosts. */
 extern const struct tt_transport tt_transport_socket;
+/* InfiniBand / RoCE verbs between hosts (built where the verbs headers are). */
+extern const struct tt_transport tt_transport_ib;
 
 /* A progress() for transports that need none. */
 tutti_result_t tt_transport_no_progress(struct tt_conn *conn);

@@ -1,0 +1,107 @@
+#!/bin/sh
+# tests/ibemu/check-ib.sh TUTTI_RUN COLL_CHECK TUTTI_PERF FAULT_RANK IBEMU_LIB -- the InfiniBand
+# transport (net_ib) through the emulated verbs provider, one rank per emulated node:
+#   - every collective (coll_check matrix, p2p, large) on 2, 3 and 4 nodes over RoCE, on 2
+#     nodes over InfiniBand (LID routing), on 2 nodes x 2 ranks (shm inside, net_ib across),
+#     each run logging net_ib as the transport between nodes;
+#   - tutti-perf all_reduce from 8 B to 16 MiB on 4 nodes: #wrong 0;
+#   - TUTTI_IB_HCA=emu1 picks that device; TUTTI_IB_HCA=^emu excludes every device and the
+#     job falls back to sockets saying why, as it does with no verbs library at all;
+#   - a corrupted rkey on one rank's 200th write: both ranks fail (the writer with the remote
+#     access error, its peer with an error too) instead of hanging;
+#   - a rank killed with SIGKILL mid-all-reduce: every survivor fails within 10 s.
+set -eu
+run=$1 check=$2 perf=$3 fault=$4 emu=$5
+out=$(mktemp -d /tmp/tutti-ib-test-XXXXXX)
+trap 'rm -rf "$out"' EXIT
+export TUTTI_TIMEOUT=60 TUTTI_DEBUG=INFO TUTTI_DEBUG_SUBSYS=INIT,IB,NET
+export TUTTI_IBVERBS_LIB="$emu"
+
+job() { # job NAME NRANKS NODES PROG ARGS... (environment from the caller)
+    name=$1 n=$2 nodes=$3
+    shift 3
+    if ! timeout 300 "$run" -n "$n" --nodes "$nodes" "$@" >"$out/$name" 2>&1; then
+        grep -v " INFO " "$out/$name" | tail -n 30
+        echo "FAILED: $name: $n ranks on $nodes nodes: $*"
+        exit 1
+    fi
+}
+uses_ib() { # uses_ib NAME: every rank logged net_ib toward another node, none fell back
+    grep -q "transport net_ib" "$out/$1" && ! grep -q "transport socket" "$out/$1" ||
+        { grep -E "transport|InfiniBand" "$out/$1" | head; echo "FAILED: $1 did not use net_ib"; exit 1; }
+}
+
+for n in 2 3 4; do
+    for m in matrix p2p large; do
+        job "roce-$n-$m" $n $n "$check" $m
+        uses_ib "roce-$n-$m"
+    done
+    echo "ok: every collective over net_ib (RoCE), $n nodes"
+done
+TUTTI_IBEMU_LINK=ib job ib-2 2 2 "$check" matrix
+uses_ib ib-2
+grep -q "InfiniBand, LID" "$out/ib-2" || { echo "FAILED: not an InfiniBand port"; exit 1; }
+echo "ok: every collective over net_ib (InfiniBand link layer, LID routing), 2 nodes"
+TUTTI_IB_QPS=1 job qp1 4 2 "$check" matrix
+uses_ib qp1
+grep -q "transport shm" "$out/qp1" || { echo "FAILED: no shm inside the nodes"; exit 1; }
+echo "ok: 2 nodes x 2 ranks: shm inside, net_ib across, 1 QP per connection"
+
+job perf 4 4 "$perf" all_reduce -b 8 -e 16M -c 1
+uses_ib perf
+grep -q "Out of bounds values : 0 OK" "$out/perf" || { cat "$out/perf"; exit 1; }
+echo "ok: tutti-perf all_reduce 8 B .. 16 MiB on 4 nodes over net_ib: #wrong 0"
+
+TUTTI_IB_HCA=emu1 job hca 2 2 "$check" p2p
+grep -q "HCA emu1:1" "$out/hca" || { grep HCA "$out/hca"; echo "FAILED: TUTTI_IB_HCA=emu1"; exit 1; }
+TUTTI_IB_HCA=^emu job nohca 2 2 "$check" p2p
+grep -q "transport socket.*no InfiniBand/RoCE: no active port" "$out/nohca" ||
+    { grep transport "$out/nohca"; echo "FAILED: no fallback to sockets"; exit 1; }
+TUTTI_IBVERBS_LIB=/nonexistent/libibverbs.so job nolib 2 2 "$check" p2p
+grep -q "transport socket.*no InfiniBand/RoCE: cannot load /nonexistent" "$out/nolib" ||
+    { grep transport "$out/nolib"; echo "FAILED: no fallback to sockets"; exit 1; }
+echo "ok: TUTTI_IB_HCA picks and excludes devices; without a usable HCA, sockets, saying why"
+
+# Failures: ranks started directly (tutti-run would stop the survivors itself).
+start() { # start DIR N [ENV...]: N fault_rank loops, one per node
+    dir=$1 n=$2
+    shift 2
+    mkdir -p "$dir"
+    port=$((29700 + $$ % 200))
+    pids=""
+    for r in $(seq 0 $((n - 1))); do
+        env MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=$n RANK=$r TUTTI_HOSTID=node$r \
+            TUTTI_SECRET=ib-test-$$ "$@" "$fault" "$dir" loop >"$dir/out.$r" 2>&1 &
+        pids="$pids $!"
+    done
+}
+wait_all() { # wait_all DIR SECONDS: every rank exits 0 (saw an error) within SECONDS
+    ( sleep "$2"; kill -9 $pids ) </dev/null >/dev/null 2>&1 &
+    guard=$!
+    ok=1
+    for p in $pids; do wait "$p" || ok=0; done
+    kill $guard 2>/dev/null || { echo "FAILED: ranks still running after $2 s (a hang)"; ok=0; }
+    grep -h RESULT "$1"/out.* || true
+    [ $ok = 1 ] || { tail -n 5 "$1"/out.*; echo "FAILED: a rank did not report an error"; exit 1; }
+}
+
+start "$out/rkey" 2 TUTTI_IBEMU_FAULT=bad_rkey TUTTI_IBEMU_FAULT_RANK=1 TUTTI_IBEMU_FAULT_AFTER=200
+wait_all "$out/rkey" 30
+grep -q "RESULT rank 1 .*to rank 0 (host node0, GID .*remote access error" "$out/rkey/out.1" ||
+    { echo "FAILED: rank 1 does not name the remote access error, peer and GID"; exit 1; }
+grep -q "RESULT rank 0 code" "$out/rkey/out.0" || { echo "FAILED: rank 0 saw no error"; exit 1; }
+echo "ok: a bad rkey fails both sides with a readable error"
+
+start "$out/kill" 3
+i=0
+while [ ! -e "$out/kill/pid.0" ] || [ ! -e "$out/kill/pid.1" ] || [ ! -e "$out/kill/pid.2" ]; do
+    i=$((i + 1)); [ $i -lt 300 ] || { echo "FAILED: ranks never got ready"; exit 1; }
+    sleep 0.1
+done
+sleep 1
+victim=$(echo $pids | cut -d' ' -f2)
+kill -9 "$victim"
+pids=$(echo $pids | cut -d' ' -f1,3)
+wait_all "$out/kill" 10
+echo "ok: a rank killed mid-all-reduce: the survivors fail within 10 s"
+echo "ib checks passed"
