@@ -387,6 +387,41 @@ TUTTI_API tutti_result_t tutti_event_query(tutti_event_t event);
 TUTTI_API tutti_result_t tutti_event_sync(tutti_event_t event);
 
 /*
+ * CUDA. A libtutti built with CUDA (meson -Dcuda=auto finds nvcc) on a machine with a driver
+ * and a device takes CUDA device and managed memory in every collective (not yet in
+ * tutti_send/tutti_recv). The kind of each buffer is detected; a call that mixes host and
+ * device buffers is refused (TUTTI_ERR_INVALID_ARG). Semantics by stream:
+ *   - NULL or a host stream: the call (or the stream's worker) copies the inputs from the
+ *     device after the work already queued on CUDA's legacy default stream, runs, copies the
+ *     results back, and completes as for host memory;
+ *   - a CUDA stream wrapped with tutti_stream_wrap_cuda: the call returns at once; the work
+ *     runs in the CUDA stream's order: it sees what the kernels queued before it wrote, and
+ *     kernels queued after it see its results. tutti_stream_sync/query on the wrapper wait
+ *     for / poll the CUDA stream and report a failed collective (cudaStreamSynchronize alone
+ *     does not tell: a failed collective leaves its outputs undefined). Host buffers may be
+ *     given on a wrapped stream too; they are used in stream order.
+ * This version moves device data through pinned host memory; without CUDA or a device,
+ * device pointers are not recognised (do not pass them).
+ */
+
+/*
+ * tutti_cuda_devices - the number of CUDA devices this process can use. TUTTI_ERR_UNSUPPORTED
+ * (reason in tutti_last_error) when libtutti was built without CUDA, or there is no driver
+ * or no device.
+ */
+TUTTI_API tutti_result_t tutti_cuda_devices(int *count);
+
+/*
+ * tutti_stream_wrap_cuda - a tutti stream that stands for the cudaStream_t `cuda_stream`
+ * (passed as void *; NULL is CUDA's legacy default stream), for collectives in that stream's
+ * order. The CUDA stream must outlive the wrapper; tutti_stream_destroy frees only the
+ * wrapper (after synchronising the CUDA stream). tutti_stream_launch, tutti_stream_wait_event
+ * and tutti_event_record are not available on it (use their CUDA equivalents).
+ * Errors: TUTTI_ERR_UNSUPPORTED without CUDA or a device.
+ */
+TUTTI_API tutti_result_t tutti_stream_wrap_cuda(tutti_stream_t *stream, void *cuda_stream);
+
+/*
  * Tracing. With TUTTI_TRACE=file.json set, the library records every collective (and each
  * phase of its schedule, per channel) and writes a Chrome / Perfetto trace (JSON array of
  * complete events; open it in ui.perfetto.dev or chrome://tracing) when the process exits.

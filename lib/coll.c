@@ -3,6 +3,7 @@
  * run it. Nothing is sent before every argument has been checked.
  */
 #include "comm.h"
+#include "cuda.h"
 #include "config.h"
 #include "error.h"
 #include "log.h"
@@ -129,6 +130,33 @@ static tutti_result_t check_coll(struct tutti_comm *comm, const struct tt_call *
         *inplace = 1;
     if (c->coll == TT_COLL_REDUCE && me == c->root && s == r)
         *inplace = 1;
+    return TUTTI_SUCCESS;
+}
+
+static const char *mem_name(enum tt_mem k)
+{
+    return k == TT_MEM_DEVICE ? "CUDA device" : k == TT_MEM_MANAGED ? "CUDA managed" : "host";
+}
+
+/*
+ * Where the buffers live (with CUDA): both on the host, or both on a device (managed memory
+ * counts as device: the GPU may be using it); a mix is refused. Sets c->device.
+ */
+static tutti_result_t check_memory(struct tutti_comm *comm, struct tt_call *c)
+{
+    enum tt_mem ks, kr;
+
+    c->device = 0;
+    if (c->count == 0 || !tt_cuda_ready())
+        return TUTTI_SUCCESS;
+    ks = c->sendbuf ? tt_cuda_kind(c->sendbuf) : TT_MEM_HOST;
+    kr = c->recvbuf ? tt_cuda_kind(c->recvbuf) : TT_MEM_HOST;
+    if (c->sendbuf && c->recvbuf && (ks == TT_MEM_HOST) != (kr == TT_MEM_HOST))
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                       "%s: sendbuf is %s memory and recvbuf is %s memory: pass both on the "
+                       "host or both on a device",
+                       c->fn, mem_name(ks), mem_name(kr));
+    c->device = ks != TT_MEM_HOST || kr != TT_MEM_HOST;
     return TUTTI_SUCCESS;
 }
 
@@ -264,8 +292,8 @@ static tutti_result_t check_match(struct tutti_comm *comm, const struct tt_call 
     return TUTTI_SUCCESS;
 }
 
-/* Run a checked collective on this thread; comm's run lock is held. */
-static tutti_result_t coll_exec(struct tutti_comm *comm, const struct tt_call *c)
+/* Run a checked collective on host buffers on this thread; comm's run lock is held. */
+static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_call *c)
 {
     struct tt_coll_args a = {.coll = (enum tt_coll)c->coll,
                              .count = c->count,
@@ -315,6 +343,16 @@ static tutti_result_t coll_exec(struct tutti_comm *comm, const struct tt_call *c
     return rc;
 }
 
+/* Run a checked collective: device buffers go through pinned memory (cuda.c). */
+static tutti_result_t coll_exec(struct tutti_comm *comm, const struct tt_call *c)
+{
+    if (c->device && c->count > 0) {
+        TT_CHECK(check_health(comm, c->fn));
+        return tt_cuda_staged_exec(comm, c, coll_exec_host);
+    }
+    return coll_exec_host(comm, c);
+}
+
 static tutti_result_t p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops);
 
 tutti_result_t tt_coll_exec_work(const struct tt_work *w)
@@ -358,6 +396,9 @@ static tutti_result_t coll_run(struct tutti_comm *comm, struct tt_call *c, tutti
         return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
                        "%s: collectives inside tutti_group_start/end are not supported", c->fn);
     TT_CHECK(check_coll(comm, c, &c->inplace));
+    TT_CHECK(check_memory(comm, c));
+    if (tt_stream_is_cuda(stream))
+        return tt_cuda_enqueue(comm, c, stream, c->device);
     w.call = *c;
     if (stream)
         return tt_stream_push(stream, &w);
@@ -369,7 +410,7 @@ tutti_result_t tutti_all_reduce(const void *sendbuf, void *recvbuf, size_t count
                                 tutti_stream_t stream)
 {
     struct tt_call c = {
-        TT_COLL_ALL_REDUCE, "tutti_all_reduce", sendbuf, recvbuf, count, dtype, op, 0, 0};
+        TT_COLL_ALL_REDUCE, "tutti_all_reduce", sendbuf, recvbuf, count, dtype, op, 0, 0, 0};
     return coll_run(comm, &c, stream);
 }
 
@@ -383,6 +424,7 @@ tutti_result_t tutti_all_gather(const void *sendbuf, void *recvbuf, size_t sendc
                         sendcount,
                         dtype,
                         TUTTI_SUM,
+                        0,
                         0,
                         0};
     return coll_run(comm, &c, stream);
@@ -400,6 +442,7 @@ tutti_result_t tutti_reduce_scatter(const void *sendbuf, void *recvbuf, size_t r
                         dtype,
                         op,
                         0,
+                        0,
                         0};
     return coll_run(comm, &c, stream);
 }
@@ -408,8 +451,16 @@ tutti_result_t tutti_broadcast(const void *sendbuf, void *recvbuf, size_t count,
                                tutti_dtype_t dtype, int root, tutti_comm_t comm,
                                tutti_stream_t stream)
 {
-    struct tt_call c = {
-        TT_COLL_BROADCAST, "tutti_broadcast", sendbuf, recvbuf, count, dtype, TUTTI_SUM, root, 0};
+    struct tt_call c = {TT_COLL_BROADCAST,
+                        "tutti_broadcast",
+                        sendbuf,
+                        recvbuf,
+                        count,
+                        dtype,
+                        TUTTI_SUM,
+                        root,
+                        0,
+                        0};
     return coll_run(comm, &c, stream);
 }
 
@@ -417,14 +468,14 @@ tutti_result_t tutti_reduce(const void *sendbuf, void *recvbuf, size_t count, tu
                             tutti_op_t op, int root, tutti_comm_t comm, tutti_stream_t stream)
 {
     struct tt_call c = {
-        TT_COLL_REDUCE, "tutti_reduce", sendbuf, recvbuf, count, dtype, op, root, 0};
+        TT_COLL_REDUCE, "tutti_reduce", sendbuf, recvbuf, count, dtype, op, root, 0, 0};
     return coll_run(comm, &c, stream);
 }
 
 tutti_result_t tutti_barrier(tutti_comm_t comm, tutti_stream_t stream)
 {
     struct tt_call c = {TT_COLL_ALL_REDUCE, "tutti_barrier", NULL, NULL, 1,
-                        TUTTI_UINT8,        TUTTI_SUM,       0,    0};
+                        TUTTI_UINT8,        TUTTI_SUM,       0,    0,    0};
 
     TT_CHECK(tt_comm_check(comm, "tutti_barrier"));
     /* The communicator's own bytes: a queued barrier outlives this frame. */
@@ -507,6 +558,15 @@ static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype
     if (count > 0 && !buf)
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", fn,
                        is_send ? "sendbuf" : "recvbuf", count);
+    if (tt_stream_is_cuda(stream))
+        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
+                       "%s: point-to-point calls on a CUDA-wrapped stream are not supported yet",
+                       fn);
+    if (count > 0 && tt_cuda_ready() && tt_cuda_kind(buf) != TT_MEM_HOST)
+        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
+                       "%s: %s is %s memory; point-to-point calls take host memory in this "
+                       "version",
+                       fn, is_send ? "sendbuf" : "recvbuf", mem_name(tt_cuda_kind(buf)));
     op = (struct tt_p2p_op){is_send, peer, buf, count * tutti_dtype_size(dtype)};
     if (group.depth == 0) {
         struct tt_work w = {.kind = TT_WORK_P2P, .comm = comm, .nops = 1};

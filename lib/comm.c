@@ -4,6 +4,7 @@
  */
 #include "comm.h"
 #include "config.h"
+#include "cuda.h"
 #include "error.h"
 #include "trace.h"
 #include "log.h"
@@ -596,6 +597,7 @@ tutti_result_t tutti_comm_destroy(tutti_comm_t comm)
     if (!reg_remove(comm))
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
                        "tutti_comm_destroy: comm is not a live communicator (destroyed twice?)");
+    tt_cuda_comm_free(comm);
     comm_free(comm);
     return TUTTI_SUCCESS;
 }

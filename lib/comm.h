@@ -58,6 +58,8 @@ struct tutti_comm {
     pthread_cond_t work_cv;
     int work_pending; /* items queued on streams, not finished */
     uint8_t barrier_buf[2];
+    void *cuda_stage; /* pinned staging for device buffers (cuda.c), under run_lock */
+    size_t cuda_stage_cap;
 
     /* Reused between calls so the hot path does not allocate. */
     struct tt_plan plan;

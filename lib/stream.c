@@ -12,11 +12,13 @@
  */
 #include "stream.h"
 #include "comm.h"
+#include "cuda.h"
 #include "error.h"
 #include "log.h"
 #include "trace.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +38,9 @@ struct tutti_stream {
     tutti_result_t error;
     int stop;
     unsigned id; /* 1, 2, ... in creation order: the trace's track name */
+    int cuda;    /* a wrapped cudaStream_t: no worker; work goes on cuda_stream (cuda.c) */
+    void *cuda_stream;
+    void *cuda_state;
     char msg[TT_ERRMSG_LEN];
 };
 
@@ -65,6 +70,105 @@ tutti_result_t tt_stream_check(tutti_stream_t s, struct tutti_comm *comm, const 
                        "tutti_stream_create)",
                        fn);
     return TUTTI_SUCCESS;
+}
+
+int tt_stream_is_cuda(tutti_stream_t s)
+{
+    return s && s->cuda;
+}
+
+void *tt_stream_cuda_handle(tutti_stream_t s)
+{
+    return s->cuda_stream;
+}
+
+void **tt_stream_cuda_state(tutti_stream_t s)
+{
+    return &s->cuda_state;
+}
+
+int tt_stream_failed(tutti_stream_t s)
+{
+    return __atomic_load_n(&s->error, __ATOMIC_ACQUIRE) != TUTTI_SUCCESS;
+}
+
+void tt_stream_record_failure(tutti_stream_t s, tutti_result_t rc, const char *msg)
+{
+    pthread_mutex_lock(&s->lock);
+    if (s->error == TUTTI_SUCCESS) {
+        snprintf(s->msg, sizeof(s->msg), "%s", msg);
+        __atomic_store_n(&s->error, rc, __ATOMIC_RELEASE);
+        s->failed_at = 1;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The operations a CUDA-wrapped stream does not have. */
+static tutti_result_t not_on_cuda(tutti_stream_t s, const char *fn, const char *instead)
+{
+    if (s && s->magic == TT_STREAM_MAGIC && s->cuda)
+        return tt_fail(NULL, TUTTI_ERR_UNSUPPORTED, "%s: not on a CUDA-wrapped stream (%s)", fn,
+                       instead);
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_stream_wrap_cuda(tutti_stream_t *stream, void *cuda_stream)
+{
+    struct tutti_stream *s;
+
+    tt_log_init();
+    if (!stream)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_stream_wrap_cuda: stream is NULL");
+    if (!tt_cuda_ready()) {
+        int n;
+        tutti_cuda_devices(&n);
+        return tt_fail(NULL, TUTTI_ERR_UNSUPPORTED, "tutti_stream_wrap_cuda: %s",
+                       tt_thread_error());
+    }
+    s = calloc(1, sizeof(*s));
+    if (!s)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "tutti_stream_wrap_cuda: out of memory");
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->work_cv, NULL);
+    pthread_cond_init(&s->done_cv, NULL);
+    s->cuda = 1;
+    s->cuda_stream = cuda_stream;
+    s->magic = TT_STREAM_MAGIC;
+    s->id = __atomic_fetch_add(&next_stream_id, 1, __ATOMIC_RELAXED);
+    *stream = s;
+    return TUTTI_SUCCESS;
+}
+
+/* sync, query and destroy of a CUDA-wrapped stream. */
+static tutti_result_t cuda_sync(tutti_stream_t s)
+{
+    tutti_result_t rc = tt_cuda_stream_sync(s->cuda_stream);
+    if (rc == TUTTI_SUCCESS && tt_stream_failed(s)) {
+        rc = s->error;
+        tt_fail_quiet(NULL, rc, "%s", s->msg);
+    }
+    return rc;
+}
+
+static tutti_result_t cuda_query(tutti_stream_t s)
+{
+    if (tt_stream_failed(s)) {
+        tt_fail_quiet(NULL, s->error, "%s", s->msg);
+        return s->error;
+    }
+    return tt_cuda_stream_query(s->cuda_stream);
+}
+
+static tutti_result_t cuda_destroy(tutti_stream_t s)
+{
+    tutti_result_t rc = cuda_sync(s);
+    tt_cuda_stream_free(s->cuda_state);
+    s->magic = 0;
+    pthread_cond_destroy(&s->done_cv);
+    pthread_cond_destroy(&s->work_cv);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    return rc;
 }
 
 void tt_work_release(struct tt_work *w)
@@ -245,6 +349,8 @@ tutti_result_t tutti_stream_sync(tutti_stream_t s)
     unsigned long long t;
 
     TT_CHECK(stream_arg(s, "tutti_stream_sync"));
+    if (s->cuda)
+        return cuda_sync(s);
     if (in_worker)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
                        "tutti_stream_sync: called from a stream's host function (it would wait "
@@ -260,6 +366,8 @@ tutti_result_t tutti_stream_query(tutti_stream_t s)
     tutti_result_t rc;
 
     TT_CHECK(stream_arg(s, "tutti_stream_query"));
+    if (s->cuda)
+        return cuda_query(s);
     pthread_mutex_lock(&s->lock);
     rc = s->error != TUTTI_SUCCESS ? s->error
          : s->done < s->queued     ? TUTTI_IN_PROGRESS
@@ -277,6 +385,8 @@ tutti_result_t tutti_stream_destroy(tutti_stream_t s)
     if (!s)
         return TUTTI_SUCCESS;
     TT_CHECK(stream_arg(s, "tutti_stream_destroy"));
+    if (s->cuda)
+        return cuda_destroy(s);
     if (in_worker)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
                        "tutti_stream_destroy: called from a stream's host function");
@@ -302,6 +412,7 @@ tutti_result_t tutti_stream_launch(tutti_stream_t s, tutti_host_fn_t fn, void *a
     struct tt_work w = {.kind = TT_WORK_HOST, .fn = fn, .arg = arg};
 
     TT_CHECK(stream_arg(s, "tutti_stream_launch"));
+    TT_CHECK(not_on_cuda(s, "tutti_stream_launch", "use cudaLaunchHostFunc"));
     if (!fn)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_stream_launch: fn is NULL");
     return tt_stream_push(s, &w);
@@ -329,6 +440,7 @@ tutti_result_t tutti_stream_wait_event(tutti_stream_t s, tutti_event_t e)
     struct tt_work w = {.kind = TT_WORK_WAIT};
 
     TT_CHECK(stream_arg(s, "tutti_stream_wait_event"));
+    TT_CHECK(not_on_cuda(s, "tutti_stream_wait_event", "use cudaStreamWaitEvent"));
     TT_CHECK(event_arg(e, "tutti_stream_wait_event"));
     if (!e->stream || e->stream == s)
         return TUTTI_SUCCESS; /* nothing to wait for, or already in order */
@@ -365,6 +477,7 @@ tutti_result_t tutti_event_record(tutti_event_t e, tutti_stream_t s)
 {
     TT_CHECK(event_arg(e, "tutti_event_record"));
     TT_CHECK(stream_arg(s, "tutti_event_record"));
+    TT_CHECK(not_on_cuda(s, "tutti_event_record", "use cudaEventRecord"));
     pthread_mutex_lock(&s->lock);
     e->ticket = s->queued;
     pthread_mutex_unlock(&s->lock);

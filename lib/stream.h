@@ -23,6 +23,7 @@ struct tt_call {
     tutti_op_t op;
     int root;
     int inplace;
+    int device; /* the buffers are CUDA device memory: staged through pinned memory (cuda.c) */
 };
 
 struct tt_p2p_op {
@@ -61,6 +62,14 @@ tutti_result_t tt_coll_exec_work(const struct tt_work *w);
 
 /* Fail the communicator of a COLL/P2P item that is skipped after an earlier failure. */
 void tt_coll_skip_work(const struct tt_work *w, const char *why);
+
+/* CUDA-wrapped streams (tutti_stream_wrap_cuda): is s one, its cudaStream_t, the slot where
+ * cuda.c keeps its staging; the sticky failure a CUDA host function records. */
+int tt_stream_is_cuda(tutti_stream_t s);
+void *tt_stream_cuda_handle(tutti_stream_t s);
+void **tt_stream_cuda_state(tutti_stream_t s);
+int tt_stream_failed(tutti_stream_t s);
+void tt_stream_record_failure(tutti_stream_t s, tutti_result_t rc, const char *msg);
 
 /* Free what an item owns. */
 void tt_work_release(struct tt_work *w);

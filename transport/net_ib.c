@@ -96,6 +96,7 @@ struct ib_conn {
     uint64_t recv_next[QP_MAX];
     int credit_posted; /* credit writes not yet completed */
     int credit_dirty;
+    double closed_at; /* when the side channel was first seen closed (0: open) */
     tutti_result_t failed;
 };
 
@@ -717,8 +718,14 @@ static tutti_result_t ib_alive(struct tt_conn *conn)
 
     if (c->fd < 0)
         return TUTTI_SUCCESS;
-    if (poll(&p, 1, 0) > 0 && ((p.revents & (POLLHUP | POLLERR)) ||
-                               recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0)) {
+    if (!c->closed_at && poll(&p, 1, 0) > 0 &&
+        ((p.revents & (POLLHUP | POLLERR)) || recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0))
+        c->closed_at = tt_now();
+    /* A peer that finished closes its side of everything: what it wrote before has landed
+     * and its completions may still be on their way to us. So a closed channel fails the
+     * connection only once a second has passed without this rank getting what it waits for
+     * (the caller asks while nothing moves). */
+    if (c->closed_at && tt_now() - c->closed_at > 1.0) {
         char g[64];
         return failf(c, TUTTI_ERR_REMOTE,
                      "rank %d (host %s, GID %s) closed its connection: it exited, died or gave up",

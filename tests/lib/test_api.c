@@ -343,3 +343,35 @@ Test(api, streams_check_their_arguments)
     cr_assert_eq(tutti_event_destroy(e), TUTTI_SUCCESS);
     cr_assert_eq(tutti_comm_destroy(c), TUTTI_SUCCESS);
 }
+
+/* Without a usable CUDA device (or without CUDA in the build) the CUDA calls say so; with one
+ * they work. Either way host collectives are unaffected. */
+Test(api, cuda_reports_its_availability)
+{
+    tutti_comm_t c = solo();
+    tutti_stream_t s = NULL;
+    int n = -1;
+    float x[4] = {1, 2, 3, 4}, y[4];
+    tutti_result_t rc;
+
+    EXPECT_ERR(tutti_cuda_devices(NULL), TUTTI_ERR_INVALID_ARG, "count");
+    rc = tutti_cuda_devices(&n);
+    if (rc == TUTTI_SUCCESS) {
+        cr_assert_gt(n, 0);
+        cr_assert_eq(tutti_stream_wrap_cuda(&s, NULL), TUTTI_SUCCESS);
+        cr_assert_eq(tutti_all_reduce(x, y, 4, TUTTI_FLOAT32, TUTTI_SUM, c, s), TUTTI_SUCCESS);
+        cr_assert_eq(tutti_stream_sync(s), TUTTI_SUCCESS);
+        cr_assert_eq(y[3], 4.0f);
+        EXPECT_ERR(tutti_stream_launch(s, NULL, NULL), TUTTI_ERR_INVALID_ARG, "fn");
+        cr_assert_eq(tutti_stream_destroy(s), TUTTI_SUCCESS);
+    } else {
+        cr_assert_eq(rc, TUTTI_ERR_UNSUPPORTED);
+        cr_assert_eq(n, 0);
+        cr_assert(strstr(tutti_last_error(), "CUDA unavailable"), "%s", tutti_last_error());
+        EXPECT_ERR(tutti_stream_wrap_cuda(&s, NULL), TUTTI_ERR_UNSUPPORTED, "CUDA unavailable");
+        printf("no usable CUDA device here: %s\n", tutti_last_error());
+    }
+    cr_assert_eq(tutti_all_reduce(x, y, 4, TUTTI_FLOAT32, TUTTI_SUM, c, NULL), TUTTI_SUCCESS);
+    cr_assert_eq(y[2], 3.0f);
+    tutti_comm_destroy(c);
+}

@@ -14,8 +14,10 @@ case $mode in
 asan|tsan)
     dir=$build/san-$mode
     opt=$([ "$mode" = asan ] && echo "address,undefined" || echo "thread")
+    # Without CUDA: the sanitizers would see into the CUDA runtime (and the asan build is the
+    # suite's -Dcuda=disabled build).
     [ -f "$dir/build.ninja" ] || meson setup "$dir" "$src" -Db_sanitize="$opt" -Db_lundef=false \
-        -Dbuildtype=debugoptimized >/dev/null
+        -Dbuildtype=debugoptimized -Dcuda=disabled >/dev/null
     # The outer meson test points LD_LIBRARY_PATH at the plain build: the inner one must not
     # inherit it, or the instrumented tests would load the uninstrumented library.
     unset LD_LIBRARY_PATH

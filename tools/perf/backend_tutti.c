@@ -3,8 +3,12 @@
 
 #include <stdio.h>
 
+#ifdef TUTTI_PERF_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 static tutti_comm_t comm;
-static int me, n;
+static int me, n, device;
 
 static int t_init(int *argc, char ***argv, int *rank, int *nranks)
 {
@@ -23,11 +27,41 @@ static int t_init(int *argc, char ***argv, int *rank, int *nranks)
 
 static int t_supports(enum pcoll c, tutti_dtype_t t, int op)
 {
-    (void)c;
     (void)t;
     (void)op;
-    return 1;
+    return !(device && c == SENDRECV); /* point-to-point takes host memory in this version */
 }
+
+#ifdef TUTTI_PERF_CUDA
+static char cuda_err[200];
+
+static void *t_dev_alloc(size_t bytes)
+{
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        snprintf(cuda_err, sizeof(cuda_err), "cudaMalloc: %s", cudaGetErrorString(e));
+        return NULL;
+    }
+    device = 1;
+    return p;
+}
+
+static void t_dev_free(void *p)
+{
+    cudaFree(p);
+}
+
+static int t_dev_copy(void *dst, const void *src, size_t bytes)
+{
+    cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+    if (e != cudaSuccess) {
+        snprintf(cuda_err, sizeof(cuda_err), "cudaMemcpy: %s", cudaGetErrorString(e));
+        return -1;
+    }
+    return 0;
+}
+#endif
 
 static int t_run(enum pcoll c, void *s, void *r, size_t count, tutti_dtype_t t, int op, int root,
                  int inplace)
@@ -70,6 +104,10 @@ static void t_allreduce_sum_ll(long long *v)
 
 static const char *t_last_error(void)
 {
+#ifdef TUTTI_PERF_CUDA
+    if (cuda_err[0])
+        return cuda_err;
+#endif
     return tutti_comm_last_error(comm);
 }
 
@@ -88,4 +126,9 @@ const struct perf_backend perf_backend = {
     .allreduce_sum_ll = t_allreduce_sum_ll,
     .last_error = t_last_error,
     .fini = t_fini,
+#ifdef TUTTI_PERF_CUDA
+    .dev_alloc = t_dev_alloc,
+    .dev_free = t_dev_free,
+    .dev_copy = t_dev_copy,
+#endif
 };

@@ -31,6 +31,11 @@ struct perf_backend {
     void (*allreduce_sum_ll)(long long *v);
     const char *(*last_error)(void);
     void (*fini)(void);
+    /* Device buffers (-G 1), where the backend has them (NULL otherwise): allocate, free,
+     * copy either way (the pointers say which). */
+    void *(*dev_alloc)(size_t bytes);
+    void (*dev_free)(void *p);
+    int (*dev_copy)(void *dst, const void *src, size_t bytes);
 };
 
 extern const struct perf_backend perf_backend;

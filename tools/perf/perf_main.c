@@ -33,7 +33,7 @@ static const char *pcoll_names[NPCOLL] = {"all_reduce", "all_gather", "reduce_sc
 struct opts {
     size_t minb, maxb, incr;
     double factor;
-    int iters, warmup, check, root, agg, csv, corrupt;
+    int iters, warmup, check, root, agg, csv, corrupt, device;
     int dtypes[TUTTI_NUM_DTYPES], ndt;
     int ops[TUTTI_NUM_OPS], nops;
     const char *json;
@@ -132,6 +132,7 @@ static size_t block_count(enum pcoll c, size_t bytes, size_t es)
 
 struct bufs {
     char *send, *recv;
+    char *hsend, *hrecv; /* -G 1: host mirrors for filling and checking */
 };
 
 /* Pointers for one call: in place, both live in recv per tutti.h's layout. */
@@ -168,9 +169,26 @@ static long long check_once(enum pcoll c, struct bufs *b, size_t per, tutti_dtyp
     void *s, *r;
 
     call_bufs(c, b, per, es, inplace, &s, &r);
-    val_fill(t, vop, rank, s, c == REDUCE_SCATTER ? per * n : per, 0);
-    if (run(c, s, r, per, t, op, root, inplace) != 0)
-        return -2;
+    if (o->device) { /* fill and check host mirrors at the same offsets; copy across */
+        struct bufs h = {b->hsend, b->hrecv, NULL, NULL};
+        void *hs, *hr, *ds = s, *dr = r;
+        size_t in = (c == REDUCE_SCATTER ? per * n : per) * es;
+        size_t out = (c == ALL_GATHER ? per * n : per) * es;
+        call_bufs(c, &h, per, es, inplace, &hs, &hr);
+        val_fill(t, vop, rank, hs, in / es, 0);
+        if (be->dev_copy(ds, hs, in) != 0)
+            return -2;
+        if (run(c, ds, dr, per, t, op, root, inplace) != 0)
+            return -2;
+        if (be->dev_copy(hr, dr, out) != 0)
+            return -2;
+        s = hs;
+        r = hr;
+    } else {
+        val_fill(t, vop, rank, s, c == REDUCE_SCATTER ? per * n : per, 0);
+        if (run(c, s, r, per, t, op, root, inplace) != 0)
+            return -2;
+    }
     if (o->corrupt && rank == 0 && per > 0)
         ((unsigned char *)r)[0] ^= 0x5a;
     switch (c) {
@@ -343,12 +361,25 @@ static void bench(enum pcoll c, const struct opts *o)
     /* One allocation per side, big enough for every size and dtype (+ slack for rounding). */
     b.send = malloc(send_bytes + maxes * n);
     b.recv = malloc(o->maxb + maxes * n);
+    b.hsend = b.hrecv = NULL;
     if (!b.send || !b.recv) {
         fprintf(stderr, "%s-perf: rank %d: out of memory for %zu bytes\n", be->name, rank, o->maxb);
         exit(1);
     }
     memset(b.send, 0, send_bytes + maxes * n);
     memset(b.recv, 0, o->maxb + maxes * n);
+    if (o->device) { /* the host ones become the mirrors */
+        b.hsend = b.send;
+        b.hrecv = b.recv;
+        b.send = be->dev_alloc(send_bytes + maxes * n);
+        b.recv = be->dev_alloc(o->maxb + maxes * n);
+        if (!b.send || !b.recv || be->dev_copy(b.send, b.hsend, send_bytes + maxes * n) != 0 ||
+            be->dev_copy(b.recv, b.hrecv, o->maxb + maxes * n) != 0) {
+            fprintf(stderr, "%s-perf: rank %d: cannot allocate %zu bytes on the device: %s\n",
+                    be->name, rank, o->maxb, be->last_error());
+            exit(1);
+        }
+    }
     print_header(c, o);
     for (int d = 0; d < o->ndt; d++) {
         tutti_dtype_t t = (tutti_dtype_t)o->dtypes[d];
@@ -379,8 +410,15 @@ static void bench(enum pcoll c, const struct opts *o)
             }
         }
     }
-    free(b.send);
-    free(b.recv);
+    if (o->device) {
+        be->dev_free(b.send);
+        be->dev_free(b.recv);
+        free(b.hsend);
+        free(b.hrecv);
+    } else {
+        free(b.send);
+        free(b.recv);
+    }
 }
 
 static void usage(void)
@@ -395,6 +433,7 @@ static void usage(void)
                "  -n N      timed iterations per size           [20]\n"
                "  -w N      warm-up iterations per size         [5]\n"
                "  -c 0|1    check results (#wrong)              [1]\n"
+               "  -G 0|1    buffers in CUDA device memory       [0]\n"
                "  -d TYPE   int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32\n"
                "            float64, or all                     [float32]\n"
                "  -o OP     sum prod min max avg, or all        [sum]\n"
@@ -470,6 +509,11 @@ static void parse(int argc, char **argv, struct opts *o, int *colls, int *ncolls
                 die("-w %s: must be >= 0", v);
             break;
         case 'c': o->check = atoi(v); break;
+        case 'G':
+            o->device = atoi(v);
+            if (o->device && !be->dev_alloc)
+                die("-G %s: this perf tool was built without CUDA", v);
+            break;
         case 'r':
             o->root = atoi(v);
             if (o->root < 0 || o->root >= nranks)

@@ -1,0 +1,47 @@
+/*
+ * cuda.h -- device memory in collectives (built with CUDA; see cuda.c). Without CUDA the
+ * functions exist and say so: tt_cuda_ready() is 0 and nothing else is called.
+ */
+#ifndef TT_CUDA_H
+#define TT_CUDA_H
+
+#include "stream.h"
+
+struct tutti_comm;
+
+/* Memory kinds of a pointer. */
+enum tt_mem { TT_MEM_HOST = 0, TT_MEM_DEVICE, TT_MEM_MANAGED };
+
+/* A usable CUDA device is present (checked once; logged at INFO either way). */
+int tt_cuda_ready(void);
+
+/* The kind of memory p points to (TT_MEM_HOST when CUDA is not ready). */
+enum tt_mem tt_cuda_kind(const void *p);
+
+/*
+ * Run checked collective c, whose buffers are device memory, on this thread: copy the inputs
+ * into pinned host memory, run the host collective there, copy the results back (blocking).
+ * comm's run lock is held. `run` is the host path.
+ */
+tutti_result_t tt_cuda_staged_exec(struct tutti_comm *comm, const struct tt_call *c,
+                                   tutti_result_t (*run)(struct tutti_comm *,
+                                                         const struct tt_call *));
+
+/*
+ * Queue checked collective c on CUDA-wrapped stream s, stream-ordered: device inputs copied to
+ * pinned memory on s, a host function on s that runs the collective, device outputs copied
+ * back on s. Returns at once. `device`: the buffers are device memory (else host memory,
+ * used in place).
+ */
+tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c, tutti_stream_t s,
+                               int device);
+
+/* The CUDA side of a wrapped stream: wait / poll its cudaStream_t; free its staging. */
+tutti_result_t tt_cuda_stream_sync(void *cuda_stream);
+tutti_result_t tt_cuda_stream_query(void *cuda_stream);
+void tt_cuda_stream_free(void *state);
+
+/* Free the communicator's staging buffer (at destroy). */
+void tt_cuda_comm_free(struct tutti_comm *comm);
+
+#endif

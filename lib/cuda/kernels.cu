@@ -1,0 +1,222 @@
+/*
+ * kernels.cu -- CUDA reduction kernels: dst[i] = a[i] (op) b[i] for every dtype and op of
+ * tutti.h, the fused reduce-copy of the device data path, and the final division of AVG.
+ *
+ * Semantics are the host kernels' (lib/reduce.c), so host and device give bitwise the same
+ * answer: integers wrap; float16 and bfloat16 are widened to float32, combined, rounded to
+ * nearest even (which is what the native __hadd/__hmul do for one operation); MIN/MAX return
+ * NaN when either input is NaN; AVG is a SUM followed by one division by the rank count
+ * (integers truncate toward zero).
+ *
+ * Vectorised: where dst, a and b are 16-byte aligned each thread moves whole 16-byte vectors
+ * (uint4: 16 int8, 8 half, 4 float, 2 double per load), the remainder element by element; a
+ * grid-stride loop bounds the grid whatever the count.
+ */
+#include "kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+namespace {
+
+template <typename T> struct Sum {
+    __device__ static T f(T x, T y) { return x + y; }
+};
+template <typename T> struct Prod {
+    __device__ static T f(T x, T y) { return x * y; }
+};
+template <typename T> struct Min {
+    __device__ static T f(T x, T y) { return y < x ? y : x; }
+};
+template <typename T> struct Max {
+    __device__ static T f(T x, T y) { return y > x ? y : x; }
+};
+
+/* Signed integers wrap: compute in the unsigned type. */
+template <typename S, typename U> struct WrapSum {
+    __device__ static S f(S x, S y) { return (S)((U)x + (U)y); }
+};
+template <typename S, typename U> struct WrapProd {
+    __device__ static S f(S x, S y) { return (S)((U)x * (U)y); }
+};
+
+/* Floating point MIN/MAX with NaN propagation. */
+template <typename T> struct FMin {
+    __device__ static T f(T x, T y) { return x != x ? x : y != y ? y : (y < x ? y : x); }
+};
+template <typename T> struct FMax {
+    __device__ static T f(T x, T y) { return x != x ? x : y != y ? y : (y > x ? y : x); }
+};
+
+/* Half types: widen, combine with the float op, round to nearest even. */
+template <typename H, typename FOp> struct Half16 {
+    __device__ static H f(H x, H y);
+};
+template <typename FOp> struct Half16<__half, FOp> {
+    __device__ static __half f(__half x, __half y)
+    {
+        return __float2half_rn(FOp::f(__half2float(x), __half2float(y)));
+    }
+};
+template <typename FOp> struct Half16<__nv_bfloat16, FOp> {
+    __device__ static __nv_bfloat16 f(__nv_bfloat16 x, __nv_bfloat16 y)
+    {
+        return __float2bfloat16_rn(FOp::f(__bfloat162float(x), __bfloat162float(y)));
+    }
+};
+
+template <typename T, typename Op>
+__global__ void reduce_kernel(T *dst, const T *a, const T *b, size_t n, int vec)
+{
+    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    constexpr int per = (int)(sizeof(uint4) / sizeof(T));
+    size_t done = 0;
+
+    if (vec) {
+        const size_t nv = n / per;
+        for (size_t v = tid; v < nv; v += stride) {
+            uint4 x = reinterpret_cast<const uint4 *>(a)[v];
+            uint4 y = reinterpret_cast<const uint4 *>(b)[v];
+            uint4 z;
+            const T *xs = reinterpret_cast<const T *>(&x);
+            const T *ys = reinterpret_cast<const T *>(&y);
+            T *zs = reinterpret_cast<T *>(&z);
+#pragma unroll
+            for (int k = 0; k < per; k++)
+                zs[k] = Op::f(xs[k], ys[k]);
+            reinterpret_cast<uint4 *>(dst)[v] = z;
+        }
+        done = nv * per;
+    }
+    for (size_t i = done + tid; i < n; i += stride)
+        dst[i] = Op::f(a[i], b[i]);
+}
+
+template <typename T> struct DivBy {
+    __device__ static T f(T x, int n) { return (T)(x / (T)n); }
+};
+template <> struct DivBy<__half> {
+    __device__ static __half f(__half x, int n) { return __float2half_rn(__half2float(x) / (float)n); }
+};
+template <> struct DivBy<__nv_bfloat16> {
+    __device__ static __nv_bfloat16 f(__nv_bfloat16 x, int n)
+    {
+        return __float2bfloat16_rn(__bfloat162float(x) / (float)n);
+    }
+};
+
+template <typename T> __global__ void divide_kernel(T *buf, size_t n, int ranks)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        buf[i] = DivBy<T>::f(buf[i], ranks);
+}
+
+int grid_for(size_t n)
+{
+    size_t blocks = (n + 255) / 256;
+    return (int)(blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks);
+}
+
+template <typename T, typename Op>
+cudaError_t launch(void *dst, const void *a, const void *b, size_t n, cudaStream_t s)
+{
+    int vec = (((uintptr_t)dst | (uintptr_t)a | (uintptr_t)b) & 15) == 0;
+    size_t work = vec ? n / (sizeof(uint4) / sizeof(T)) + 1 : n;
+    reduce_kernel<T, Op><<<grid_for(work), 256, 0, s>>>((T *)dst, (const T *)a, (const T *)b, n, vec);
+    return cudaGetLastError();
+}
+
+template <typename S, typename U>
+cudaError_t launch_int(void *dst, const void *a, const void *b, size_t n, tutti_op_t op,
+                       cudaStream_t s)
+{
+    switch (op) {
+    case TUTTI_SUM:
+    case TUTTI_AVG: return launch<S, WrapSum<S, U>>(dst, a, b, n, s);
+    case TUTTI_PROD: return launch<S, WrapProd<S, U>>(dst, a, b, n, s);
+    case TUTTI_MIN: return launch<S, Min<S>>(dst, a, b, n, s);
+    case TUTTI_MAX: return launch<S, Max<S>>(dst, a, b, n, s);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+template <typename F>
+cudaError_t launch_float(void *dst, const void *a, const void *b, size_t n, tutti_op_t op,
+                         cudaStream_t s)
+{
+    switch (op) {
+    case TUTTI_SUM:
+    case TUTTI_AVG: return launch<F, Sum<F>>(dst, a, b, n, s);
+    case TUTTI_PROD: return launch<F, Prod<F>>(dst, a, b, n, s);
+    case TUTTI_MIN: return launch<F, FMin<F>>(dst, a, b, n, s);
+    case TUTTI_MAX: return launch<F, FMax<F>>(dst, a, b, n, s);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+template <typename H>
+cudaError_t launch_half(void *dst, const void *a, const void *b, size_t n, tutti_op_t op,
+                        cudaStream_t s)
+{
+    switch (op) {
+    case TUTTI_SUM:
+    case TUTTI_AVG: return launch<H, Half16<H, Sum<float>>>(dst, a, b, n, s);
+    case TUTTI_PROD: return launch<H, Half16<H, Prod<float>>>(dst, a, b, n, s);
+    case TUTTI_MIN: return launch<H, Half16<H, FMin<float>>>(dst, a, b, n, s);
+    case TUTTI_MAX: return launch<H, Half16<H, FMax<float>>>(dst, a, b, n, s);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+template <typename T> cudaError_t divide(void *buf, size_t n, int ranks, cudaStream_t s)
+{
+    divide_kernel<T><<<grid_for(n), 256, 0, s>>>((T *)buf, n, ranks);
+    return cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" int tt_cuda_reduce(void *dst, const void *a, const void *b, size_t count,
+                              tutti_dtype_t dtype, tutti_op_t op, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (count == 0)
+        return 0;
+    switch (dtype) {
+    case TUTTI_INT8: return launch_int<int8_t, uint8_t>(dst, a, b, count, op, s);
+    case TUTTI_UINT8: return launch_int<uint8_t, uint8_t>(dst, a, b, count, op, s);
+    case TUTTI_INT32: return launch_int<int32_t, uint32_t>(dst, a, b, count, op, s);
+    case TUTTI_UINT32: return launch_int<uint32_t, uint32_t>(dst, a, b, count, op, s);
+    case TUTTI_INT64: return launch_int<int64_t, uint64_t>(dst, a, b, count, op, s);
+    case TUTTI_UINT64: return launch_int<uint64_t, uint64_t>(dst, a, b, count, op, s);
+    case TUTTI_FLOAT16: return launch_half<__half>(dst, a, b, count, op, s);
+    case TUTTI_BFLOAT16: return launch_half<__nv_bfloat16>(dst, a, b, count, op, s);
+    case TUTTI_FLOAT32: return launch_float<float>(dst, a, b, count, op, s);
+    case TUTTI_FLOAT64: return launch_float<double>(dst, a, b, count, op, s);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+extern "C" int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks,
+                              void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (count == 0)
+        return 0;
+    switch (dtype) {
+    case TUTTI_INT8: return divide<int8_t>(buf, count, ranks, s);
+    case TUTTI_UINT8: return divide<uint8_t>(buf, count, ranks, s);
+    case TUTTI_INT32: return divide<int32_t>(buf, count, ranks, s);
+    case TUTTI_UINT32: return divide<uint32_t>(buf, count, ranks, s);
+    case TUTTI_INT64: return divide<int64_t>(buf, count, ranks, s);
+    case TUTTI_UINT64: return divide<uint64_t>(buf, count, ranks, s);
+    case TUTTI_FLOAT16: return divide<__half>(buf, count, ranks, s);
+    case TUTTI_BFLOAT16: return divide<__nv_bfloat16>(buf, count, ranks, s);
+    case TUTTI_FLOAT32: return divide<float>(buf, count, ranks, s);
+    case TUTTI_FLOAT64: return divide<double>(buf, count, ranks, s);
+    default: return cudaErrorInvalidValue;
+    }
+}

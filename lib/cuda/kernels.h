@@ -1,0 +1,28 @@
+/*
+ * kernels.h -- the CUDA reduction kernels (kernels.cu), callable from C. `stream` is a
+ * cudaStream_t; each call queues one kernel and returns the cudaError_t of the launch (0 on
+ * success). Semantics are lib/reduce.c's: see kernels.cu.
+ */
+#ifndef TT_CUDA_KERNELS_H
+#define TT_CUDA_KERNELS_H
+
+#include "tutti.h"
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* dst[i] = a[i] op b[i] for i < count (AVG combines as SUM); dst may be a or b. */
+int tt_cuda_reduce(void *dst, const void *a, const void *b, size_t count, tutti_dtype_t dtype,
+                   tutti_op_t op, void *stream);
+
+/* buf[i] /= ranks: the end of an AVG. */
+int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

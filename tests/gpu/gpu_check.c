@@ -1,0 +1,321 @@
+/*
+ * gpu_check -- CUDA device buffers in tutti (run under tutti-run, except probe and bench).
+ *
+ *   gpu_check probe    exit 0 and print the device count, or print why not and exit 77
+ *   gpu_check matrix   every collective x dtype x op on device buffers, in and out of place,
+ *                      counts 0, 1, 4099 and 1M+3, on the NULL stream and on a wrapped CUDA
+ *                      stream in turn; each result must equal bitwise the same call on host
+ *                      buffers (the host path is checked against independent references by
+ *                      the coll tests)
+ *   gpu_check order    on a wrapped CUDA stream: a slow kernel fills the input, the all-reduce
+ *                      queued behind it must see the filled values, a kernel queued after it
+ *                      must see its result; the call returns before the fill has finished
+ *   gpu_check mix      a device sendbuf with a host recvbuf is refused naming both kinds;
+ *                      tutti_send from device memory is refused as unsupported
+ *   gpu_check bench    reduction kernel (float32 sum, 256 MiB) bandwidth against
+ *                      cudaMemcpy device-to-device on the same buffers
+ * Every rank uses device 0 (several ranks may share one GPU). Exit 0: all checks passed.
+ */
+#include "tutti.h"
+
+#include <cuda_runtime_api.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int gpu_slow_fill(float *buf, size_t n, float value, long long spin, void *stream);
+int gpu_twice(float *buf, size_t n, void *stream);
+int tt_cuda_reduce(void *dst, const void *a, const void *b, size_t count, tutti_dtype_t dtype,
+                   tutti_op_t op, void *stream);
+
+static int rank, nranks, failures;
+static tutti_comm_t comm;
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...)
+{
+    va_list ap;
+    failures++;
+    printf("FAIL rank %d: ", rank);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+}
+
+#define CU(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fail("%s: %s", #call, cudaGetErrorString(e_));                                         \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+enum { AR, AG, RS, BC, RD, NCOLL };
+static const char *coll_name[NCOLL] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                       "reduce"};
+
+static tutti_result_t call(int c, const void *s, void *r, size_t count, tutti_dtype_t t,
+                           tutti_op_t op, tutti_stream_t st)
+{
+    switch (c) {
+    case AR: return tutti_all_reduce(s, r, count, t, op, comm, st);
+    case AG: return tutti_all_gather(s, r, count, t, comm, st);
+    case RS: return tutti_reduce_scatter(s, r, count, t, op, comm, st);
+    case BC: return tutti_broadcast(s, r, count, t, 0, comm, st);
+    default: return tutti_reduce(s, r, count, t, op, nranks - 1, comm, st);
+    }
+}
+
+/* Inputs: bytes that are valid values of every dtype (small, positive). */
+static void fill(unsigned char *p, size_t bytes, size_t es, int seed)
+{
+    memset(p, 0, bytes);
+    for (size_t i = 0; i < bytes / es; i++)
+        p[i * es + (es > 1 ? es - 2 : 0)] = (unsigned char)(1 + (i * 7 + (size_t)seed * 13) % 5);
+}
+
+static void matrix(void)
+{
+    static const size_t counts[] = {0, 1, 4099, 1000003};
+    tutti_stream_t ws;
+    cudaStream_t cs;
+    int k = 0;
+
+    CU(cudaStreamCreate(&cs));
+    if (tutti_stream_wrap_cuda(&ws, cs) != TUTTI_SUCCESS) {
+        fail("tutti_stream_wrap_cuda: %s", tutti_last_error());
+        return;
+    }
+    for (int c = 0; c < NCOLL; c++)
+        for (int t = 0; t < TUTTI_NUM_DTYPES; t++)
+            for (int op = 0; op < TUTTI_NUM_OPS; op++)
+                for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+                    for (int inplace = 0; inplace < 2; inplace++) {
+                        size_t es = tutti_dtype_size((tutti_dtype_t)t), n = counts[ci];
+                        size_t sb = (c == RS ? n * nranks : n) * es;
+                        size_t rb = (c == AG ? n * nranks : n) * es, big = sb > rb ? sb : rb;
+                        unsigned char *hs, *hr, *got;
+                        void *ds, *dr, *s, *r, *hsp, *hrp;
+                        tutti_stream_t st = (k++ % 2) ? ws : NULL;
+                        tutti_result_t rc;
+
+                        if ((c == AG || c == BC) && op > 0)
+                            continue; /* no op */
+                        if (!counts[ci] && inplace)
+                            continue;
+                        hs = calloc(1, big + 1);
+                        hr = calloc(1, big + 1);
+                        got = calloc(1, big + 1);
+                        CU(cudaMalloc(&ds, big + 1));
+                        CU(cudaMalloc(&dr, big + 1));
+                        fill(hs, sb, es, rank);
+                        memset(hr, 0, big);
+                        CU(cudaMemcpy(ds, hs, big, cudaMemcpyHostToDevice));
+                        CU(cudaMemcpy(dr, hr, big, cudaMemcpyHostToDevice));
+                        /* In place: the input sits where tutti.h's layout says, in one buffer. */
+                        s = ds, r = dr, hsp = hs, hrp = hr;
+                        if (inplace) {
+                            size_t off = (size_t)rank * n * es;
+                            if (c == AG) {
+                                memcpy(hr + off, hs, n * es);
+                                CU(cudaMemcpy(dr, hr, big, cudaMemcpyHostToDevice));
+                                s = (char *)dr + off, hsp = hr + off;
+                            } else if (c == RS) {
+                                memcpy(hr, hs, sb);
+                                CU(cudaMemcpy(dr, hr, big, cudaMemcpyHostToDevice));
+                                s = dr, hsp = hr, r = (char *)dr + off, hrp = hr + off;
+                            } else {
+                                memcpy(hr, hs, sb);
+                                CU(cudaMemcpy(dr, hr, big, cudaMemcpyHostToDevice));
+                                s = dr, hsp = hr;
+                            }
+                        }
+                        rc = call(c, s, r, n, (tutti_dtype_t)t, (tutti_op_t)op, st);
+                        if (rc == TUTTI_SUCCESS && st)
+                            rc = tutti_stream_sync(st);
+                        if (rc != TUTTI_SUCCESS) {
+                            fail("%s %s %s count %zu%s: %s", coll_name[c],
+                                 tutti_dtype_name((tutti_dtype_t)t), tutti_op_name((tutti_op_t)op),
+                                 n, inplace ? " in place" : "", tutti_last_error());
+                            exit(1);
+                        }
+                        CU(cudaMemcpy(got, dr, big, cudaMemcpyDeviceToHost));
+                        /* The reference: the same call on host memory. */
+                        if (call(c, hsp, hrp, n, (tutti_dtype_t)t, (tutti_op_t)op, NULL) !=
+                            TUTTI_SUCCESS) {
+                            fail("host reference: %s", tutti_last_error());
+                            exit(1);
+                        }
+                        /* Compare the output block only (in-place scratch may differ). */
+                        if ((c != RD || rank == nranks - 1) &&
+                            memcmp(got + ((char *)r - (char *)dr), hrp, rb) != 0)
+                            fail("%s %s %s count %zu%s on %s: device result differs from host",
+                                 coll_name[c], tutti_dtype_name((tutti_dtype_t)t),
+                                 tutti_op_name((tutti_op_t)op), n, inplace ? " in place" : "",
+                                 st ? "a CUDA stream" : "the NULL stream");
+                        cudaFree(ds);
+                        cudaFree(dr);
+                        free(hs);
+                        free(hr);
+                        free(got);
+                    }
+    tutti_stream_destroy(ws);
+    cudaStreamDestroy(cs);
+    printf("rank %d: %d device calls checked against the host path\n", rank, k);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void order(void)
+{
+    size_t n = 1 << 20;
+    float *d, *h = malloc(n * sizeof(float));
+    cudaStream_t cs;
+    tutti_stream_t ws;
+    double t0, t_call, t_done;
+
+    CU(cudaStreamCreate(&cs));
+    CU(cudaMalloc((void **)&d, n * sizeof(float)));
+    CU(cudaMemset(d, 0, n * sizeof(float)));
+    if (tutti_stream_wrap_cuda(&ws, cs) != TUTTI_SUCCESS) {
+        fail("tutti_stream_wrap_cuda: %s", tutti_last_error());
+        return;
+    }
+    tutti_barrier(comm, NULL);
+    t0 = now();
+    if (gpu_slow_fill(d, n, (float)(rank + 1), 2000000000ll, cs) != 0) /* ~1 s of spinning */
+        fail("slow_fill launch");
+    if (tutti_all_reduce(d, d, n, TUTTI_FLOAT32, TUTTI_SUM, comm, ws) != TUTTI_SUCCESS)
+        fail("all_reduce on the CUDA stream: %s", tutti_last_error());
+    t_call = now() - t0;
+    if (gpu_twice(d, n, cs) != 0)
+        fail("twice launch");
+    if (tutti_stream_sync(ws) != TUTTI_SUCCESS)
+        fail("tutti_stream_sync: %s", tutti_last_error());
+    t_done = now() - t0;
+    CU(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+        if (h[i] != (float)(nranks * (nranks + 1))) {
+            fail("order: element %zu is %g, want %g (fill, then all-reduce, then doubling)", i,
+                 h[i], (double)(nranks * (nranks + 1)));
+            break;
+        }
+    if (t_call > t_done / 2)
+        fail("order: the all-reduce call took %.3f s of the %.3f s: it did not return at once",
+             t_call, t_done);
+    printf("rank %d: stream order holds (call returned after %.3f s, work done after %.3f s)\n",
+           rank, t_call, t_done);
+    tutti_stream_destroy(ws);
+    cudaFree(d);
+    cudaStreamDestroy(cs);
+    free(h);
+}
+
+static void mix(void)
+{
+    float *d, h[16];
+    tutti_result_t rc;
+
+    CU(cudaMalloc((void **)&d, sizeof(h)));
+    rc = tutti_all_reduce(d, h, 16, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
+    if (rc != TUTTI_ERR_INVALID_ARG || !strstr(tutti_last_error(), "CUDA device") ||
+        !strstr(tutti_last_error(), "host"))
+        fail("mix: device sendbuf + host recvbuf gave %s: %s", tutti_strerror(rc),
+             tutti_last_error());
+    rc = tutti_send(d, 16, TUTTI_FLOAT32, (rank + 1) % nranks, comm, NULL);
+    if (rc != TUTTI_ERR_UNSUPPORTED)
+        fail("mix: tutti_send from device memory gave %s: %s", tutti_strerror(rc),
+             tutti_last_error());
+    printf("rank %d: host/device mixes refused: %s\n", rank, tutti_last_error());
+    cudaFree(d);
+}
+
+static void bench(void)
+{
+    size_t n = (size_t)64 << 20, bytes = n * sizeof(float); /* 256 MiB per buffer */
+    float *a, *b, *c, ms;
+    cudaEvent_t e0, e1;
+    const int iters = 20;
+
+    CU(cudaMalloc((void **)&a, bytes));
+    CU(cudaMalloc((void **)&b, bytes));
+    CU(cudaMalloc((void **)&c, bytes));
+    CU(cudaMemset(a, 0, bytes));
+    CU(cudaMemset(b, 0, bytes));
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    tt_cuda_reduce(c, a, b, n, TUTTI_FLOAT32, TUTTI_SUM, NULL); /* warm-up */
+    CU(cudaEventRecord(e0, NULL));
+    for (int i = 0; i < iters; i++)
+        if (tt_cuda_reduce(c, a, b, n, TUTTI_FLOAT32, TUTTI_SUM, NULL) != 0)
+            fail("tt_cuda_reduce launch");
+    CU(cudaEventRecord(e1, NULL));
+    CU(cudaEventSynchronize(e1));
+    CU(cudaEventElapsedTime(&ms, e0, e1));
+    double red = 3.0 * (double)bytes * iters / (ms * 1e-3) / 1e9;
+    CU(cudaMemcpy(c, a, bytes, cudaMemcpyDeviceToDevice));
+    CU(cudaEventRecord(e0, NULL));
+    for (int i = 0; i < iters; i++)
+        CU(cudaMemcpyAsync(c, a, bytes, cudaMemcpyDeviceToDevice, NULL));
+    CU(cudaEventRecord(e1, NULL));
+    CU(cudaEventSynchronize(e1));
+    CU(cudaEventElapsedTime(&ms, e0, e1));
+    double cpy = 2.0 * (double)bytes * iters / (ms * 1e-3) / 1e9;
+    printf("kernel bench: float32 sum of 2 x 256 MiB into a third: %.1f GB/s moved; "
+           "cudaMemcpy device-to-device: %.1f GB/s moved; ratio %.2f\n",
+           red, cpy, red / cpy);
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(c);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    int ndev = 0;
+
+    if (tutti_cuda_devices(&ndev) != TUTTI_SUCCESS) {
+        printf("SKIP: no usable CUDA device: %s\n", tutti_last_error());
+        return 77;
+    }
+    if (!strcmp(mode, "probe")) {
+        printf("CUDA devices: %d\n", ndev);
+        return 0;
+    }
+    CU(cudaSetDevice(0));
+    if (!strcmp(mode, "bench")) {
+        bench();
+        return failures ? 1 : 0;
+    }
+    if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS) {
+        fprintf(stderr, "gpu_check: %s\n", tutti_last_error());
+        return 1;
+    }
+    tutti_comm_rank(comm, &rank);
+    tutti_comm_size(comm, &nranks);
+    if (!strcmp(mode, "matrix"))
+        matrix();
+    else if (!strcmp(mode, "order"))
+        order();
+    else if (!strcmp(mode, "mix"))
+        mix();
+    else {
+        fprintf(stderr, "usage: gpu_check probe|matrix|order|mix|bench\n");
+        return 2;
+    }
+    tutti_comm_destroy(comm);
+    if (!failures)
+        printf("gpu_check %s: rank %d ok\n", mode, rank);
+    return failures ? 1 : 0;
+}
