@@ -24,8 +24,9 @@
  * The sender connects its QPs (RTR, RTS) at once and sends its own QP numbers, addresses and
  * credit word's key over the side channel; the receiver's finish() reads them, connects its
  * QPs and grants the first credits. The side channel then stays open as a liveness signal:
- * it closes when a peer exits, dies or gives up (fail()), which the waiting side sees in
- * alive() within milliseconds, whatever the verbs layer says or doesn't.
+ * a peer that gives up (fail()) writes one byte on it, which the waiting side sees in alive()
+ * within milliseconds; a channel that just closes (the peer exited or died) counts after a
+ * second without progress, since a peer that finished closes it too.
  *
  * Every error completion becomes a message naming the verbs status, the opcode, the peer
  * rank, its host and GID, and a hint at the likely cause.
@@ -718,9 +719,18 @@ static tutti_result_t ib_alive(struct tt_conn *conn)
 
     if (c->fd < 0)
         return TUTTI_SUCCESS;
-    if (!c->closed_at && poll(&p, 1, 0) > 0 &&
-        ((p.revents & (POLLHUP | POLLERR)) || recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0))
-        c->closed_at = tt_now();
+    if (!c->closed_at && poll(&p, 1, 0) > 0) {
+        ssize_t got = recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (got == 1 && byte == 'F') { /* the peer failed or was aborted: fail now */
+            char g[64];
+            return failf(c, TUTTI_ERR_REMOTE,
+                         "rank %d (host %s, GID %s) gave up on the connection (it failed or was "
+                         "aborted)",
+                         c->base.peer, c->r_host, peer_gid(c, g, sizeof(g)));
+        }
+        if (got == 0 || (p.revents & (POLLHUP | POLLERR)))
+            c->closed_at = tt_now();
+    }
     /* A peer that finished closes its side of everything: what it wrote before has landed
      * and its completions may still be on their way to us. So a closed channel fails the
      * connection only once a second has passed without this rank getting what it waits for
@@ -739,8 +749,10 @@ static void ib_fail(struct tt_conn *conn)
     struct ib_conn *c = (struct ib_conn *)conn;
     struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 
-    if (c->fd >= 0)
+    if (c->fd >= 0) { /* tell the peer it is a failure, not a finished connection */
+        (void)!send(c->fd, "F", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         shutdown(c->fd, SHUT_RDWR);
+    }
     for (int q = 0; q < c->nqps; q++)
         c->d->v.modify_qp(c->qp[q], &a, IBV_QP_STATE);
     if (!c->failed)
