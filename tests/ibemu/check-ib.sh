@@ -5,7 +5,7 @@
 #     nodes over InfiniBand (LID routing), on 2 nodes x 2 ranks (shm inside, net_ib across),
 #     each run logging net_ib as the transport between nodes;
 #   - tutti-perf all_reduce from 8 B to 16 MiB on 4 nodes: #wrong 0;
-#   - TUTTI_IB_HCA=emu1 picks that device; TUTTI_IB_HCA=^emu excludes every device and the
+#   - TUTTI_IB_GID_INDEX=1 routes by the IPv4-mapped GID; TUTTI_IB_HCA=emu1 picks that device; TUTTI_IB_HCA=^emu excludes every device and the
 #     job falls back to sockets saying why, as it does with no verbs library at all;
 #   - a corrupted rkey on one rank's 200th write: both ranks fail (the writer with the remote
 #     access error, its peer with an error too) instead of hanging;
@@ -52,6 +52,9 @@ uses_ib perf
 grep -q "Out of bounds values : 0 OK" "$out/perf" || { cat "$out/perf"; exit 1; }
 echo "ok: tutti-perf all_reduce 8 B .. 16 MiB on 4 nodes over net_ib: #wrong 0"
 
+TUTTI_IB_GID_INDEX=1 job gid1 2 2 "$check" p2p
+uses_ib gid1
+grep -q "GID index 1 (0:0:0:0:0:ffff:7f" "$out/gid1" || { grep HCA "$out/gid1"; echo "FAILED: GID index 1"; exit 1; }
 TUTTI_IB_HCA=emu1 job hca 2 2 "$check" p2p
 grep -q "HCA emu1:1" "$out/hca" || { grep HCA "$out/hca"; echo "FAILED: TUTTI_IB_HCA=emu1"; exit 1; }
 TUTTI_IB_HCA=^emu job nohca 2 2 "$check" p2p

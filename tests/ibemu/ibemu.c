@@ -155,12 +155,14 @@ static uint16_t lid_of(int32_t pid)
     return (uint16_t)(1 + (uint32_t)pid % 0xbffe); /* unicast LIDs */
 }
 
+/* GID index 0: fe80::<pid, 32 bits>; index 1 (RoCE): ::ffff:127.<pid, low 24 bits>. */
 static void gid_of(int32_t pid, int index, union ibv_gid *g)
 {
     memset(g, 0, sizeof(*g));
     if (index == 0) {
         g->raw[0] = 0xfe;
         g->raw[1] = 0x80;
+        g->raw[12] = (uint8_t)(pid >> 24);
     } else {
         g->raw[10] = g->raw[11] = 0xff;
         g->raw[12] = 127;
@@ -168,9 +170,6 @@ static void gid_of(int32_t pid, int index, union ibv_gid *g)
     g->raw[13] = (uint8_t)(pid >> 16);
     g->raw[14] = (uint8_t)(pid >> 8);
     g->raw[15] = (uint8_t)pid;
-    if (index == 0) {
-        g->raw[12] = (uint8_t)(pid >> 24);
-    }
 }
 
 static int32_t pid_of_gid(const union ibv_gid *g)
