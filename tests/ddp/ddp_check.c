@@ -23,10 +23,10 @@
  * Exit status 0 means every check on this rank passed.
  */
 #include "tutti.h"
+#include "../report.h"
 #include "tutti_ddp.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,21 +40,7 @@ static const size_t shapes[NP][2] = {{300, 400}, {300, 1}, {200, 300}, {200, 1},
 /* Backward's order in every step: not the reverse of registration, so the rebuild matters. */
 static const int ready_order[NP - 1] = {5, 4, 1, 3, 2, 0};
 
-static int rank, nranks, failures;
 static float *vals[NP], *grads[NP];
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    failures++;
-    printf("FAIL rank %d: ", rank);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    fflush(stdout);
-}
 
 static size_t count_of(int i)
 {

@@ -17,9 +17,9 @@
  * Every rank uses device 0 (several ranks may share one GPU). Exit 0: all checks passed.
  */
 #include "tutti.h"
+#include "../report.h"
 
 #include <cuda_runtime_api.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,21 +31,7 @@ int gpu_twice(float *buf, size_t n, void *stream);
 int tt_cuda_reduce(void *dst, const void *a, const void *b, size_t count, tutti_dtype_t dtype,
                    tutti_op_t op, void *stream);
 
-static int rank, nranks, failures;
 static tutti_comm_t comm;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    failures++;
-    printf("FAIL rank %d: ", rank);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    fflush(stdout);
-}
 
 #define CU(call)                                                                                   \
     do {                                                                                           \

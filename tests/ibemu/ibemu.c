@@ -200,6 +200,30 @@ EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
     return 0;
 }
 
+/*
+ * Under emu_lock: the first free entry of one of the segment's tables (every entry begins
+ * with `uint32_t used`), zeroed and marked used, its index in *idx, and a zeroed handle of
+ * handle_size bytes. NULL with errno ENOMEM when the table is full or memory is short.
+ */
+static void *claim(void *table, size_t entry_size, int n, size_t handle_size, int *idx)
+{
+    for (int i = 0; i < n; i++) {
+        uint32_t *used = (uint32_t *)((char *)table + (size_t)i * entry_size);
+        void *h;
+        if (*used)
+            continue;
+        h = calloc(1, handle_size);
+        if (!h)
+            break;
+        memset(used, 0, entry_size);
+        *used = 1;
+        *idx = i;
+        return h;
+    }
+    errno = ENOMEM;
+    return NULL;
+}
+
 EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access)
 {
     struct emu_mr *m;
@@ -207,18 +231,9 @@ EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int 
     uint32_t salt = (uint32_t)rand() & 0xff;
 
     pthread_mutex_lock(&emu_lock);
-    for (int i = 0; i < MAX_MR && idx < 0; i++)
-        if (!emu_self->mr[i].used)
-            idx = i;
-    if (idx < 0) {
-        pthread_mutex_unlock(&emu_lock);
-        errno = ENOMEM;
-        return NULL;
-    }
-    m = calloc(1, sizeof(*m));
+    m = claim(emu_self->mr, sizeof(emu_self->mr[0]), MAX_MR, sizeof(*m), &idx);
     if (!m) {
         pthread_mutex_unlock(&emu_lock);
-        errno = ENOMEM;
         return NULL;
     }
     emu_self->mr[idx] = (struct seg_mr){.used = 1,
@@ -260,17 +275,11 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *c, int cqe, void *cq_con
         return NULL;
     }
     pthread_mutex_lock(&emu_lock);
-    for (int i = 0; i < MAX_CQ && idx < 0; i++)
-        if (!emu_self->cq[i].used)
-            idx = i;
-    q = idx >= 0 ? calloc(1, sizeof(*q)) : NULL;
+    q = claim(emu_self->cq, sizeof(emu_self->cq[0]), MAX_CQ, sizeof(*q), &idx);
     if (!q) {
         pthread_mutex_unlock(&emu_lock);
-        errno = ENOMEM;
         return NULL;
     }
-    memset(&emu_self->cq[idx], 0, sizeof(emu_self->cq[idx]));
-    emu_self->cq[idx].used = 1;
     q->idx = idx;
     q->cq.context = c;
     q->cq.cq_context = cq_context;
@@ -302,17 +311,11 @@ EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
         return NULL;
     }
     pthread_mutex_lock(&emu_lock);
-    for (int i = 0; i < MAX_QP && idx < 0; i++)
-        if (!emu_self->qp[i].used)
-            idx = i;
-    q = idx >= 0 ? calloc(1, sizeof(*q)) : NULL;
+    q = claim(emu_self->qp, sizeof(emu_self->qp[0]), MAX_QP, sizeof(*q), &idx);
     if (!q) {
         pthread_mutex_unlock(&emu_lock);
-        errno = ENOMEM;
         return NULL;
     }
-    memset(&emu_self->qp[idx], 0, sizeof(emu_self->qp[idx]));
-    emu_self->qp[idx].used = 1;
     emu_self->qp[idx].qpn = QPN_BASE + (uint32_t)idx;
     emu_self->qp[idx].state = IBV_QPS_RESET;
     q->send_cq = (struct emu_cq *)ia->send_cq;

@@ -19,29 +19,15 @@
  * this rank passed.
  */
 #include "tutti.h"
+#include "../report.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-static int rank, nranks, failures;
 static tutti_comm_t comm;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    failures++;
-    printf("FAIL ");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    fflush(stdout);
-}
 
 #define CHECK_OK(call)                                                                             \
     do {                                                                                           \
