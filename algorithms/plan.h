@@ -104,6 +104,12 @@ static inline int tt_prim_sends(int prim)
            prim == TT_PRIM_RECV_REDUCE_COPY_SEND || prim == TT_PRIM_RECV_COPY_SEND;
 }
 
+/* Does the primitive write dst? */
+static inline int tt_prim_writes(int prim)
+{
+    return prim != TT_PRIM_SEND && prim != TT_PRIM_RECV_REDUCE_SEND;
+}
+
 /* Name of a primitive, for traces and tests. */
 const char *tt_prim_name(int prim);
 

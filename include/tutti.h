@@ -298,6 +298,29 @@ TUTTI_API tutti_result_t tutti_group_end(void);
 TUTTI_API tutti_result_t tutti_barrier(tutti_comm_t comm, tutti_stream_t stream);
 
 /*
+ * tutti_comm_register - promise comm that [buf, buf + bytes) stays allocated until
+ * tutti_comm_deregister (as ncclCommRegister). Collectives and sends whose buffers lie inside
+ * a registered range may then be sent straight from that memory: over InfiniBand/RoCE
+ * (net_ib) the range is registered with the HCA once, on first use, and RDMA-written from,
+ * instead of being copied into a staging slot first; the registration is kept in a
+ * process-wide cache shared by every communicator (ranges on the same pages share one memory
+ * region) and dropped when its last user deregisters. Transports that cannot use it (shm,
+ * sockets) ignore it, and unregistered memory works as before. Ranges may overlap; device
+ * memory is accepted but still goes through host staging. *handle names the registration.
+ * Errors: TUTTI_ERR_INVALID_ARG for a NULL buf or handle, bytes == 0.
+ */
+TUTTI_API tutti_result_t tutti_comm_register(tutti_comm_t comm, void *buf, size_t bytes,
+                                             void **handle);
+
+/*
+ * tutti_comm_deregister - end a registration. Waits for the operation comm is running; the
+ * range must not be used by work still queued on a stream (it would be copied, but the
+ * memory must still be there). After it returns the memory may be freed.
+ * TUTTI_ERR_INVALID_ARG if handle is not a live registration of comm.
+ */
+TUTTI_API tutti_result_t tutti_comm_deregister(tutti_comm_t comm, void *handle);
+
+/*
  * Streams and events.
  *
  * A host stream owns a worker thread that runs the work queued on it one item at a time, in

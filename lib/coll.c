@@ -195,8 +195,9 @@ static void stall_report(void *arg, const struct tt_exec *x, double waited)
     TT_WARN(TT_SUB_COLL, "%s (TUTTI_STALL_WARN)", msg);
 }
 
-static tutti_result_t run_plan(struct tutti_comm *comm, void *const *bufs, tutti_dtype_t dtype,
-                               tutti_op_t op, const struct tt_label *what)
+static tutti_result_t run_plan(struct tutti_comm *comm, void *const *bufs,
+                               struct tt_memreg *const *regs, tutti_dtype_t dtype, tutti_op_t op,
+                               const struct tt_label *what)
 {
     struct tt_exec x;
     tutti_result_t rc;
@@ -210,6 +211,7 @@ static tutti_result_t run_plan(struct tutti_comm *comm, void *const *bufs, tutti
                       &comm->conns, &comm->exec_mem);
     if (rc != TUTTI_SUCCESS)
         return tt_comm_set_error(comm, rc);
+    x.regs = regs;
     struct stall_ctx sc = {comm, what};
     struct tt_wait_policy w = {.timeout_s = comm->timeout_s,
                                .spin = comm->spin,
@@ -270,7 +272,7 @@ static tutti_result_t check_match(struct tutti_comm *comm, const struct tt_call 
         me.root = c->root;
     tt_plan_reset(&comm->plan);
     tt_allgather_ring(&comm->plan, comm->rings, &a);
-    rc = run_plan(comm, bufs, TUTTI_UINT8, TUTTI_SUM, &label);
+    rc = run_plan(comm, bufs, NULL, TUTTI_UINT8, TUTTI_SUM, &label);
     if (rc != TUTTI_SUCCESS) {
         free(all);
         return rc;
@@ -304,6 +306,7 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
     size_t bytes;
     struct tt_label label;
     void *bufs[2];
+    struct tt_memreg *regs[2];
 
     double t0 = tt_trace_on ? tt_trace_us() : 0;
     tutti_result_t rc;
@@ -330,7 +333,14 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
     algo->build(&comm->plan, comm->rings, &a);
     bufs[TT_BUF_SEND] = (void *)c->sendbuf;
     bufs[TT_BUF_RECV] = c->recvbuf;
-    rc = run_plan(comm, bufs, c->dtype, c->op, &label);
+    if (comm->memregs) { /* tutti_comm_register: zero-copy sends where a transport can */
+        size_t es = tutti_dtype_size(c->dtype), n = (size_t)comm->nranks;
+        size_t sbytes = c->count * es * (c->coll == TT_COLL_REDUCE_SCATTER ? n : 1);
+        size_t rbytes = c->count * es * (c->coll == TT_COLL_ALL_GATHER ? n : 1);
+        regs[TT_BUF_SEND] = tt_memreg_find(comm, c->sendbuf, sbytes);
+        regs[TT_BUF_RECV] = tt_memreg_find(comm, c->recvbuf, rbytes);
+    }
+    rc = run_plan(comm, bufs, comm->memregs ? regs : NULL, c->dtype, c->op, &label);
     if (tt_trace_on) {
         char args[160];
         snprintf(args, sizeof(args),
@@ -501,10 +511,11 @@ static tutti_result_t p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, i
 {
     struct tt_p2p_op **order = malloc((size_t)nops * sizeof(*order));
     void **bufs = malloc((size_t)nops * sizeof(*bufs));
+    struct tt_memreg **regs = calloc((size_t)nops, sizeof(*regs));
     tutti_result_t rc;
     struct tt_label label;
 
-    if (!order || !bufs) {
+    if (!order || !bufs || !regs) {
         rc = tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
         goto out;
     }
@@ -522,6 +533,8 @@ static tutti_result_t p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, i
         if (i == 0 || o->peer != order[i - 1]->peer || o->is_send != order[i - 1]->is_send)
             tt_plan_lane(&comm->plan, 0);
         bufs[i] = o->buf;
+        if (o->is_send)
+            regs[i] = tt_memreg_find(comm, o->buf, o->bytes);
         s.prim = o->is_send ? TT_PRIM_SEND : TT_PRIM_RECV;
         s.send_peer = s.recv_peer = o->peer;
         tt_plan_step(&comm->plan, &s);
@@ -529,7 +542,7 @@ static tutti_result_t p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, i
     comm->seq++;
     label = (struct tt_label){"point-to-point", 0xff, comm->seq, (size_t)nops, TUTTI_NUM_DTYPES};
     double t0 = tt_trace_on ? tt_trace_us() : 0;
-    rc = run_plan(comm, bufs, TUTTI_UINT8, TUTTI_SUM, &label);
+    rc = run_plan(comm, bufs, comm->memregs ? regs : NULL, TUTTI_UINT8, TUTTI_SUM, &label);
     if (tt_trace_on) {
         char args[64];
         snprintf(args, sizeof(args), "{\"seq\":%llu,\"ops\":%d}", label.seq, nops);
@@ -538,6 +551,7 @@ static tutti_result_t p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, i
 out:
     free(order);
     free(bufs);
+    free(regs);
     return rc;
 }
 

@@ -376,6 +376,7 @@ static void comm_free(struct tutti_comm *c)
 {
     size_t n = (size_t)c->nranks * (size_t)c->conns.nchannels;
 
+    tt_memreg_free_all(c);
     /* Senders first: an in-process (mem) receiver owns the memory its sender writes. */
     for (size_t i = 0; c->conns.send && i < n; i++)
         if (c->conns.send[i])

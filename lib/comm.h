@@ -9,6 +9,7 @@
 #include "bootstrap.h"
 #include "board.h"
 #include "exec.h"
+#include "memreg.h"
 #include "topo.h"
 #include "tune.h"
 
@@ -60,6 +61,7 @@ struct tutti_comm {
     uint8_t barrier_buf[2];
     void *cuda_stage; /* pinned staging for device buffers (cuda.c), under run_lock */
     size_t cuda_stage_cap;
+    struct tt_memreg *memregs; /* tutti_comm_register (memreg.c) */
 
     /* Reused between calls so the hot path does not allocate. */
     struct tt_plan plan;

@@ -12,6 +12,7 @@ void tt_exec_mem_free(struct tt_exec_mem *m)
 {
     free(m->lanes);
     free(m->pend);
+    free(m->zc);
     memset(m, 0, sizeof(*m));
 }
 
@@ -83,6 +84,7 @@ tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void 
     x->kernel = tt_reduce_kernel(dtype, op);
     x->chunk_elems = chunk_bytes / x->esize;
     x->conns = conns;
+    x->mem = mem;
     x->lanes = mem->lanes;
     x->pend = mem->pend;
     x->lanes_left = plan->nlanes;
@@ -129,6 +131,62 @@ static tutti_result_t poll_slot(struct tt_conn *c, size_t bytes, void **slot)
     return r;
 }
 
+/*
+ * Zero-copy sends in flight: the executor records each one's source bytes, and a step that
+ * would write any of them waits until the transport has finished reading them (a send from
+ * a buffer that a later step of the same operation overwrites: in-place recursive doubling,
+ * say). Entries the transport has finished with are dropped as they are met.
+ */
+static tutti_result_t zc_note(struct tt_exec *x, const char *src, size_t bytes, struct tt_conn *c,
+                              uint64_t ticket)
+{
+    struct tt_exec_mem *m = x->mem;
+
+    if (x->nzc == m->zc_cap) {
+        for (size_t i = 0; i < x->nzc;) /* make room: forget the finished ones */
+            if (m->zc[i].conn->tp->sent(m->zc[i].conn, m->zc[i].ticket))
+                m->zc[i] = m->zc[--x->nzc];
+            else
+                i++;
+    }
+    if (x->nzc == m->zc_cap) {
+        size_t cap = m->zc_cap ? 2 * m->zc_cap : 64;
+        struct tt_zc *g = realloc(m->zc, cap * sizeof(*g));
+        if (!g)
+            return tt_fail(NULL, TUTTI_ERR_SYSTEM, "executor: out of memory");
+        m->zc = g;
+        m->zc_cap = cap;
+    }
+    m->zc[x->nzc++] = (struct tt_zc){src, src + bytes, c, ticket};
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t zc_wait(struct tt_exec *x, const char *dst, size_t bytes)
+{
+    struct tt_zc *z = x->mem->zc;
+
+    for (size_t i = 0; i < x->nzc;) {
+        struct tt_conn *c = z[i].conn;
+        if (!(z[i].lo < dst + bytes && dst < z[i].hi)) {
+            i++;
+            continue;
+        }
+        if (!c->tp->sent(c, z[i].ticket)) {
+            tutti_result_t r = c->tp->progress(c);
+            if (r != TUTTI_SUCCESS)
+                return r;
+            if (!c->tp->sent(c, z[i].ticket)) {
+                x->wait_conn = c;
+                x->wait_peer = c->peer;
+                x->wait_dir = 's';
+                return TUTTI_IN_PROGRESS;
+            }
+        }
+        z[i] = z[--x->nzc];
+    }
+    return TUTTI_SUCCESS;
+}
+
 static void postop(struct tt_exec *x, const struct tt_step *s, void *d, size_t n)
 {
     if ((s->flags & TT_STEP_POSTOP) && x->op == TUTTI_AVG)
@@ -146,8 +204,15 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
     const void *rslot = NULL;
     void *sslot = NULL;
     size_t rbytes = 0;
+    struct tt_memreg *zc_reg = NULL;
+    const char *zc_src = NULL;
     tutti_result_t r;
 
+    if (x->nzc && tt_prim_writes(s->prim)) {
+        r = zc_wait(x, dst, bytes);
+        if (r != TUTTI_SUCCESS)
+            return r;
+    }
     if (tt_prim_recvs(s->prim)) {
         rc = conn_at(x->conns->recv, x->conns, channel, s->recv_peer);
         if (!rc)
@@ -182,8 +247,21 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
             return r;
     }
 
+    /* Zero copy: the bytes this step sends already sit in registered memory (the source of
+     * a send, or the destination a copying step writes anyway): the transport reads them
+     * from there instead of from the slot. */
+    if (sc && x->regs && sc->tp->send_commit_from) {
+        if (s->prim == TT_PRIM_SEND && x->regs[s->src])
+            zc_reg = x->regs[s->src], zc_src = src;
+        else if ((s->prim == TT_PRIM_RECV_COPY_SEND || s->prim == TT_PRIM_RECV_REDUCE_COPY_SEND) &&
+                 x->regs[s->dst])
+            zc_reg = x->regs[s->dst], zc_src = dst;
+    }
     switch (s->prim) {
-    case TT_PRIM_SEND: memcpy(sslot, src, bytes); break;
+    case TT_PRIM_SEND:
+        if (!zc_src)
+            memcpy(sslot, src, bytes);
+        break;
     case TT_PRIM_RECV: memcpy(dst, rslot, bytes); break;
     case TT_PRIM_RECV_REDUCE_SEND: x->kernel(sslot, NULL, rslot, src, n); break;
     case TT_PRIM_RECV_REDUCE_COPY:
@@ -194,14 +272,16 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
         if ((s->flags & TT_STEP_POSTOP) && x->op == TUTTI_AVG) {
             x->kernel(dst, NULL, rslot, src, n);
             postop(x, s, dst, n);
-            memcpy(sslot, dst, bytes);
+            if (!zc_src)
+                memcpy(sslot, dst, bytes);
         } else {
-            x->kernel(dst, sslot, rslot, src, n);
+            x->kernel(dst, zc_src ? NULL : sslot, rslot, src, n);
         }
         break;
     case TT_PRIM_RECV_COPY_SEND:
         memcpy(dst, rslot, bytes);
-        memcpy(sslot, rslot, bytes);
+        if (!zc_src)
+            memcpy(sslot, rslot, bytes);
         break;
     case TT_PRIM_COPY:
         if (dst != src)
@@ -211,7 +291,17 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
     default: return tt_fail(NULL, TUTTI_ERR_INTERNAL, "bad primitive %d in plan", s->prim);
     }
     if (sc) {
-        r = sc->tp->send_commit(sc, bytes);
+        r = TUTTI_ERR_UNSUPPORTED;
+        if (zc_src) {
+            uint64_t ticket;
+            r = sc->tp->send_commit_from(sc, zc_src, bytes, zc_reg, &ticket);
+            if (r == TUTTI_SUCCESS)
+                r = zc_note(x, zc_src, bytes, sc, ticket);
+            else if (r == TUTTI_ERR_UNSUPPORTED) /* the transport cannot: copy after all */
+                memcpy(sslot, zc_src, bytes);
+        }
+        if (r == TUTTI_ERR_UNSUPPORTED)
+            r = sc->tp->send_commit(sc, bytes);
         if (r != TUTTI_SUCCESS)
             return r;
         if (!sc->queued) {

@@ -30,12 +30,21 @@ struct tt_lane_state {
     double t0;      /* TUTTI_TRACE: when the phase started (microseconds) */
 };
 
+/* A zero-copy send whose source the transport may still be reading. */
+struct tt_zc {
+    const char *lo, *hi; /* bytes [lo, hi) */
+    struct tt_conn *conn;
+    uint64_t ticket;
+};
+
 /* An executor's working memory, kept by its owner from one operation to the next. */
 struct tt_exec_mem {
     struct tt_lane_state *lanes;
     size_t lanes_cap;
     struct tt_conn **pend;
     size_t pend_cap;
+    struct tt_zc *zc;
+    size_t zc_cap;
 };
 
 void tt_exec_mem_free(struct tt_exec_mem *m);
@@ -50,6 +59,12 @@ struct tt_exec {
     tt_reduce_fn kernel;
     size_t chunk_elems;
     const struct tt_exec_conns *conns;
+    /* Zero-copy sends (transport.h send_commit_from): per buffer, the registration holding
+     * it or NULL; the whole array NULL if none. Set after tt_exec_init. A step that would
+     * write bytes a zero-copy send may still read waits until the transport is done. */
+    struct tt_memreg *const *regs;
+    struct tt_exec_mem *mem;
+    size_t nzc;                  /* entries of mem->zc in use */
     struct tt_lane_state *lanes; /* plan->nlanes entries, in the caller's tt_exec_mem */
     int lanes_left;
     /* Send connections holding committed messages not yet handed to the network (flush). */

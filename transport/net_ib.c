@@ -90,6 +90,7 @@ struct ib_conn {
     uint64_t granted;        /* last consistent credit seen */
     unsigned char *inflight; /* per slot: a write not yet completed locally */
     uint64_t ninflight;
+    uint64_t nzc; /* messages sent zero-copy from registered user memory */
     /* receiver */
     uint64_t tail;
     uint64_t *ready; /* per slot: message number + 1 once it has landed */
@@ -647,14 +648,12 @@ static tutti_result_t ib_send_slot(struct tt_conn *conn, size_t bytes, void **sl
     return TUTTI_SUCCESS;
 }
 
-static tutti_result_t ib_send_commit(struct tt_conn *conn, size_t bytes)
+/* RDMA write with immediate of bytes at addr (lkey) into the remote slot of message head. */
+static tutti_result_t post_write(struct ib_conn *c, uintptr_t addr, uint32_t lkey, size_t bytes)
 {
-    struct ib_conn *c = (struct ib_conn *)conn;
     uint32_t s = (uint32_t)(c->head % c->nslots);
     int q = (int)(c->head % (uint64_t)c->nqps), e;
-    struct ibv_sge sge = {.addr = (uintptr_t)(c->ring + (size_t)s * c->base.slot_bytes),
-                          .length = (uint32_t)bytes,
-                          .lkey = c->ring_mr->lkey};
+    struct ibv_sge sge = {.addr = addr, .length = (uint32_t)bytes, .lkey = lkey};
     struct ibv_send_wr wr, *bad;
 
     memset(&wr, 0, sizeof(wr));
@@ -674,6 +673,38 @@ static tutti_result_t ib_send_commit(struct tt_conn *conn, size_t bytes)
     c->ninflight++;
     c->head++;
     return TUTTI_SUCCESS;
+}
+
+static tutti_result_t ib_send_commit(struct tt_conn *conn, size_t bytes)
+{
+    struct ib_conn *c = (struct ib_conn *)conn;
+    uint32_t s = (uint32_t)(c->head % c->nslots);
+
+    return post_write(c, (uintptr_t)(c->ring + (size_t)s * c->base.slot_bytes), c->ring_mr->lkey,
+                      bytes);
+}
+
+/* Zero copy: the write reads the user's registered memory instead of the staging slot. */
+static tutti_result_t ib_send_commit_from(struct tt_conn *conn, const void *src, size_t bytes,
+                                          struct tt_memreg *reg, uint64_t *ticket)
+{
+    struct ib_conn *c = (struct ib_conn *)conn;
+    struct ibv_mr *mr = tt_ib_reg_get(reg);
+
+    if (!mr)
+        return TUTTI_ERR_UNSUPPORTED;
+    *ticket = c->head;
+    TT_CHECK(post_write(c, (uintptr_t)src, mr->lkey, bytes));
+    c->nzc++;
+    return TUTTI_SUCCESS;
+}
+
+/* Has message `ticket` left this process's memory (its write completed locally)? Its slot
+ * is reused only after that, so a reused slot also says yes. */
+static int ib_sent(struct tt_conn *conn, uint64_t ticket)
+{
+    struct ib_conn *c = (struct ib_conn *)conn;
+    return ticket + c->nslots <= c->head || !c->inflight[ticket % c->nslots];
 }
 
 static tutti_result_t ib_flush(struct tt_conn *conn)
@@ -761,8 +792,15 @@ static void ib_fail(struct tt_conn *conn)
 
 static void ib_close(struct tt_conn *conn)
 {
-    if (conn)
-        conn_free((struct ib_conn *)conn);
+    struct ib_conn *c = (struct ib_conn *)conn;
+
+    if (!c)
+        return;
+    if (c->nzc)
+        TT_INFO(TT_SUB_IB, "net_ib: to rank %d, channel %d: %llu of %llu message(s) zero-copy",
+                c->base.peer, c->base.channel, (unsigned long long)c->nzc,
+                (unsigned long long)c->head);
+    conn_free(c);
 }
 
 const struct tt_transport tt_transport_ib = {
@@ -781,4 +819,7 @@ const struct tt_transport tt_transport_ib = {
     .alive = ib_alive,
     .fail = ib_fail,
     .close = ib_close,
+    .send_commit_from = ib_send_commit_from,
+    .sent = ib_sent,
+    .unregister = tt_ib_reg_put,
 };

@@ -66,6 +66,16 @@ int tt_ib_probe(const char *nearest, int local_rank, char *name, size_t name_siz
 /* The device tt_ib_probe chose (NULL if none). */
 struct tt_ib_dev *tt_ib_device(void);
 
+/*
+ * The registration cache (net_ib_reg.c): the memory region holding a registration's range
+ * on this process's HCA, registered on first use and shared by every registration on the
+ * same pages; NULL if the HCA refused it (said once at WARN; the caller copies instead).
+ * tt_ib_reg_put drops reg's use of its region, deregistering it when no other remains.
+ */
+struct tt_memreg;
+struct ibv_mr *tt_ib_reg_get(struct tt_memreg *reg);
+void tt_ib_reg_put(struct tt_memreg *reg);
+
 /* "fe80::1" style text of a GID. */
 const char *tt_ib_gid_str(const union ibv_gid *gid, char *buf, size_t size);
 

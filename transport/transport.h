@@ -16,11 +16,13 @@
 #include "tutti.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define TT_BLOB_MAX 256
 #define TT_MAX_SLOTS 64 /* most slots a connection FIFO may have */
 
 struct tt_transport;
+struct tt_memreg; /* lib/memreg.h */
 
 /* Common head of every transport's connection. */
 struct tt_conn {
@@ -69,6 +71,18 @@ struct tt_transport {
     /* This side gives up: the peer's next operation on the connection fails at once. */
     void (*fail)(struct tt_conn *conn);
     void (*close)(struct tt_conn *conn);
+    /*
+     * Optional (NULL where not offered): zero-copy sends from registered user memory.
+     * send_commit_from commits the slot send_slot gave, with `bytes` read straight from src
+     * (inside reg) instead of from the slot; TUTTI_ERR_UNSUPPORTED (nothing committed, no
+     * message set) if it cannot, and the caller fills the slot instead. *ticket names the
+     * message: src must not change until sent(conn, *ticket) is non-zero; flush() waits for
+     * every one. unregister forgets what the transport keeps for reg (it may be freed next).
+     */
+    tutti_result_t (*send_commit_from)(struct tt_conn *conn, const void *src, size_t bytes,
+                                       struct tt_memreg *reg, uint64_t *ticket);
+    int (*sent)(struct tt_conn *conn, uint64_t ticket);
+    void (*unregister)(struct tt_memreg *reg);
 };
 
 /* Shared memory between processes of one host. */

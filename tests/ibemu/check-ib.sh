@@ -5,6 +5,12 @@
 #     nodes over InfiniBand (LID routing), on 2 nodes x 2 ranks (shm inside, net_ib across),
 #     each run logging net_ib as the transport between nodes;
 #   - tutti-perf all_reduce from 8 B to 16 MiB on 4 nodes: #wrong 0;
+#   - zero-copy sends from registered memory (tutti_comm_register), with the emulator's HCA
+#     reading sources 200 us after the post (TUTTI_IBEMU_DELAY_US), so a step that overwrote
+#     a source still being sent would be caught: point-to-point (the registration cache
+#     registers each buffer once, a second registration of the same buffer hits), every
+#     collective on 3 nodes, and recursive doubling in place on 4 nodes; unregistered memory
+#     is never sent zero-copy;
 #   - TUTTI_IB_GID_INDEX=1 routes by the IPv4-mapped GID; TUTTI_IB_HCA=emu1 picks that device; TUTTI_IB_HCA=^emu excludes every device and the
 #     job falls back to sockets saying why, as it does with no verbs library at all;
 #   - a corrupted rkey on one rank's 200th write: both ranks fail (the writer with the remote
@@ -51,6 +57,24 @@ job perf 4 4 "$perf" all_reduce -b 8 -e 16M -c 1
 uses_ib perf
 grep -q "Out of bounds values : 0 OK" "$out/perf" || { cat "$out/perf"; exit 1; }
 echo "ok: tutti-perf all_reduce 8 B .. 16 MiB on 4 nodes over net_ib: #wrong 0"
+
+export TUTTI_IBEMU_DELAY_US=200
+job zc-p2p 2 2 "$check" p2p --register
+uses_ib zc-p2p
+for r in 0 1; do
+    grep "^\[$r\].*net_ib: registered" "$out/zc-p2p" | tail -n 1 | grep -q "4 miss(es), 3 hit(s)" ||
+        { grep "registered" "$out/zc-p2p"; echo "FAILED: rank $r: 4 registrations, 3 cache hits expected"; exit 1; }
+done
+grep -q "to rank 1, channel 0: [0-9]* of [0-9]* message(s) zero-copy" "$out/zc-p2p" ||
+    { echo "FAILED: no zero-copy sends"; exit 1; }
+if grep -q "zero-copy" "$out/roce-2-p2p"; then echo "FAILED: zero-copy from unregistered memory"; exit 1; fi
+job zc-matrix 3 3 "$check" matrix 200003 --register
+uses_ib zc-matrix
+TUTTI_ALGO="all_reduce:rd;all_gather:rd" job zc-rd 4 4 "$check" matrix 200003 --register
+uses_ib zc-rd
+[ "$(grep -c "message(s) zero-copy" "$out/zc-rd")" -ge 4 ] || { echo "FAILED: zc-rd sent nothing zero-copy"; exit 1; }
+unset TUTTI_IBEMU_DELAY_US
+echo "ok: zero-copy sends from registered memory (registration cache: 4 misses, 3 hits per rank), every collective on 3 nodes, in-place recursive doubling on 4, with a late HCA"
 
 TUTTI_IB_GID_INDEX=1 job gid1 2 2 "$check" p2p
 uses_ib gid1

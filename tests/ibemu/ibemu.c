@@ -26,6 +26,9 @@
  *     receives flush with IBV_WC_WR_FLUSH_ERR), a dead or vanished peer or a peer QP that is
  *     not connected (IBV_WC_RETRY_EXC_ERR), a local buffer outside its lkey's region
  *     (IBV_WC_LOC_PROT_ERR); a failing QP goes to ERR and flushes what it holds.
+ *   - A late HCA: with TUTTI_IBEMU_DELAY_US=N a posted write reads its source and lands N
+ *     microseconds later (at a poll of the process's CQs or by a timer thread), so a caller
+ *     that reuses a source before its completion is caught (ibemu_data.c).
  *   - Fault injection for tests: TUTTI_IBEMU_FAULT=bad_rkey makes the TUTTI_IBEMU_FAULT_AFTER-th
  *     RDMA write (default 1) of the process whose TUTTI_RANK (or RANK) is TUTTI_IBEMU_FAULT_RANK
  *     (default: any) use a corrupted rkey.
@@ -34,7 +37,8 @@
  *   - Sends/receives with data, RDMA read, atomics, SRQs, UD/UC, memory windows, completion
  *     channels and events (req_notify_cq succeeds and does nothing), async events.
  *   - Timing, packet loss and retransmission, MTU segmentation, PSN checks, partition keys,
- *     path migration, the subnet manager; a remote write is one synchronous copy.
+ *     path migration, the subnet manager; a remote write is one copy, made at the post or,
+ *     in delay mode, later.
  *   - Processes on other hosts (everything is on this one), and memory that a peer unmaps
  *     after the rkey check (the copy then fails as an access error).
  * Requires that processes of one user may write each other's memory (process_vm_writev:
@@ -393,6 +397,7 @@ EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 {
     struct emu_qp *q = (struct emu_qp *)qp;
+    emu_forget_qp(q);
     pthread_mutex_lock(&emu_lock);
     atomic_store(&emu_self->qp[q->idx].state, IBV_QPS_ERR);
     emu_self->qp[q->idx].used = 0;

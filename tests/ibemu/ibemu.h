@@ -99,7 +99,9 @@ struct emu_mr {
 /* The fabric (ibemu_fabric.c). */
 extern pthread_mutex_t emu_lock; /* guards the segment tables and the peer map */
 extern struct seg *emu_self;     /* this process's segment (after seg_create) */
-extern long emu_writes;          /* RDMA writes posted by this process (fault injection) */
+/* Delay mode (ibemu_data.c): drop the pending writes of a QP being destroyed. */
+void emu_forget_qp(struct emu_qp *q);
+extern long emu_writes; /* RDMA writes posted by this process (fault injection) */
 int link_roce(void);
 uint16_t lid_of(int32_t pid);
 void gid_of(int32_t pid, int index, union ibv_gid *g);

@@ -145,6 +145,136 @@ static enum ibv_wc_status rdma_write(struct emu_qp *q, const struct ibv_send_wr 
     return IBV_WC_SUCCESS;
 }
 
+/* Carry out one posted work request (now, or later in delay mode). */
+static void execute(struct emu_qp *q, const struct ibv_send_wr *wr)
+{
+    struct seg_qp *s = &emu_self->qp[q->idx];
+    int sig = q->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+    enum ibv_wc_status r;
+
+    if (atomic_load(&s->state) == IBV_QPS_ERR) {
+        complete(q, wr->wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RDMA_WRITE, 1);
+        return;
+    }
+    r = rdma_write(q, wr);
+    if (r != IBV_WC_SUCCESS)
+        qp_error(s);
+    complete(q, wr->wr_id, r, IBV_WC_RDMA_WRITE, sig);
+}
+
+/*
+ * Delay mode (TUTTI_IBEMU_DELAY_US > 0): a posted write is carried out that long after it
+ * was posted, by the first poll of a CQ of this process after that or by a timer thread,
+ * the way an HCA reads the source by DMA some time after the post. A caller that changes
+ * the source before the write's completion sends the changed bytes, as it would on an HCA.
+ * Writes run in the order they were posted; inline data is copied at the post.
+ */
+#define PEND_MAX 4096
+
+struct pending {
+    struct emu_qp *q; /* NULL: its QP was destroyed */
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    unsigned char inl[64];
+    uint64_t due_ns;
+};
+
+static struct pending pend[PEND_MAX];
+static uint64_t pend_head, pend_tail;
+static pthread_mutex_t pend_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t timer_once = PTHREAD_ONCE_INIT;
+static long delay_ns = -1;
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static long delay(void)
+{
+    if (delay_ns < 0) {
+        const char *d = getenv("TUTTI_IBEMU_DELAY_US");
+        delay_ns = d ? atol(d) * 1000 : 0;
+    }
+    return delay_ns;
+}
+
+/* Run the pending writes that are due (all of them if `all`). */
+static void run_due(int all)
+{
+    uint64_t now = now_ns();
+
+    pthread_mutex_lock(&pend_lock);
+    while (pend_tail < pend_head && (all || pend[pend_tail % PEND_MAX].due_ns <= now)) {
+        struct pending *p = &pend[pend_tail % PEND_MAX];
+        if (p->q)
+            execute(p->q, &p->wr);
+        pend_tail++;
+    }
+    pthread_mutex_unlock(&pend_lock);
+}
+
+static void *timer(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct timespec t = {0, delay() / 2 + 1000};
+        nanosleep(&t, NULL);
+        run_due(0);
+    }
+    return NULL;
+}
+
+static void timer_start(void)
+{
+    pthread_t t;
+    sigset_t all, old;
+    sigfillset(&all); /* signals go to the application's threads */
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&t, NULL, timer, NULL) == 0)
+        pthread_detach(t);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void defer(struct emu_qp *q, const struct ibv_send_wr *wr)
+{
+    struct pending *p;
+
+    pthread_once(&timer_once, timer_start);
+    pthread_mutex_lock(&pend_lock);
+    if (pend_head - pend_tail == PEND_MAX) { /* full: the oldest goes now */
+        struct pending *o = &pend[pend_tail % PEND_MAX];
+        if (o->q)
+            execute(o->q, &o->wr);
+        pend_tail++;
+    }
+    p = &pend[pend_head % PEND_MAX];
+    p->q = q;
+    p->wr = *wr;
+    p->wr.next = NULL;
+    p->wr.sg_list = wr->num_sge ? &p->sge : NULL;
+    if (wr->num_sge)
+        p->sge = wr->sg_list[0];
+    if ((wr->send_flags & IBV_SEND_INLINE) && wr->num_sge && p->sge.length <= sizeof(p->inl)) {
+        memcpy(p->inl, (const void *)(uintptr_t)p->sge.addr, p->sge.length);
+        p->sge.addr = (uintptr_t)p->inl;
+    }
+    p->due_ns = now_ns() + (uint64_t)delay();
+    pend_head++;
+    pthread_mutex_unlock(&pend_lock);
+}
+
+void emu_forget_qp(struct emu_qp *q)
+{
+    pthread_mutex_lock(&pend_lock);
+    for (uint64_t i = pend_tail; i < pend_head; i++)
+        if (pend[i % PEND_MAX].q == q)
+            pend[i % PEND_MAX].q = NULL;
+    pthread_mutex_unlock(&pend_lock);
+}
+
 int emu_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
     struct emu_qp *q = (struct emu_qp *)qp;
@@ -152,21 +282,17 @@ int emu_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr 
 
     for (; wr; wr = wr->next) {
         uint32_t st = atomic_load(&s->state);
-        int sig = q->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
-        enum ibv_wc_status r;
-        if (st == IBV_QPS_ERR) {
-            complete(q, wr->wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RDMA_WRITE, 1);
-            continue;
-        }
-        if (st != IBV_QPS_RTS ||
-            (wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)) {
+        if (st != IBV_QPS_ERR &&
+            (st != IBV_QPS_RTS ||
+             (wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) ||
+             wr->num_sge > 1)) {
             *bad = wr;
             return EINVAL;
         }
-        r = rdma_write(q, wr);
-        if (r != IBV_WC_SUCCESS)
-            qp_error(s);
-        complete(q, wr->wr_id, r, IBV_WC_RDMA_WRITE, sig);
+        if (delay() > 0)
+            defer(q, wr);
+        else
+            execute(q, wr);
     }
     return 0;
 }
@@ -197,6 +323,9 @@ int emu_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
     struct emu_cq *q = (struct emu_cq *)cq;
     struct seg_cq *s = &emu_self->cq[q->idx];
     int got = 0;
+
+    if (delay() > 0)
+        run_due(0);
 
     /* Receives posted on QPs in ERR complete as flushed. */
     for (int i = 0; i < MAX_QP; i++) {

@@ -111,6 +111,16 @@ static const char *t_last_error(void)
     return tutti_comm_last_error(comm);
 }
 
+static int t_mem_register(void *p, size_t bytes, void **handle)
+{
+    return tutti_comm_register(comm, p, bytes, handle) == TUTTI_SUCCESS ? 0 : -1;
+}
+
+static int t_mem_deregister(void *handle)
+{
+    return tutti_comm_deregister(comm, handle) == TUTTI_SUCCESS ? 0 : -1;
+}
+
 static void t_fini(void)
 {
     tutti_comm_destroy(comm);
@@ -126,6 +136,8 @@ const struct perf_backend perf_backend = {
     .allreduce_sum_ll = t_allreduce_sum_ll,
     .last_error = t_last_error,
     .fini = t_fini,
+    .mem_register = t_mem_register,
+    .mem_deregister = t_mem_deregister,
 #ifdef TUTTI_PERF_CUDA
     .dev_alloc = t_dev_alloc,
     .dev_free = t_dev_free,

@@ -36,6 +36,9 @@ struct perf_backend {
     void *(*dev_alloc)(size_t bytes);
     void (*dev_free)(void *p);
     int (*dev_copy)(void *dst, const void *src, size_t bytes);
+    /* Buffer registration (-R 1), where the library has it (NULL otherwise): 0 on success. */
+    int (*mem_register)(void *p, size_t bytes, void **handle);
+    int (*mem_deregister)(void *handle);
 };
 
 extern const struct perf_backend perf_backend;

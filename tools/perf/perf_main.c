@@ -33,7 +33,7 @@ static const char *pcoll_names[NPCOLL] = {"all_reduce", "all_gather", "reduce_sc
 struct opts {
     size_t minb, maxb, incr;
     double factor;
-    int iters, warmup, check, root, agg, csv, corrupt, device;
+    int iters, warmup, check, root, agg, csv, corrupt, device, reg;
     int dtypes[TUTTI_NUM_DTYPES], ndt;
     int ops[TUTTI_NUM_OPS], nops;
     const char *json;
@@ -274,13 +274,13 @@ static void print_header(enum pcoll c, const struct opts *o)
         return;
     }
     printf("# %s-perf %s: %d ranks on %s, minBytes %zu maxBytes %zu step %s%g, warmup %d, "
-           "iters %d, agg %s, validation %d\n",
+           "iters %d, agg %s, validation %d%s\n",
            be->name, pcoll_names[c], nranks, host, o->minb, o->maxb, o->incr ? "+" : "x",
            o->incr ? (double)o->incr : o->factor, o->warmup, o->iters,
            o->agg == 1   ? "min"
            : o->agg == 2 ? "max"
                          : "avg",
-           o->check);
+           o->check, o->reg ? ", registered buffers" : "");
     printf("#\n");
     printf("# %62s %28s %6s\n", "out-of-place", "", "in-place");
     printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "size", "count", "type",
@@ -357,6 +357,7 @@ static void bench(enum pcoll c, const struct opts *o)
     size_t maxes = 8, n = (size_t)nranks;
     size_t send_bytes = c == REDUCE_SCATTER ? o->maxb : o->maxb + maxes;
     struct bufs b;
+    void *hsend = NULL, *hrecv = NULL;
 
     /* One allocation per side, big enough for every size and dtype (+ slack for rounding). */
     b.send = malloc(send_bytes + maxes * n);
@@ -379,6 +380,12 @@ static void bench(enum pcoll c, const struct opts *o)
                     be->name, rank, o->maxb, be->last_error());
             exit(1);
         }
+    }
+    if (o->reg && (be->mem_register(b.send, send_bytes + maxes * n, &hsend) != 0 ||
+                   be->mem_register(b.recv, o->maxb + maxes * n, &hrecv) != 0)) {
+        fprintf(stderr, "%s-perf: rank %d: -R 1: cannot register the buffers: %s\n", be->name, rank,
+                be->last_error());
+        exit(1);
     }
     print_header(c, o);
     for (int d = 0; d < o->ndt; d++) {
@@ -410,6 +417,11 @@ static void bench(enum pcoll c, const struct opts *o)
             }
         }
     }
+    if (o->reg && (be->mem_deregister(hsend) != 0 || be->mem_deregister(hrecv) != 0)) {
+        fprintf(stderr, "%s-perf: rank %d: -R 1: cannot deregister the buffers: %s\n", be->name,
+                rank, be->last_error());
+        exit(1);
+    }
     if (o->device) {
         be->dev_free(b.send);
         be->dev_free(b.recv);
@@ -434,6 +446,8 @@ static void usage(void)
                "  -w N      warm-up iterations per size         [5]\n"
                "  -c 0|1    check results (#wrong)              [1]\n"
                "  -G 0|1    buffers in CUDA device memory       [0]\n"
+               "  -R 0|1    register the buffers with the communicator (zero-copy sends\n"
+               "            where the transport can: net_ib)    [0]\n"
                "  -d TYPE   int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32\n"
                "            float64, or all                     [float32]\n"
                "  -o OP     sum prod min max avg, or all        [sum]\n"
@@ -513,6 +527,11 @@ static void parse(int argc, char **argv, struct opts *o, int *colls, int *ncolls
             o->device = atoi(v);
             if (o->device && !be->dev_alloc)
                 die("-G %s: this perf tool was built without CUDA", v);
+            break;
+        case 'R':
+            o->reg = atoi(v);
+            if (o->reg && !be->mem_register)
+                die("-R %s: this library has no buffer registration", v);
             break;
         case 'r':
             o->root = atoi(v);
