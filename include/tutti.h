@@ -3,7 +3,7 @@
  *
  * tutti moves and reduces data among a group of processes ("ranks"): all-reduce, all-gather,
  * reduce-scatter, broadcast, reduce, point-to-point send/recv and barrier, on host memory
- * (CUDA memory arrives with the CUDA work). A communicator groups the ranks; it is created
+ * and CUDA device memory (see "CUDA" below). A communicator groups the ranks; it is created
  * collectively by every rank from one shared tutti_id_t (or from the environment a launcher
  * sets) and used by one thread at a time.
  *
@@ -305,8 +305,10 @@ TUTTI_API tutti_result_t tutti_barrier(tutti_comm_t comm, tutti_stream_t stream)
  * instead of being copied into a staging slot first; the registration is kept in a
  * process-wide cache shared by every communicator (ranges on the same pages share one memory
  * region) and dropped when its last user deregisters. Transports that cannot use it (shm,
- * sockets) ignore it, and unregistered memory works as before. Ranges may overlap; device
- * memory is accepted but still goes through host staging. *handle names the registration.
+ * sockets) ignore it, and unregistered memory works as before. Ranges may overlap. Device
+ * memory: a tutti_send from it over net_ib uses GPUDirect RDMA (a dma-buf registration)
+ * where the driver and libibverbs offer it; everything else on device memory is staged
+ * through pinned host memory. *handle names the registration.
  * Errors: TUTTI_ERR_INVALID_ARG for a NULL buf or handle, bytes == 0.
  */
 TUTTI_API tutti_result_t tutti_comm_register(tutti_comm_t comm, void *buf, size_t bytes,
@@ -411,9 +413,10 @@ TUTTI_API tutti_result_t tutti_event_sync(tutti_event_t event);
 
 /*
  * CUDA. A libtutti built with CUDA (meson -Dcuda=auto finds nvcc) on a machine with a driver
- * and a device takes CUDA device and managed memory in every collective (not yet in
- * tutti_send/tutti_recv). The kind of each buffer is detected; a call that mixes host and
- * device buffers is refused (TUTTI_ERR_INVALID_ARG). Semantics by stream:
+ * and a device takes CUDA device and managed memory in every collective and in
+ * tutti_send/tutti_recv (these not on wrapped CUDA streams yet). The kind of each buffer is
+ * detected; a call that mixes host and device buffers is refused (TUTTI_ERR_INVALID_ARG). Semantics
+ * by stream:
  *   - NULL or a host stream: the call (or the stream's worker) copies the inputs from the
  *     device after the work already queued on CUDA's legacy default stream, runs, copies the
  *     results back, and completes as for host memory;
@@ -423,7 +426,8 @@ TUTTI_API tutti_result_t tutti_event_sync(tutti_event_t event);
  *     for / poll the CUDA stream and report a failed collective (cudaStreamSynchronize alone
  *     does not tell: a failed collective leaves its outputs undefined). Host buffers may be
  *     given on a wrapped stream too; they are used in stream order.
- * This version moves device data through pinned host memory; without CUDA or a device,
+ * This version moves device data through pinned host memory (a registered device send
+ * buffer over net_ib excepted: GPUDirect RDMA, see tutti_comm_register); without CUDA or a device,
  * device pointers are not recognised (do not pass them).
  */
 
@@ -439,7 +443,8 @@ TUTTI_API tutti_result_t tutti_cuda_devices(int *count);
  * (passed as void *; NULL is CUDA's legacy default stream), for collectives in that stream's
  * order. The CUDA stream must outlive the wrapper; tutti_stream_destroy frees only the
  * wrapper (after synchronising the CUDA stream). tutti_stream_launch, tutti_stream_wait_event
- * and tutti_event_record are not available on it (use their CUDA equivalents).
+ * and tutti_event_record are not available on it (use their CUDA equivalents), nor are
+ * tutti_send/tutti_recv yet (they take device memory on the NULL stream and host streams).
  * Errors: TUTTI_ERR_UNSUPPORTED without CUDA or a device.
  */
 TUTTI_API tutti_result_t tutti_stream_wrap_cuda(tutti_stream_t *stream, void *cuda_stream);

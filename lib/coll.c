@@ -512,10 +512,12 @@ static tutti_result_t p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, i
     struct tt_p2p_op **order = malloc((size_t)nops * sizeof(*order));
     void **bufs = malloc((size_t)nops * sizeof(*bufs));
     struct tt_memreg **regs = calloc((size_t)nops, sizeof(*regs));
+    unsigned char *direct = calloc((size_t)nops, 1);
     tutti_result_t rc;
     struct tt_label label;
+    int ndev = 0;
 
-    if (!order || !bufs || !regs) {
+    if (!order || !bufs || !regs || !direct) {
         rc = tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
         goto out;
     }
@@ -538,6 +540,23 @@ static tutti_result_t p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, i
         s.prim = o->is_send ? TT_PRIM_SEND : TT_PRIM_RECV;
         s.send_peer = s.recv_peer = o->peer;
         tt_plan_step(&comm->plan, &s);
+        ndev += o->device;
+    }
+    if (ndev) {
+        /* Device memory goes through pinned staging, except a registered send buffer the
+         * peer's transport reads where it lies (net_ib with GPUDirect RDMA). */
+        for (int i = 0; i < nops; i++) {
+            const struct tt_p2p_op *o = order[i];
+            if (o->device && o->is_send && regs[i]) {
+                const struct tt_transport *tp = tt_comm_transport(comm, o->peer);
+                direct[i] = tp && tp->can_send_from && tp->can_send_from(regs[i]);
+            }
+            if (o->device && !direct[i])
+                regs[i] = NULL;
+        }
+        rc = tt_cuda_p2p_stage(comm, order, nops, bufs, direct);
+        if (rc != TUTTI_SUCCESS)
+            goto out;
     }
     comm->seq++;
     label = (struct tt_label){"point-to-point", 0xff, comm->seq, (size_t)nops, TUTTI_NUM_DTYPES};
@@ -548,10 +567,13 @@ static tutti_result_t p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, i
         snprintf(args, sizeof(args), "{\"seq\":%llu,\"ops\":%d}", label.seq, nops);
         tt_trace_add("p2p", label.name, t0, tt_trace_us() - t0, -1, args);
     }
+    if (rc == TUTTI_SUCCESS && ndev)
+        rc = tt_cuda_p2p_finish(comm, order, nops, bufs, direct);
 out:
     free(order);
     free(bufs);
     free(regs);
+    free(direct);
     return rc;
 }
 
@@ -576,12 +598,9 @@ static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype
         return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
                        "%s: point-to-point calls on a CUDA-wrapped stream are not supported yet",
                        fn);
-    if (count > 0 && tt_cuda_ready() && tt_cuda_kind(buf) != TT_MEM_HOST)
-        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
-                       "%s: %s is %s memory; point-to-point calls take host memory in this "
-                       "version",
-                       fn, is_send ? "sendbuf" : "recvbuf", mem_name(tt_cuda_kind(buf)));
-    op = (struct tt_p2p_op){is_send, peer, buf, count * tutti_dtype_size(dtype)};
+    op = (struct tt_p2p_op){is_send, peer, buf, count * tutti_dtype_size(dtype), 0};
+    /* Device memory: staged through pinned memory when the batch runs (cuda.c). */
+    op.device = count > 0 && tt_cuda_ready() && tt_cuda_kind(buf) != TT_MEM_HOST;
     if (group.depth == 0) {
         struct tt_work w = {.kind = TT_WORK_P2P, .comm = comm, .nops = 1};
         if (peer == comm->rank)

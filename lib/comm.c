@@ -218,6 +218,11 @@ const char *tt_comm_transport_name(const struct tutti_comm *c, int a, int b)
     return tp ? tp->name : "none";
 }
 
+const struct tt_transport *tt_comm_transport(const struct tutti_comm *c, int peer)
+{
+    return c->tp_of[peer] ? c->tp_of[peer] : transport_between(c, c->rank, peer);
+}
+
 static tutti_result_t pick_transport(struct tutti_comm *c, int peer)
 {
     const struct tt_transport *tp;

@@ -78,6 +78,9 @@ tutti_result_t tt_comm_check(struct tutti_comm *comm, const char *fn);
  */
 tutti_result_t tt_comm_connect_plan(struct tutti_comm *comm, const struct tt_plan *plan);
 
+/* The transport this rank uses (or will use) to reach peer; NULL if none may. */
+const struct tt_transport *tt_comm_transport(const struct tutti_comm *comm, int peer);
+
 /* Name of the transport rank a uses to reach rank b ("shm", "socket"; "none"). */
 const char *tt_comm_transport_name(const struct tutti_comm *comm, int a, int b);
 

@@ -13,6 +13,10 @@
  * function makes no CUDA call (CUDA forbids it there); a failure in it is kept by the tutti
  * stream and puts the communicator in its error state, so peers fail fast; the outputs then
  * hold whatever the staging buffer held, and tutti_stream_sync/query report the error.
+ * Point-to-point calls stage the same way (blocking; not on CUDA-wrapped streams yet),
+ * except a send from device memory the user registered with the communicator to a peer
+ * reached over net_ib whose HCA takes a dma-buf registration: that one is RDMA-written from
+ * the GPU's memory (GPUDirect RDMA; tt_cuda_dmabuf exports the allocation for it).
  * Peer-to-peer device copies (CUDA IPC) and the device reduction kernels (cuda/kernels.cu)
  * are not on this path yet.
  */
@@ -25,10 +29,13 @@
 #include "tutti_build.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if TUTTI_HAVE_CUDA
+#include <cuda.h> /* driver API types only: its entry points come through the runtime */
 #include <cuda_runtime_api.h>
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -204,6 +211,114 @@ tutti_result_t tt_cuda_staged_exec(struct tutti_comm *comm, const struct tt_call
                                                "%s: copying %zu bytes to the device: %s", c->fn,
                                                p.out_len, cudaGetErrorString(e)));
     return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_cuda_p2p_stage(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
+                                 void **bufs, const unsigned char *direct)
+{
+    size_t total = 0, off = 0;
+    tutti_result_t rc;
+
+    for (int i = 0; i < nops; i++)
+        if (ops[i]->device && !direct[i])
+            total += align64(ops[i]->bytes);
+    rc = pinned(&comm->cuda_stage, &comm->cuda_stage_cap, total);
+    if (rc != TUTTI_SUCCESS)
+        return tt_comm_set_error(comm, rc);
+    for (int i = 0; i < nops; i++) {
+        cudaError_t e = cudaSuccess;
+        if (!ops[i]->device || direct[i])
+            continue;
+        bufs[i] = (char *)comm->cuda_stage + off;
+        off += align64(ops[i]->bytes);
+        if (ops[i]->is_send)
+            e = cudaMemcpy(bufs[i], ops[i]->buf, ops[i]->bytes, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess)
+            return tt_comm_set_error(
+                comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
+                              "tutti_send to rank %d: copying %zu bytes from the device: %s",
+                              ops[i]->peer, ops[i]->bytes, cudaGetErrorString(e)));
+    }
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
+                                  void *const *bufs, const unsigned char *direct)
+{
+    for (int i = 0; i < nops; i++) {
+        cudaError_t e;
+        if (!ops[i]->device || direct[i] || ops[i]->is_send || !ops[i]->bytes)
+            continue;
+        e = cudaMemcpy(ops[i]->buf, bufs[i], ops[i]->bytes, cudaMemcpyHostToDevice);
+        if (e != cudaSuccess)
+            return tt_comm_set_error(
+                comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
+                              "tutti_recv from rank %d: copying %zu bytes to the device: %s",
+                              ops[i]->peer, ops[i]->bytes, cudaGetErrorString(e)));
+    }
+    return TUTTI_SUCCESS;
+}
+
+/* Driver entry points for dma-buf export, resolved through the runtime (no libcuda link). */
+typedef CUresult (*range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr p);
+typedef CUresult (*handle_fn)(void *handle, CUdeviceptr p, size_t size, CUmemRangeHandleType type,
+                              unsigned long long flags);
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+static range_fn get_range;
+static handle_fn get_handle;
+
+static void driver_resolve(void)
+{
+    void *f = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+        memcpy(&get_range, &f, sizeof(f));
+    f = NULL;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange", &f, 12000,
+                                         cudaEnableDefault, &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+        memcpy(&get_handle, &f, sizeof(f));
+    (void)cudaGetLastError();
+}
+
+int tt_cuda_dmabuf(const void *p, int *fd, uintptr_t *base, size_t *size, char *why,
+                   size_t why_size)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    CUdeviceptr b = 0;
+    size_t s = 0;
+    CUresult r;
+    int f = -1;
+
+    if (!tt_cuda_ready() || tt_cuda_kind(p) != TT_MEM_DEVICE) {
+        snprintf(why, why_size, "not CUDA device memory");
+        return -1;
+    }
+    pthread_once(&driver_once, driver_resolve);
+    if (!get_range || !get_handle) {
+        snprintf(why, why_size, "the CUDA driver has no cuMemGetHandleForAddressRange");
+        return -1;
+    }
+    r = get_range(&b, &s, (CUdeviceptr)(uintptr_t)p);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, why_size, "cuMemGetAddressRange failed (CUresult %d)", (int)r);
+        return -1;
+    }
+    *base = (uintptr_t)b & ~(page - 1);
+    *size = (((uintptr_t)b + s + page - 1) & ~(page - 1)) - *base;
+    r = get_handle(&f, (CUdeviceptr)*base, *size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+    if (r != CUDA_SUCCESS || f < 0) {
+        snprintf(why, why_size,
+                 "cuMemGetHandleForAddressRange(dma-buf) failed (CUresult %d): the GPU or "
+                 "driver offers no dma-buf export (it needs NVIDIA's open kernel modules)",
+                 (int)r);
+        return -1;
+    }
+    *fd = f;
+    return 0;
 }
 
 /* A wrapped stream's staging: one pinned buffer reused call after call (stream order keeps
@@ -404,6 +519,28 @@ void tt_cuda_stream_free(void *state)
 void tt_cuda_comm_free(struct tutti_comm *comm)
 {
     (void)comm;
+}
+
+tutti_result_t tt_cuda_p2p_stage(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
+                                 void **bufs, const unsigned char *direct)
+{
+    (void)ops, (void)nops, (void)bufs, (void)direct;
+    return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "point-to-point: built without CUDA");
+}
+
+tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
+                                  void *const *bufs, const unsigned char *direct)
+{
+    (void)ops, (void)nops, (void)bufs, (void)direct;
+    return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "point-to-point: built without CUDA");
+}
+
+int tt_cuda_dmabuf(const void *p, int *fd, uintptr_t *base, size_t *size, char *why,
+                   size_t why_size)
+{
+    (void)p, (void)fd, (void)base, (void)size;
+    snprintf(why, why_size, "this libtutti was built without CUDA");
+    return -1;
 }
 
 #endif

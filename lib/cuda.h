@@ -7,6 +7,9 @@
 
 #include "stream.h"
 
+#include <stddef.h>
+#include <stdint.h>
+
 struct tutti_comm;
 
 /* Memory kinds of a pointer. */
@@ -35,6 +38,27 @@ tutti_result_t tt_cuda_staged_exec(struct tutti_comm *comm, const struct tt_call
  */
 tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c, tutti_stream_t s,
                                int device);
+
+/*
+ * Point-to-point batches with device buffers (ops[i] is the operation behind bufs[i]):
+ * tt_cuda_p2p_stage points bufs[i] of every device operation that direct[i] does not name at
+ * pinned staging and copies the sends' bytes there (blocking); tt_cuda_p2p_finish copies
+ * the receives' bytes back to the device after the batch. direct[i]: the transport reads that
+ * send's device memory itself (GPUDirect RDMA). comm's run lock is held.
+ */
+tutti_result_t tt_cuda_p2p_stage(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
+                                 void **bufs, const unsigned char *direct);
+tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
+                                  void *const *bufs, const unsigned char *direct);
+
+/*
+ * GPUDirect RDMA: a dma-buf file descriptor (*fd, the caller closes it) for the device
+ * allocation holding p, with the range it covers ([*base, *base + *size), whole host pages).
+ * 0 on success; -1 with the reason in why (no CUDA, a driver without dma-buf support, not
+ * device memory).
+ */
+int tt_cuda_dmabuf(const void *p, int *fd, uintptr_t *base, size_t *size, char *why,
+                   size_t why_size);
 
 /* The CUDA side of a wrapped stream: wait / poll its cudaStream_t; free its staging. */
 tutti_result_t tt_cuda_stream_sync(void *cuda_stream);

@@ -31,6 +31,7 @@ struct tt_p2p_op {
     int peer;
     void *buf;
     size_t bytes;
+    int device; /* buf is CUDA device (or managed) memory */
 };
 
 enum tt_work_kind { TT_WORK_COLL, TT_WORK_P2P, TT_WORK_HOST, TT_WORK_WAIT };

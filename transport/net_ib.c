@@ -822,4 +822,5 @@ const struct tt_transport tt_transport_ib = {
     .send_commit_from = ib_send_commit_from,
     .sent = ib_sent,
     .unregister = tt_ib_reg_put,
+    .can_send_from = tt_ib_can_send_from,
 };

@@ -37,6 +37,9 @@ struct tt_ibv {
     int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
     int (*destroy_qp)(struct ibv_qp *qp);
     const char *(*wc_status_str)(enum ibv_wc_status status);
+    /* Optional (NULL before rdma-core 34): GPUDirect RDMA registrations. */
+    struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset, size_t length,
+                                    uint64_t iova, int fd, int access);
 };
 
 /* This process's HCA port, opened once and kept for the life of the process. */
@@ -75,6 +78,8 @@ struct tt_ib_dev *tt_ib_device(void);
 struct tt_memreg;
 struct ibv_mr *tt_ib_reg_get(struct tt_memreg *reg);
 void tt_ib_reg_put(struct tt_memreg *reg);
+/* tt_ib_reg_get(reg) != NULL: the transport's can_send_from. */
+int tt_ib_can_send_from(struct tt_memreg *reg);
 
 /* "fe80::1" style text of a GID. */
 const char *tt_ib_gid_str(const union ibv_gid *gid, char *buf, size_t size);

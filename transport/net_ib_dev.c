@@ -85,6 +85,8 @@ static int load(struct tt_ibv *v, char *why, size_t size)
     memcpy(&v->modify_qp, &fn[15], sizeof(void *));
     memcpy(&v->destroy_qp, &fn[16], sizeof(void *));
     memcpy(&v->wc_status_str, &fn[17], sizeof(void *));
+    fn[0] = dlsym(lib, "ibv_reg_dmabuf_mr"); /* optional */
+    memcpy(&v->reg_dmabuf_mr, &fn[0], sizeof(void *));
     return 0; /* the library stays loaded for the life of the process */
 }
 

@@ -83,6 +83,9 @@ struct tt_transport {
                                        struct tt_memreg *reg, uint64_t *ticket);
     int (*sent)(struct tt_conn *conn, uint64_t ticket);
     void (*unregister)(struct tt_memreg *reg);
+    /* Optional: can send_commit_from read reg's memory where it lies, device memory
+     * included (GPUDirect RDMA)? Registers it if needed; 0 if not. */
+    int (*can_send_from)(struct tt_memreg *reg);
 };
 
 /* Shared memory between processes of one host. */

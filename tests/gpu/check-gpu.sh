@@ -11,6 +11,7 @@ export TUTTI_TIMEOUT=120
 for n in 1 2 3 4; do
     "$run" -n $n "$check" matrix
     "$run" -n $n "$check" order
+    "$run" -n $n "$check" p2p
 done
 "$run" -n 2 "$check" mix
 echo "gpu checks passed"

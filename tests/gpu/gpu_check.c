@@ -10,8 +10,12 @@
  *   gpu_check order    on a wrapped CUDA stream: a slow kernel fills the input, the all-reduce
  *                      queued behind it must see the filled values, a kernel queued after it
  *                      must see its result; the call returns before the fill has finished
+ *   gpu_check p2p      tutti_send/tutti_recv on device buffers: a ring exchange in a group
+ *                      (0, 1, 4099 and 3M+17 int32) and an all-to-all, the second time with
+ *                      the buffers registered (tutti_comm_register), against values computed
+ *                      on the host from (rank, index)
  *   gpu_check mix      a device sendbuf with a host recvbuf is refused naming both kinds;
- *                      tutti_send from device memory is refused as unsupported
+ *                      tutti_send on a CUDA-wrapped stream is refused as unsupported
  *   gpu_check bench    reduction kernel (float32 sum, 256 MiB) bandwidth against
  *                      cudaMemcpy device-to-device on the same buffers
  * Every rank uses device 0 (several ranks may share one GPU). Exit 0: all checks passed.
@@ -219,12 +223,97 @@ static void mix(void)
         !strstr(tutti_last_error(), "host"))
         fail("mix: device sendbuf + host recvbuf gave %s: %s", tutti_strerror(rc),
              tutti_last_error());
-    rc = tutti_send(d, 16, TUTTI_FLOAT32, (rank + 1) % nranks, comm, NULL);
-    if (rc != TUTTI_ERR_UNSUPPORTED)
-        fail("mix: tutti_send from device memory gave %s: %s", tutti_strerror(rc),
-             tutti_last_error());
+    {
+        cudaStream_t cs;
+        tutti_stream_t ws;
+        CU(cudaStreamCreate(&cs));
+        if (tutti_stream_wrap_cuda(&ws, cs) != TUTTI_SUCCESS) {
+            fail("mix: tutti_stream_wrap_cuda: %s", tutti_last_error());
+            exit(1);
+        }
+        rc = tutti_send(d, 16, TUTTI_FLOAT32, (rank + 1) % nranks, comm, ws);
+        if (rc != TUTTI_ERR_UNSUPPORTED)
+            fail("mix: tutti_send on a CUDA stream gave %s: %s", tutti_strerror(rc),
+                 tutti_last_error());
+        tutti_stream_destroy(ws);
+        cudaStreamDestroy(cs);
+    }
     printf("rank %d: host/device mixes refused: %s\n", rank, tutti_last_error());
     cudaFree(d);
+}
+
+/* Device buffers in point-to-point calls. */
+static void p2p(void)
+{
+    size_t sizes[] = {0, 1, 4099, 3000017};
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+
+    for (int reg = 0; reg < 2; reg++) {
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+            size_t n = sizes[k], bytes = (n ? n : 1) * 4;
+            int32_t *h = malloc(bytes), *ds, *dr;
+            void *hs = NULL, *hr = NULL;
+            tutti_result_t rc;
+
+            CU(cudaMalloc((void **)&ds, bytes));
+            CU(cudaMalloc((void **)&dr, bytes));
+            for (size_t i = 0; i < n; i++)
+                h[i] = (int32_t)(rank * 100000 + (int)(i % 99991));
+            CU(cudaMemcpy(ds, h, n * 4, cudaMemcpyHostToDevice));
+            CU(cudaMemset(dr, 0, bytes));
+            if (reg && n &&
+                (tutti_comm_register(comm, ds, n * 4, &hs) != TUTTI_SUCCESS ||
+                 tutti_comm_register(comm, dr, n * 4, &hr) != TUTTI_SUCCESS))
+                fail("p2p: tutti_comm_register: %s", tutti_last_error());
+            tutti_group_start();
+            tutti_send(ds, n, TUTTI_INT32, next, comm, NULL);
+            tutti_recv(dr, n, TUTTI_INT32, prev, comm, NULL);
+            rc = tutti_group_end();
+            if (rc != TUTTI_SUCCESS)
+                fail("p2p: ring exchange of %zu int32: %s", n, tutti_comm_last_error(comm));
+            CU(cudaMemcpy(h, dr, n * 4, cudaMemcpyDeviceToHost));
+            for (size_t i = 0; i < n; i++)
+                if (h[i] != (int32_t)(prev * 100000 + (int)(i % 99991))) {
+                    fail("p2p: ring exchange of %zu int32%s: element %zu is %d", n,
+                         reg ? " (registered)" : "", i, h[i]);
+                    break;
+                }
+            if (hs)
+                tutti_comm_deregister(comm, hs);
+            if (hr)
+                tutti_comm_deregister(comm, hr);
+            cudaFree(ds);
+            cudaFree(dr);
+            free(h);
+        }
+        /* All-to-all in one group, self included: block j goes to rank j. */
+        size_t blk = 1031, all = blk * (size_t)nranks;
+        int64_t *h = malloc(all * 8), *ds, *dr;
+        CU(cudaMalloc((void **)&ds, all * 8));
+        CU(cudaMalloc((void **)&dr, all * 8));
+        for (int j = 0; j < nranks; j++)
+            for (size_t i = 0; i < blk; i++)
+                h[(size_t)j * blk + i] = (int64_t)rank * 1000000 + j * 1000 + (int64_t)i;
+        CU(cudaMemcpy(ds, h, all * 8, cudaMemcpyHostToDevice));
+        tutti_group_start();
+        for (int j = 0; j < nranks; j++) {
+            tutti_send(ds + (size_t)j * blk, blk, TUTTI_INT64, j, comm, NULL);
+            tutti_recv(dr + (size_t)j * blk, blk, TUTTI_INT64, j, comm, NULL);
+        }
+        if (tutti_group_end() != TUTTI_SUCCESS)
+            fail("p2p: all-to-all: %s", tutti_comm_last_error(comm));
+        CU(cudaMemcpy(h, dr, all * 8, cudaMemcpyDeviceToHost));
+        for (int j = 0; j < nranks; j++)
+            for (size_t i = 0; i < blk; i++)
+                if (h[(size_t)j * blk + i] != (int64_t)j * 1000000 + rank * 1000 + (int64_t)i) {
+                    fail("p2p: all-to-all: block %d element %zu", j, i);
+                    j = nranks;
+                    break;
+                }
+        cudaFree(ds);
+        cudaFree(dr);
+        free(h);
+    }
 }
 
 static void bench(void)
@@ -296,8 +385,10 @@ int main(int argc, char **argv)
         order();
     else if (!strcmp(mode, "mix"))
         mix();
+    else if (!strcmp(mode, "p2p"))
+        p2p();
     else {
-        fprintf(stderr, "usage: gpu_check probe|matrix|order|mix|bench\n");
+        fprintf(stderr, "usage: gpu_check probe|matrix|order|p2p|mix|bench\n");
         return 2;
     }
     tutti_comm_destroy(comm);
