@@ -414,7 +414,7 @@ TUTTI_API tutti_result_t tutti_event_sync(tutti_event_t event);
 /*
  * CUDA. A libtutti built with CUDA (meson -Dcuda=auto finds nvcc) on a machine with a driver
  * and a device takes CUDA device and managed memory in every collective and in
- * tutti_send/tutti_recv (these not on wrapped CUDA streams yet). The kind of each buffer is
+ * tutti_send/tutti_recv. The kind of each buffer is
  * detected; a call that mixes host and device buffers is refused (TUTTI_ERR_INVALID_ARG). Semantics
  * by stream:
  *   - NULL or a host stream: the call (or the stream's worker) copies the inputs from the
@@ -443,8 +443,7 @@ TUTTI_API tutti_result_t tutti_cuda_devices(int *count);
  * (passed as void *; NULL is CUDA's legacy default stream), for collectives in that stream's
  * order. The CUDA stream must outlive the wrapper; tutti_stream_destroy frees only the
  * wrapper (after synchronising the CUDA stream). tutti_stream_launch, tutti_stream_wait_event
- * and tutti_event_record are not available on it (use their CUDA equivalents), nor are
- * tutti_send/tutti_recv yet (they take device memory on the NULL stream and host streams).
+ * and tutti_event_record are not available on it (use their CUDA equivalents).
  * Errors: TUTTI_ERR_UNSUPPORTED without CUDA or a device.
  */
 TUTTI_API tutti_result_t tutti_stream_wrap_cuda(tutti_stream_t *stream, void *cuda_stream);

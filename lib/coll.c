@@ -555,6 +555,13 @@ static tutti_result_t p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, i
                 regs[i] = NULL;
         }
         rc = tt_cuda_p2p_stage(comm, order, nops, bufs, direct);
+        for (int i = 0; i < nops && rc == TUTTI_SUCCESS; i++)
+            if (direct[i]) { /* the HCA reads it: what the GPU still writes must land first */
+                rc = tt_cuda_sync_legacy();
+                if (rc != TUTTI_SUCCESS)
+                    tt_comm_set_error(comm, rc);
+                break;
+            }
         if (rc != TUTTI_SUCCESS)
             goto out;
     }
@@ -594,10 +601,6 @@ static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype
     if (count > 0 && !buf)
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", fn,
                        is_send ? "sendbuf" : "recvbuf", count);
-    if (tt_stream_is_cuda(stream))
-        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
-                       "%s: point-to-point calls on a CUDA-wrapped stream are not supported yet",
-                       fn);
     op = (struct tt_p2p_op){is_send, peer, buf, count * tutti_dtype_size(dtype), 0};
     /* Device memory: staged through pinned memory when the batch runs (cuda.c). */
     op.device = count > 0 && tt_cuda_ready() && tt_cuda_kind(buf) != TT_MEM_HOST;
@@ -612,6 +615,8 @@ static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype
             w.ops = &op;
             return run_now(comm, &w);
         }
+        if (tt_stream_is_cuda(stream))
+            return tt_cuda_enqueue_p2p(comm, &op, 1, stream);
         w.ops = malloc(sizeof(op));
         if (!w.ops)
             return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
@@ -683,7 +688,9 @@ tutti_result_t tutti_group_end(void)
         w.comm = group.comm;
         w.ops = group.ops;
         w.nops = group.nops;
-        if (rc == TUTTI_SUCCESS && group.stream) {
+        if (rc == TUTTI_SUCCESS && tt_stream_is_cuda(group.stream)) {
+            rc = tt_cuda_enqueue_p2p(group.comm, group.ops, group.nops, group.stream);
+        } else if (rc == TUTTI_SUCCESS && group.stream) {
             rc = tt_stream_push(group.stream, &w);
             if (rc == TUTTI_SUCCESS)
                 group.ops = NULL; /* the stream owns them now */

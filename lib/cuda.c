@@ -13,7 +13,8 @@
  * function makes no CUDA call (CUDA forbids it there); a failure in it is kept by the tutti
  * stream and puts the communicator in its error state, so peers fail fast; the outputs then
  * hold whatever the staging buffer held, and tutti_stream_sync/query report the error.
- * Point-to-point calls stage the same way (blocking; not on CUDA-wrapped streams yet),
+ * Point-to-point calls stage the same way (on a wrapped stream: copies and a host function
+ * on it, as for collectives),
  * except a send from device memory the user registered with the communicator to a peer
  * reached over net_ib whose HCA takes a dma-buf registration: that one is RDMA-written from
  * the GPU's memory (GPUDirect RDMA; tt_cuda_dmabuf exports the allocation for it).
@@ -259,6 +260,15 @@ tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *con
     return TUTTI_SUCCESS;
 }
 
+tutti_result_t tt_cuda_sync_legacy(void)
+{
+    cudaError_t e = cudaStreamSynchronize(cudaStreamLegacy);
+    if (e != cudaSuccess)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "waiting for CUDA's default stream: %s",
+                       cudaGetErrorString(e));
+    return TUTTI_SUCCESS;
+}
+
 /* Driver entry points for dma-buf export, resolved through the runtime (no libcuda link). */
 typedef CUresult (*range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr p);
 typedef CUresult (*handle_fn)(void *handle, CUdeviceptr p, size_t size, CUmemRangeHandleType type,
@@ -335,6 +345,21 @@ struct host_item {
     struct tt_work w;
 };
 
+/* A wrapped stream's staging of at least `need` bytes. */
+static tutti_result_t stream_stage(struct cuda_state *cst, size_t need)
+{
+    if (cst->cap < need && cst->buf) { /* queued work may still use the old one */
+        void **o = realloc(cst->old, (cst->nold + 1) * sizeof(*o));
+        if (!o)
+            return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory");
+        cst->old = o;
+        cst->old[cst->nold++] = cst->buf;
+        cst->buf = NULL;
+        cst->cap = 0;
+    }
+    return pinned(&cst->buf, &cst->cap, need);
+}
+
 static void CUDART_CB host_fn(void *arg)
 {
     struct host_item *it = arg;
@@ -347,6 +372,8 @@ static void CUDART_CB host_fn(void *arg)
         if (rc != TUTTI_SUCCESS)
             tt_stream_record_failure(it->s, rc, tt_thread_error());
     }
+    if (it->w.kind == TT_WORK_P2P)
+        free(it->w.ops);
     free(it);
     tt_comm_work_done(comm);
 }
@@ -373,18 +400,7 @@ tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c,
     } else {
         struct cuda_state *cst = *st;
         stage_layout(comm, c, &p);
-        if (cst->cap < p.total && cst->buf) { /* queued work may still use the old one */
-            void **o = realloc(cst->old, (cst->nold + 1) * sizeof(*o));
-            if (!o) {
-                free(it);
-                return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", c->fn);
-            }
-            cst->old = o;
-            cst->old[cst->nold++] = cst->buf;
-            cst->buf = NULL;
-            cst->cap = 0;
-        }
-        if (pinned(&cst->buf, &cst->cap, p.total) != TUTTI_SUCCESS) {
+        if (stream_stage(cst, p.total) != TUTTI_SUCCESS) {
             free(it);
             return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: %s", c->fn, tt_thread_error());
         }
@@ -417,6 +433,80 @@ tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c,
                                                    "%s: queueing the copy to the device: %s", c->fn,
                                                    cudaGetErrorString(e)));
     }
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_cuda_enqueue_p2p(struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
+                                   tutti_stream_t s)
+{
+    cudaStream_t cs = (cudaStream_t)tt_stream_cuda_handle(s);
+    struct cuda_state **st = (struct cuda_state **)tt_stream_cuda_state(s);
+    struct host_item *it = calloc(1, sizeof(*it));
+    struct tt_p2p_op *mine = malloc((size_t)nops * sizeof(*mine));
+    size_t total = 0, off = 0;
+    cudaError_t e = cudaSuccess;
+
+    if (!it || !mine || (!*st && !(*st = calloc(1, sizeof(**st))))) {
+        free(it);
+        free(mine);
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
+    }
+    for (int i = 0; i < nops; i++)
+        if (ops[i].device)
+            total += align64(ops[i].bytes);
+    if (total && stream_stage(*st, total) != TUTTI_SUCCESS) {
+        free(it);
+        free(mine);
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: %s", tt_thread_error());
+    }
+    /* The host function sees host memory only: device buffers become their staging. */
+    for (int i = 0; i < nops && e == cudaSuccess; i++) {
+        mine[i] = ops[i];
+        if (!ops[i].device)
+            continue;
+        mine[i].buf = (char *)(*st)->buf + off;
+        mine[i].device = 0;
+        off += align64(ops[i].bytes);
+        if (ops[i].is_send)
+            e = cudaMemcpyAsync(mine[i].buf, ops[i].buf, ops[i].bytes, cudaMemcpyDeviceToHost, cs);
+    }
+    if (e != cudaSuccess) {
+        free(it);
+        free(mine);
+        return tt_fail(comm, TUTTI_ERR_SYSTEM,
+                       "point-to-point: queueing a copy from the device: %s",
+                       cudaGetErrorString(e));
+    }
+    it->s = s;
+    it->w.kind = TT_WORK_P2P;
+    it->w.comm = comm;
+    it->w.ops = mine;
+    it->w.nops = nops;
+    tt_comm_work_queued(comm);
+    e = cudaLaunchHostFunc(cs, host_fn, it);
+    if (e != cudaSuccess) {
+        free(it);
+        free(mine);
+        tt_comm_work_done(comm);
+        return tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
+                                               "point-to-point: queueing on the CUDA stream: %s",
+                                               cudaGetErrorString(e)));
+    }
+    /* After the host function: receives go back to the device ("mine" may be freed by now,
+     * the offsets are recomputed). */
+    off = 0;
+    for (int i = 0; i < nops && e == cudaSuccess; i++) {
+        if (!ops[i].device)
+            continue;
+        if (!ops[i].is_send && ops[i].bytes)
+            e = cudaMemcpyAsync(ops[i].buf, (char *)(*st)->buf + off, ops[i].bytes,
+                                cudaMemcpyHostToDevice, cs);
+        off += align64(ops[i].bytes);
+    }
+    if (e != cudaSuccess)
+        return tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
+                                               "point-to-point: queueing a copy to the device: %s",
+                                               cudaGetErrorString(e)));
     return TUTTI_SUCCESS;
 }
 
@@ -505,6 +595,13 @@ tutti_result_t tt_cuda_stream_sync(void *cuda_stream)
     return TUTTI_ERR_UNSUPPORTED;
 }
 
+tutti_result_t tt_cuda_enqueue_p2p(struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
+                                   tutti_stream_t s)
+{
+    (void)ops, (void)nops, (void)s;
+    return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "point-to-point: built without CUDA");
+}
+
 tutti_result_t tt_cuda_stream_query(void *cuda_stream)
 {
     (void)cuda_stream;
@@ -533,6 +630,11 @@ tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *con
 {
     (void)ops, (void)nops, (void)bufs, (void)direct;
     return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "point-to-point: built without CUDA");
+}
+
+tutti_result_t tt_cuda_sync_legacy(void)
+{
+    return TUTTI_SUCCESS;
 }
 
 int tt_cuda_dmabuf(const void *p, int *fd, uintptr_t *base, size_t *size, char *why,

@@ -51,6 +51,10 @@ tutti_result_t tt_cuda_p2p_stage(struct tutti_comm *comm, struct tt_p2p_op *cons
 tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
                                   void *const *bufs, const unsigned char *direct);
 
+/* Wait for the work queued on CUDA's legacy default stream (before a transport reads device
+ * memory itself, as the staging copies would have). */
+tutti_result_t tt_cuda_sync_legacy(void);
+
 /*
  * GPUDirect RDMA: a dma-buf file descriptor (*fd, the caller closes it) for the device
  * allocation holding p, with the range it covers ([*base, *base + *size), whole host pages).
@@ -59,6 +63,14 @@ tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *con
  */
 int tt_cuda_dmabuf(const void *p, int *fd, uintptr_t *base, size_t *size, char *why,
                    size_t why_size);
+
+/*
+ * Queue a point-to-point batch on CUDA-wrapped stream s, stream-ordered like tt_cuda_enqueue:
+ * device send buffers copied to pinned staging on s, a host function on s that runs the batch
+ * (on host memory only), device receive buffers copied back on s. Returns at once.
+ */
+tutti_result_t tt_cuda_enqueue_p2p(struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
+                                   tutti_stream_t s);
 
 /* The CUDA side of a wrapped stream: wait / poll its cudaStream_t; free its staging. */
 tutti_result_t tt_cuda_stream_sync(void *cuda_stream);

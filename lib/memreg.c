@@ -6,6 +6,7 @@
 #include "memreg.h"
 
 #include "comm.h"
+#include "cuda.h"
 #include "error.h"
 #include "log.h"
 
@@ -50,6 +51,7 @@ tutti_result_t tutti_comm_register(tutti_comm_t comm, void *buf, size_t bytes, v
     r->comm = comm;
     r->base = buf;
     r->len = bytes;
+    r->device = tt_cuda_kind(buf) != TT_MEM_HOST;
     pthread_mutex_lock(&memreg_lock);
     r->next = comm->memregs;
     comm->memregs = r;

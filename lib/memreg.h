@@ -21,7 +21,9 @@ struct tt_memreg {
     char *base;
     size_t len;
     struct tt_memreg *next;
-    void *ib; /* net_ib's registration cache entry, set on first use */
+    int device; /* CUDA device or managed memory (found at registration: transports must not
+                 * ask CUDA themselves, they may run inside a CUDA host function) */
+    void *ib;   /* net_ib's registration cache entry, set on first use */
 };
 
 /* The registration of comm that holds [p, p + len), NULL if none (or len == 0). Called by

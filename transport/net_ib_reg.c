@@ -62,7 +62,7 @@ struct ibv_mr *tt_ib_reg_get(struct tt_memreg *reg)
         return reg->ib == &refused ? NULL : ((struct region *)reg->ib)->mr;
     if (!d)
         return NULL;
-    device = tt_cuda_kind(reg->base) != TT_MEM_HOST;
+    device = reg->device;
     if (device) { /* GPUDirect RDMA: the HCA reads the GPU's memory through a dma-buf */
         char why[256];
         size_t size;

@@ -11,11 +11,10 @@
  *                      queued behind it must see the filled values, a kernel queued after it
  *                      must see its result; the call returns before the fill has finished
  *   gpu_check p2p      tutti_send/tutti_recv on device buffers: a ring exchange in a group
- *                      (0, 1, 4099 and 3M+17 int32) and an all-to-all, the second time with
- *                      the buffers registered (tutti_comm_register), against values computed
- *                      on the host from (rank, index)
- *   gpu_check mix      a device sendbuf with a host recvbuf is refused naming both kinds;
- *                      tutti_send on a CUDA-wrapped stream is refused as unsupported
+ *                      (0, 1, 4099 and 3M+17 int32) and an all-to-all, on the NULL stream,
+ *                      with the buffers registered (tutti_comm_register), and on a wrapped
+ *                      CUDA stream, against values computed on the host from (rank, index)
+ *   gpu_check mix      a device sendbuf with a host recvbuf is refused naming both kinds
  *   gpu_check bench    reduction kernel (float32 sum, 256 MiB) bandwidth against
  *                      cudaMemcpy device-to-device on the same buffers
  * Every rank uses device 0 (several ranks may share one GPU). Exit 0: all checks passed.
@@ -223,21 +222,6 @@ static void mix(void)
         !strstr(tutti_last_error(), "host"))
         fail("mix: device sendbuf + host recvbuf gave %s: %s", tutti_strerror(rc),
              tutti_last_error());
-    {
-        cudaStream_t cs;
-        tutti_stream_t ws;
-        CU(cudaStreamCreate(&cs));
-        if (tutti_stream_wrap_cuda(&ws, cs) != TUTTI_SUCCESS) {
-            fail("mix: tutti_stream_wrap_cuda: %s", tutti_last_error());
-            exit(1);
-        }
-        rc = tutti_send(d, 16, TUTTI_FLOAT32, (rank + 1) % nranks, comm, ws);
-        if (rc != TUTTI_ERR_UNSUPPORTED)
-            fail("mix: tutti_send on a CUDA stream gave %s: %s", tutti_strerror(rc),
-                 tutti_last_error());
-        tutti_stream_destroy(ws);
-        cudaStreamDestroy(cs);
-    }
     printf("rank %d: host/device mixes refused: %s\n", rank, tutti_last_error());
     cudaFree(d);
 }
@@ -248,7 +232,17 @@ static void p2p(void)
     size_t sizes[] = {0, 1, 4099, 3000017};
     int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
 
-    for (int reg = 0; reg < 2; reg++) {
+    cudaStream_t cs;
+    tutti_stream_t ws;
+
+    CU(cudaStreamCreate(&cs));
+    if (tutti_stream_wrap_cuda(&ws, cs) != TUTTI_SUCCESS) {
+        fail("p2p: tutti_stream_wrap_cuda: %s", tutti_last_error());
+        exit(1);
+    }
+    /* pass 0: NULL stream; 1: registered buffers; 2: on the wrapped CUDA stream */
+    for (int reg = 0; reg < 3; reg++) {
+        tutti_stream_t st = reg == 2 ? ws : NULL;
         for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
             size_t n = sizes[k], bytes = (n ? n : 1) * 4;
             int32_t *h = malloc(bytes), *ds, *dr;
@@ -266,16 +260,18 @@ static void p2p(void)
                  tutti_comm_register(comm, dr, n * 4, &hr) != TUTTI_SUCCESS))
                 fail("p2p: tutti_comm_register: %s", tutti_last_error());
             tutti_group_start();
-            tutti_send(ds, n, TUTTI_INT32, next, comm, NULL);
-            tutti_recv(dr, n, TUTTI_INT32, prev, comm, NULL);
+            tutti_send(ds, n, TUTTI_INT32, next, comm, st);
+            tutti_recv(dr, n, TUTTI_INT32, prev, comm, st);
             rc = tutti_group_end();
+            if (rc == TUTTI_SUCCESS && st)
+                rc = tutti_stream_sync(st);
             if (rc != TUTTI_SUCCESS)
                 fail("p2p: ring exchange of %zu int32: %s", n, tutti_comm_last_error(comm));
             CU(cudaMemcpy(h, dr, n * 4, cudaMemcpyDeviceToHost));
             for (size_t i = 0; i < n; i++)
                 if (h[i] != (int32_t)(prev * 100000 + (int)(i % 99991))) {
-                    fail("p2p: ring exchange of %zu int32%s: element %zu is %d", n,
-                         reg ? " (registered)" : "", i, h[i]);
+                    fail("p2p: ring exchange of %zu int32 (pass %d): element %zu is %d", n, reg, i,
+                         h[i]);
                     break;
                 }
             if (hs)
@@ -297,11 +293,11 @@ static void p2p(void)
         CU(cudaMemcpy(ds, h, all * 8, cudaMemcpyHostToDevice));
         tutti_group_start();
         for (int j = 0; j < nranks; j++) {
-            tutti_send(ds + (size_t)j * blk, blk, TUTTI_INT64, j, comm, NULL);
-            tutti_recv(dr + (size_t)j * blk, blk, TUTTI_INT64, j, comm, NULL);
+            tutti_send(ds + (size_t)j * blk, blk, TUTTI_INT64, j, comm, st);
+            tutti_recv(dr + (size_t)j * blk, blk, TUTTI_INT64, j, comm, st);
         }
-        if (tutti_group_end() != TUTTI_SUCCESS)
-            fail("p2p: all-to-all: %s", tutti_comm_last_error(comm));
+        if (tutti_group_end() != TUTTI_SUCCESS || (st && tutti_stream_sync(st) != TUTTI_SUCCESS))
+            fail("p2p: all-to-all (pass %d): %s", reg, tutti_comm_last_error(comm));
         CU(cudaMemcpy(h, dr, all * 8, cudaMemcpyDeviceToHost));
         for (int j = 0; j < nranks; j++)
             for (size_t i = 0; i < blk; i++)
@@ -314,6 +310,8 @@ static void p2p(void)
         cudaFree(dr);
         free(h);
     }
+    tutti_stream_destroy(ws);
+    cudaStreamDestroy(cs);
 }
 
 static void bench(void)
