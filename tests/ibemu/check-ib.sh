@@ -10,7 +10,8 @@
 #     a source still being sent would be caught: point-to-point (the registration cache
 #     registers each buffer once, a second registration of the same buffer hits), every
 #     collective on 3 nodes, and recursive doubling in place on 4 nodes; unregistered memory
-#     is never sent zero-copy;
+#     is never sent zero-copy; a registration the HCA refuses (locked-memory limit) is
+#     copied instead, with a warning;
 #   - TUTTI_IB_GID_INDEX=1 routes by the IPv4-mapped GID; TUTTI_IB_HCA=emu1 picks that device; TUTTI_IB_HCA=^emu excludes every device and the
 #     job falls back to sockets saying why, as it does with no verbs library at all;
 #   - a corrupted rkey on one rank's 200th write: both ranks fail (the writer with the remote
@@ -73,6 +74,11 @@ uses_ib zc-matrix
 TUTTI_ALGO="all_reduce:rd;all_gather:rd" job zc-rd 4 4 "$check" matrix 200003 --register
 uses_ib zc-rd
 [ "$(grep -c "message(s) zero-copy" "$out/zc-rd")" -ge 4 ] || { echo "FAILED: zc-rd sent nothing zero-copy"; exit 1; }
+# The HCA refuses the big registrations (locked-memory limit): those sends are copied, and
+# the rank says why once.
+TUTTI_IBEMU_MEMLOCK=8000000 job zc-memlock 2 2 "$check" p2p --register
+grep -q "cannot register.*Cannot allocate memory.*sends from it are copied" "$out/zc-memlock" ||
+    { grep -i regist "$out/zc-memlock"; echo "FAILED: no warning for a refused registration"; exit 1; }
 unset TUTTI_IBEMU_DELAY_US
 echo "ok: zero-copy sends from registered memory (registration cache: 4 misses, 3 hits per rank), every collective on 3 nodes, in-place recursive doubling on 4, with a late HCA"
 

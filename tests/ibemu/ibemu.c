@@ -26,6 +26,8 @@
  *     receives flush with IBV_WC_WR_FLUSH_ERR), a dead or vanished peer or a peer QP that is
  *     not connected (IBV_WC_RETRY_EXC_ERR), a local buffer outside its lkey's region
  *     (IBV_WC_LOC_PROT_ERR); a failing QP goes to ERR and flushes what it holds.
+ *   - The locked-memory limit: with TUTTI_IBEMU_MEMLOCK=BYTES, a registration that would take
+ *     the process's registered bytes above it fails with ENOMEM, as ulimit -l makes it.
  *   - A late HCA: with TUTTI_IBEMU_DELAY_US=N a posted write reads its source and lands N
  *     microseconds later (at a poll of the process's CQs or by a timer thread), so a caller
  *     that reuses a source before its completion is caught (ibemu_data.c).
@@ -235,9 +237,21 @@ EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int 
     uint32_t salt = (uint32_t)rand() & 0xff;
 
     pthread_mutex_lock(&emu_lock);
+    if (getenv("TUTTI_IBEMU_MEMLOCK")) { /* the locked-memory limit (ulimit -l) */
+        unsigned long long held = len, limit = strtoull(getenv("TUTTI_IBEMU_MEMLOCK"), NULL, 0);
+        for (int i = 0; i < MAX_MR; i++)
+            if (emu_self->mr[i].used)
+                held += emu_self->mr[i].len;
+        if (held > limit) {
+            pthread_mutex_unlock(&emu_lock);
+            errno = ENOMEM;
+            return NULL;
+        }
+    }
     m = claim(emu_self->mr, sizeof(emu_self->mr[0]), MAX_MR, sizeof(*m), &idx);
     if (!m) {
         pthread_mutex_unlock(&emu_lock);
+        errno = ENOMEM;
         return NULL;
     }
     emu_self->mr[idx] = (struct seg_mr){.used = 1,
