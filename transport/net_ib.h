@@ -13,6 +13,8 @@
 
 #include "tutti.h"
 
+#include "transport.h"
+
 #include <infiniband/verbs.h>
 #include <stdint.h>
 
@@ -83,5 +85,75 @@ int tt_ib_can_send_from(struct tt_memreg *reg);
 
 /* "fe80::1" style text of a GID. */
 const char *tt_ib_gid_str(const union ibv_gid *gid, char *buf, size_t size);
+
+/* ---- connections: the data path in net_ib.c, set-up in net_ib_conn.c ---- */
+
+#define QP_MAX 8
+#define CREDIT_XOR 0xa5a5a5a55a5a5a5aull
+#define IB_PSN 0x1000
+
+struct credit {
+    volatile uint64_t granted;
+    volatile uint64_t check; /* granted ^ CREDIT_XOR */
+};
+
+struct ib_conn {
+    struct tt_conn base;
+    struct tt_ib_dev *d;
+    int sender;
+    int nqps;
+    uint32_t nslots;
+    struct ibv_cq *cq;
+    struct ibv_qp *qp[QP_MAX];
+    char *ring; /* slots: the receiver's FIFO, or the sender's staging copies */
+    size_t ring_len;
+    struct ibv_mr *ring_mr;
+    struct credit *credit; /* sender: granted by the receiver; receiver: what it sends */
+    struct ibv_mr *credit_mr;
+    /* remote side */
+    uint64_t r_addr;
+    uint32_t r_key;
+    uint32_t r_qpn[QP_MAX];
+    uint16_t r_lid;
+    union ibv_gid r_gid;
+    uint8_t r_mtu;
+    char r_host[32];
+    /* side channel */
+    int fd, lfd;
+    uint64_t nonce;
+    /* sender */
+    uint64_t head;
+    uint64_t granted;        /* last consistent credit seen */
+    unsigned char *inflight; /* per slot: a write not yet completed locally */
+    uint64_t ninflight;
+    uint64_t nzc; /* messages sent zero-copy from registered user memory */
+    /* receiver */
+    uint64_t tail;
+    uint64_t *ready; /* per slot: message number + 1 once it has landed */
+    uint32_t *lens;
+    uint64_t recv_next[QP_MAX];
+    int credit_posted; /* credit writes not yet completed */
+    int credit_dirty;
+    double closed_at; /* when the side channel was first seen closed (0: open) */
+    tutti_result_t failed;
+};
+
+/* "fe80::1"-style GID of the peer, for messages. */
+const char *tt_ib_peer_gid(const struct ib_conn *c, char *buf, size_t size);
+/* Mark c failed (first error wins) and set the thread's message, "net_ib: ..."; returns rc. */
+tutti_result_t tt_ib_failf(struct ib_conn *c, tutti_result_t rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Receiver: post one receive on QP q (each write with immediate consumes one). */
+tutti_result_t tt_ib_post_recv(struct ib_conn *c, int q);
+/* Receiver: write the credit word to the sender (writes coalesce). */
+tutti_result_t tt_ib_post_credit(struct ib_conn *c);
+
+/* Set-up (net_ib_conn.c): the transport.h entry points, and freeing a connection. */
+tutti_result_t tt_ib_recv_setup(const struct tt_transport_ctx *ctx, int peer, int channel,
+                                void *blob, size_t *blob_len, struct tt_conn **conn);
+tutti_result_t tt_ib_send_connect(const struct tt_transport_ctx *ctx, int peer, int channel,
+                                  const void *blob, size_t blob_len, struct tt_conn **conn);
+tutti_result_t tt_ib_finish(struct tt_conn *conn, double deadline);
+void tt_ib_conn_free(struct ib_conn *c);
 
 #endif
