@@ -16,6 +16,10 @@
  *   progress: poll completions (local reuse)       recv_release: tail++, RDMA-write
  *                                                    granted = tail + nslots to the sender
  *
+ * Zero copy (send_commit_from): the same write, read from the user's registered memory
+ * (the lkey of its region in the registration cache) instead of the staging slot; the
+ * message's ticket is its number, done once its write has completed locally.
+ *
  * The credit ("clear to send") lives in the sender's registered 16-byte word: the granted
  * count and its complement-xor, so a reader never acts on a half-written update. Nothing is
  * sent before the receiver's first credit, which it writes once its QPs are ready and its
