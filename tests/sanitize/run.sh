@@ -2,7 +2,8 @@
 # tests/sanitize/run.sh SOURCE_ROOT BUILD_DIR MODE -- the suite under a checker.
 #   asan      a build with AddressSanitizer + UndefinedBehaviorSanitizer (BUILD_DIR/san-asan);
 #             the unit and fault suites and the launcher, perf, env, stream and DDP tests, halting on the
-#             first report (leaks included)
+#             first report (leaks included), then net_ib's zero-copy path over the emulated
+#             verbs provider (2 and 4 emulated nodes, registered buffers, a late HCA)
 #   tsan      a build with ThreadSanitizer (BUILD_DIR/san-tsan); ranks as threads of one
 #             process (tests/sanitize/tsan_ranks.c: Criterion's runner does not run under it),
 #             then the host-stream checks (a worker thread per stream) and the DDP layer's
@@ -53,6 +54,18 @@ asan|tsan)
     if [ "$ok" -lt "$want" ] || grep -q '^ *[0-9]*/[0-9]* .* FAIL' "$out"; then
         echo "sanitizer run: $ok of $want tests passed"
         exit 1
+    fi
+    # net_ib's zero-copy path (the executor's hazard tracking, the registration cache) over
+    # the emulated verbs provider with a late HCA, where the build has the verbs transport.
+    emu=$dir/tests/libtutti-ibemu.so
+    if [ -f "$emu" ]; then
+        for job in "2 p2p" "4 matrix"; do
+            set -- $job
+            TUTTI_ALGO="all_reduce:rd;all_gather:rd" TUTTI_IBVERBS_LIB=$emu TUTTI_IBEMU_DELAY_US=200 \
+                TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n "$1" --nodes "$1" \
+                "$dir/tests/coll_check" "$2" 20003 --register
+        done
+        echo "asan: net_ib zero-copy jobs passed"
     fi
     ;;
 valgrind)
