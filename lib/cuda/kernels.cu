@@ -66,8 +66,10 @@ template <typename FOp> struct Half16<__nv_bfloat16, FOp> {
     }
 };
 
+/* dst[i] = a[i] op b[i], and the same into dst2 when it is not NULL (the fused
+ * reduce-copy: a step that keeps the result and forwards it writes both in one pass). */
 template <typename T, typename Op>
-__global__ void reduce_kernel(T *dst, const T *a, const T *b, size_t n, int vec)
+__global__ void reduce_kernel(T *dst, T *dst2, const T *a, const T *b, size_t n, int vec)
 {
     const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -87,11 +89,17 @@ __global__ void reduce_kernel(T *dst, const T *a, const T *b, size_t n, int vec)
             for (int k = 0; k < per; k++)
                 zs[k] = Op::f(xs[k], ys[k]);
             reinterpret_cast<uint4 *>(dst)[v] = z;
+            if (dst2)
+                reinterpret_cast<uint4 *>(dst2)[v] = z;
         }
         done = nv * per;
     }
-    for (size_t i = done + tid; i < n; i += stride)
-        dst[i] = Op::f(a[i], b[i]);
+    for (size_t i = done + tid; i < n; i += stride) {
+        T z = Op::f(a[i], b[i]);
+        dst[i] = z;
+        if (dst2)
+            dst2[i] = z;
+    }
 }
 
 template <typename T> struct DivBy {
@@ -121,52 +129,53 @@ int grid_for(size_t n)
 }
 
 template <typename T, typename Op>
-cudaError_t launch(void *dst, const void *a, const void *b, size_t n, cudaStream_t s)
+cudaError_t launch(void *dst, void *dst2, const void *a, const void *b, size_t n, cudaStream_t s)
 {
-    int vec = (((uintptr_t)dst | (uintptr_t)a | (uintptr_t)b) & 15) == 0;
+    int vec = (((uintptr_t)dst | (uintptr_t)dst2 | (uintptr_t)a | (uintptr_t)b) & 15) == 0;
     size_t work = vec ? n / (sizeof(uint4) / sizeof(T)) + 1 : n;
-    reduce_kernel<T, Op><<<grid_for(work), 256, 0, s>>>((T *)dst, (const T *)a, (const T *)b, n, vec);
+    reduce_kernel<T, Op><<<grid_for(work), 256, 0, s>>>((T *)dst, (T *)dst2, (const T *)a,
+                                                         (const T *)b, n, vec);
     return cudaGetLastError();
 }
 
 template <typename S, typename U>
-cudaError_t launch_int(void *dst, const void *a, const void *b, size_t n, tutti_op_t op,
-                       cudaStream_t s)
+cudaError_t launch_int(void *dst, void *dst2, const void *a, const void *b, size_t n,
+                       tutti_op_t op, cudaStream_t s)
 {
     switch (op) {
     case TUTTI_SUM:
-    case TUTTI_AVG: return launch<S, WrapSum<S, U>>(dst, a, b, n, s);
-    case TUTTI_PROD: return launch<S, WrapProd<S, U>>(dst, a, b, n, s);
-    case TUTTI_MIN: return launch<S, Min<S>>(dst, a, b, n, s);
-    case TUTTI_MAX: return launch<S, Max<S>>(dst, a, b, n, s);
+    case TUTTI_AVG: return launch<S, WrapSum<S, U>>(dst, dst2, a, b, n, s);
+    case TUTTI_PROD: return launch<S, WrapProd<S, U>>(dst, dst2, a, b, n, s);
+    case TUTTI_MIN: return launch<S, Min<S>>(dst, dst2, a, b, n, s);
+    case TUTTI_MAX: return launch<S, Max<S>>(dst, dst2, a, b, n, s);
     default: return cudaErrorInvalidValue;
     }
 }
 
 template <typename F>
-cudaError_t launch_float(void *dst, const void *a, const void *b, size_t n, tutti_op_t op,
-                         cudaStream_t s)
+cudaError_t launch_float(void *dst, void *dst2, const void *a, const void *b, size_t n,
+                         tutti_op_t op, cudaStream_t s)
 {
     switch (op) {
     case TUTTI_SUM:
-    case TUTTI_AVG: return launch<F, Sum<F>>(dst, a, b, n, s);
-    case TUTTI_PROD: return launch<F, Prod<F>>(dst, a, b, n, s);
-    case TUTTI_MIN: return launch<F, FMin<F>>(dst, a, b, n, s);
-    case TUTTI_MAX: return launch<F, FMax<F>>(dst, a, b, n, s);
+    case TUTTI_AVG: return launch<F, Sum<F>>(dst, dst2, a, b, n, s);
+    case TUTTI_PROD: return launch<F, Prod<F>>(dst, dst2, a, b, n, s);
+    case TUTTI_MIN: return launch<F, FMin<F>>(dst, dst2, a, b, n, s);
+    case TUTTI_MAX: return launch<F, FMax<F>>(dst, dst2, a, b, n, s);
     default: return cudaErrorInvalidValue;
     }
 }
 
 template <typename H>
-cudaError_t launch_half(void *dst, const void *a, const void *b, size_t n, tutti_op_t op,
-                        cudaStream_t s)
+cudaError_t launch_half(void *dst, void *dst2, const void *a, const void *b, size_t n,
+                        tutti_op_t op, cudaStream_t s)
 {
     switch (op) {
     case TUTTI_SUM:
-    case TUTTI_AVG: return launch<H, Half16<H, Sum<float>>>(dst, a, b, n, s);
-    case TUTTI_PROD: return launch<H, Half16<H, Prod<float>>>(dst, a, b, n, s);
-    case TUTTI_MIN: return launch<H, Half16<H, FMin<float>>>(dst, a, b, n, s);
-    case TUTTI_MAX: return launch<H, Half16<H, FMax<float>>>(dst, a, b, n, s);
+    case TUTTI_AVG: return launch<H, Half16<H, Sum<float>>>(dst, dst2, a, b, n, s);
+    case TUTTI_PROD: return launch<H, Half16<H, Prod<float>>>(dst, dst2, a, b, n, s);
+    case TUTTI_MIN: return launch<H, Half16<H, FMin<float>>>(dst, dst2, a, b, n, s);
+    case TUTTI_MAX: return launch<H, Half16<H, FMax<float>>>(dst, dst2, a, b, n, s);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -179,25 +188,31 @@ template <typename T> cudaError_t divide(void *buf, size_t n, int ranks, cudaStr
 
 } // namespace
 
-extern "C" int tt_cuda_reduce(void *dst, const void *a, const void *b, size_t count,
-                              tutti_dtype_t dtype, tutti_op_t op, void *stream)
+extern "C" int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b,
+                                   size_t count, tutti_dtype_t dtype, tutti_op_t op, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (count == 0)
         return 0;
     switch (dtype) {
-    case TUTTI_INT8: return launch_int<int8_t, uint8_t>(dst, a, b, count, op, s);
-    case TUTTI_UINT8: return launch_int<uint8_t, uint8_t>(dst, a, b, count, op, s);
-    case TUTTI_INT32: return launch_int<int32_t, uint32_t>(dst, a, b, count, op, s);
-    case TUTTI_UINT32: return launch_int<uint32_t, uint32_t>(dst, a, b, count, op, s);
-    case TUTTI_INT64: return launch_int<int64_t, uint64_t>(dst, a, b, count, op, s);
-    case TUTTI_UINT64: return launch_int<uint64_t, uint64_t>(dst, a, b, count, op, s);
-    case TUTTI_FLOAT16: return launch_half<__half>(dst, a, b, count, op, s);
-    case TUTTI_BFLOAT16: return launch_half<__nv_bfloat16>(dst, a, b, count, op, s);
-    case TUTTI_FLOAT32: return launch_float<float>(dst, a, b, count, op, s);
-    case TUTTI_FLOAT64: return launch_float<double>(dst, a, b, count, op, s);
+    case TUTTI_INT8: return launch_int<int8_t, uint8_t>(dst, dst2, a, b, count, op, s);
+    case TUTTI_UINT8: return launch_int<uint8_t, uint8_t>(dst, dst2, a, b, count, op, s);
+    case TUTTI_INT32: return launch_int<int32_t, uint32_t>(dst, dst2, a, b, count, op, s);
+    case TUTTI_UINT32: return launch_int<uint32_t, uint32_t>(dst, dst2, a, b, count, op, s);
+    case TUTTI_INT64: return launch_int<int64_t, uint64_t>(dst, dst2, a, b, count, op, s);
+    case TUTTI_UINT64: return launch_int<uint64_t, uint64_t>(dst, dst2, a, b, count, op, s);
+    case TUTTI_FLOAT16: return launch_half<__half>(dst, dst2, a, b, count, op, s);
+    case TUTTI_BFLOAT16: return launch_half<__nv_bfloat16>(dst, dst2, a, b, count, op, s);
+    case TUTTI_FLOAT32: return launch_float<float>(dst, dst2, a, b, count, op, s);
+    case TUTTI_FLOAT64: return launch_float<double>(dst, dst2, a, b, count, op, s);
     default: return cudaErrorInvalidValue;
     }
+}
+
+extern "C" int tt_cuda_reduce(void *dst, const void *a, const void *b, size_t count,
+                              tutti_dtype_t dtype, tutti_op_t op, void *stream)
+{
+    return tt_cuda_reduce_copy(dst, NULL, a, b, count, dtype, op, stream);
 }
 
 extern "C" int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks,

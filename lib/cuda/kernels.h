@@ -18,6 +18,11 @@ extern "C" {
 int tt_cuda_reduce(void *dst, const void *a, const void *b, size_t count, tutti_dtype_t dtype,
                    tutti_op_t op, void *stream);
 
+/* The fused reduce-copy: the same, written to dst and, when dst2 is not NULL, to dst2 in the
+ * same pass (dst2 must not overlap a, b or dst). */
+int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b, size_t count,
+                        tutti_dtype_t dtype, tutti_op_t op, void *stream);
+
 /* buf[i] /= ranks: the end of an AVG. */
 int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks, void *stream);
 

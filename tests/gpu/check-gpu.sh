@@ -8,6 +8,7 @@ rc=0
 "$check" probe || rc=$?
 [ $rc = 0 ] || exit $rc # 77: no device (the reason is printed above)
 export TUTTI_TIMEOUT=120
+"$check" kernels
 for n in 1 2 3 4; do
     "$run" -n $n "$check" matrix
     "$run" -n $n "$check" order

@@ -15,12 +15,17 @@
  *                      with the buffers registered (tutti_comm_register), and on a wrapped
  *                      CUDA stream, against values computed on the host from (rank, index)
  *   gpu_check mix      a device sendbuf with a host recvbuf is refused naming both kinds
+ *   gpu_check kernels  the CUDA reduction kernels alone (one process): every dtype x op, counts
+ *                      1 to 1M+3, vector-aligned and not, the fused second output, in place;
+ *                      AVG through the division kernel; against tools/values.c's expectations
+ *                      (computed without tutti)
  *   gpu_check bench    reduction kernel (float32 sum, 256 MiB) bandwidth against
  *                      cudaMemcpy device-to-device on the same buffers
  * Every rank uses device 0 (several ranks may share one GPU). Exit 0: all checks passed.
  */
 #include "tutti.h"
 #include "../report.h"
+#include "values.h"
 
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -33,6 +38,9 @@ int gpu_slow_fill(float *buf, size_t n, float value, long long spin, void *strea
 int gpu_twice(float *buf, size_t n, void *stream);
 int tt_cuda_reduce(void *dst, const void *a, const void *b, size_t count, tutti_dtype_t dtype,
                    tutti_op_t op, void *stream);
+int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b, size_t count,
+                        tutti_dtype_t dtype, tutti_op_t op, void *stream);
+int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks, void *stream);
 
 static tutti_comm_t comm;
 
@@ -314,6 +322,59 @@ static void p2p(void)
     cudaStreamDestroy(cs);
 }
 
+/* The kernels against expectations computed without tutti: inputs of "ranks" 0 and 1. */
+static void kernels(void)
+{
+    size_t counts[] = {1, 7, 1000, 1000003};
+    unsigned char table[VAL_MAX_PERIOD * 8];
+    size_t checked = 0;
+
+    for (int t = 0; t < TUTTI_NUM_DTYPES; t++)
+        for (int op = 0; op < TUTTI_NUM_OPS; op++)
+            for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+                for (int shift = 0; shift < 2; shift++) /* 1: off the 16-byte vector path */
+                    for (int inplace = 0; inplace < 2; inplace++) {
+                        size_t n = counts[k], es = tutti_dtype_size((tutti_dtype_t)t);
+                        size_t bytes = (n + 1) * es, off = (size_t)shift * es, bad = 0, wrong;
+                        unsigned char *h = malloc(bytes), *g = malloc(bytes);
+                        char *a, *b, *d, *d2;
+                        CU(cudaMalloc((void **)&a, bytes));
+                        CU(cudaMalloc((void **)&b, bytes));
+                        CU(cudaMalloc((void **)&d, bytes));
+                        CU(cudaMalloc((void **)&d2, bytes));
+                        val_fill((tutti_dtype_t)t, op, 0, h, n, 0);
+                        CU(cudaMemcpy(a + off, h, n * es, cudaMemcpyHostToDevice));
+                        val_fill((tutti_dtype_t)t, op, 1, h, n, 0);
+                        CU(cudaMemcpy(b + off, h, n * es, cudaMemcpyHostToDevice));
+                        char *dst = inplace ? a + off : d + off;
+                        if (tt_cuda_reduce_copy(dst, d2 + off, a + off, b + off, n,
+                                                (tutti_dtype_t)t, (tutti_op_t)op, NULL) != 0 ||
+                            (op == TUTTI_AVG &&
+                             (tt_cuda_divide(dst, n, (tutti_dtype_t)t, 2, NULL) != 0 ||
+                              tt_cuda_divide(d2 + off, n, (tutti_dtype_t)t, 2, NULL) != 0)))
+                            fail("kernels: launch failed for %s %s",
+                                 tutti_dtype_name((tutti_dtype_t)t), tutti_op_name((tutti_op_t)op));
+                        CU(cudaMemcpy(h, dst, n * es, cudaMemcpyDeviceToHost));
+                        CU(cudaMemcpy(g, d2 + off, n * es, cudaMemcpyDeviceToHost));
+                        val_expect_reduce((tutti_dtype_t)t, op, 2, table);
+                        wrong = val_count_wrong((tutti_dtype_t)t, op, h, n, 0, table, &bad) +
+                                val_count_wrong((tutti_dtype_t)t, op, g, n, 0, table, &bad);
+                        if (wrong)
+                            fail("kernels: %s %s count %zu%s%s: %zu element(s) wrong, first [%zu]",
+                                 tutti_dtype_name((tutti_dtype_t)t), tutti_op_name((tutti_op_t)op),
+                                 n, shift ? " unaligned" : "", inplace ? " in place" : "", wrong,
+                                 bad);
+                        checked++;
+                        cudaFree(a);
+                        cudaFree(b);
+                        cudaFree(d);
+                        cudaFree(d2);
+                        free(h);
+                        free(g);
+                    }
+    printf("kernels: %zu dtype x op x count x alignment x placement cases checked\n", checked);
+}
+
 static void bench(void)
 {
     size_t n = (size_t)64 << 20, bytes = n * sizeof(float); /* 256 MiB per buffer */
@@ -371,6 +432,10 @@ int main(int argc, char **argv)
         bench();
         return failures ? 1 : 0;
     }
+    if (!strcmp(mode, "kernels")) {
+        kernels();
+        return failures ? 1 : 0;
+    }
     if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS) {
         fprintf(stderr, "gpu_check: %s\n", tutti_last_error());
         return 1;
@@ -386,7 +451,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "p2p"))
         p2p();
     else {
-        fprintf(stderr, "usage: gpu_check probe|matrix|order|p2p|mix|bench\n");
+        fprintf(stderr, "usage: gpu_check probe|kernels|matrix|order|p2p|mix|bench\n");
         return 2;
     }
     tutti_comm_destroy(comm);
