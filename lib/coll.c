@@ -1,7 +1,9 @@
 /*
  * coll.c -- the public collectives: check arguments, describe the call, build its plan,
- * run it. Nothing is sent before every argument has been checked.
+ * run it. Nothing is sent before every argument has been checked. Point-to-point calls and
+ * groups: p2p.c.
  */
+#include "coll.h"
 #include "comm.h"
 #include "cuda.h"
 #include "config.h"
@@ -14,15 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static _Thread_local struct {
-    int depth;
-    struct tutti_comm *comm;
-    tutti_stream_t stream;
-    struct tt_p2p_op *ops;
-    int nops, cap;
-    tutti_result_t err;
-} group;
 
 size_t tutti_dtype_size(tutti_dtype_t dtype)
 {
@@ -45,7 +38,7 @@ const char *tutti_op_name(tutti_op_t op)
 }
 
 /* Is comm healthy? Also turns a pending abort into the error state. */
-static tutti_result_t check_health(struct tutti_comm *comm, const char *fn)
+tutti_result_t tt_coll_check_health(struct tutti_comm *comm, const char *fn)
 {
     if (tt_comm_error(comm) == TUTTI_SUCCESS &&
         __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE))
@@ -59,14 +52,14 @@ static tutti_result_t check_health(struct tutti_comm *comm, const char *fn)
 }
 
 /* Checks shared by every call: handle, health, stream. */
-static tutti_result_t check_comm(struct tutti_comm *comm, tutti_stream_t stream, const char *fn)
+tutti_result_t tt_coll_check_comm(struct tutti_comm *comm, tutti_stream_t stream, const char *fn)
 {
     TT_CHECK(tt_comm_check(comm, fn));
-    TT_CHECK(check_health(comm, fn));
+    TT_CHECK(tt_coll_check_health(comm, fn));
     return tt_stream_check(stream, comm, fn);
 }
 
-static tutti_result_t check_dtype_op(struct tutti_comm *comm, const struct tt_call *c, int has_op)
+tutti_result_t tt_coll_check_dtype_op(struct tutti_comm *comm, const struct tt_call *c, int has_op)
 {
     if ((unsigned)c->dtype >= TUTTI_NUM_DTYPES)
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: dtype %d is not a tutti_dtype_t", c->fn,
@@ -92,8 +85,8 @@ static tutti_result_t check_coll(struct tutti_comm *comm, const struct tt_call *
     const char *s = c->sendbuf;
     char *r = c->recvbuf;
 
-    TT_CHECK(
-        check_dtype_op(comm, c, c->coll != TT_COLL_ALL_GATHER && c->coll != TT_COLL_BROADCAST));
+    TT_CHECK(tt_coll_check_dtype_op(comm, c,
+                                    c->coll != TT_COLL_ALL_GATHER && c->coll != TT_COLL_BROADCAST));
     es = tutti_dtype_size(c->dtype);
     if (c->coll == TT_COLL_BROADCAST || c->coll == TT_COLL_REDUCE) {
         if (c->root < 0 || c->root >= comm->nranks)
@@ -195,9 +188,9 @@ static void stall_report(void *arg, const struct tt_exec *x, double waited)
     TT_WARN(TT_SUB_COLL, "%s (TUTTI_STALL_WARN)", msg);
 }
 
-static tutti_result_t run_plan(struct tutti_comm *comm, void *const *bufs,
-                               struct tt_memreg *const *regs, tutti_dtype_t dtype, tutti_op_t op,
-                               const struct tt_label *what)
+tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
+                                struct tt_memreg *const *regs, tutti_dtype_t dtype, tutti_op_t op,
+                                const struct tt_label *what)
 {
     struct tt_exec x;
     tutti_result_t rc;
@@ -272,7 +265,7 @@ static tutti_result_t check_match(struct tutti_comm *comm, const struct tt_call 
         me.root = c->root;
     tt_plan_reset(&comm->plan);
     tt_allgather_ring(&comm->plan, comm->rings, &a);
-    rc = run_plan(comm, bufs, NULL, TUTTI_UINT8, TUTTI_SUM, &label);
+    rc = tt_coll_run_plan(comm, bufs, NULL, TUTTI_UINT8, TUTTI_SUM, &label);
     if (rc != TUTTI_SUCCESS) {
         free(all);
         return rc;
@@ -311,7 +304,7 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
     double t0 = tt_trace_on ? tt_trace_us() : 0;
     tutti_result_t rc;
 
-    TT_CHECK(check_health(comm, c->fn));
+    TT_CHECK(tt_coll_check_health(comm, c->fn));
     comm->seq++;
     if (comm->check_coll) {
         tutti_result_t rc = check_match(comm, c);
@@ -340,7 +333,7 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
         regs[TT_BUF_SEND] = tt_memreg_find(comm, c->sendbuf, sbytes);
         regs[TT_BUF_RECV] = tt_memreg_find(comm, c->recvbuf, rbytes);
     }
-    rc = run_plan(comm, bufs, comm->memregs ? regs : NULL, c->dtype, c->op, &label);
+    rc = tt_coll_run_plan(comm, bufs, comm->memregs ? regs : NULL, c->dtype, c->op, &label);
     if (tt_trace_on) {
         char args[160];
         snprintf(args, sizeof(args),
@@ -357,13 +350,11 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
 static tutti_result_t coll_exec(struct tutti_comm *comm, const struct tt_call *c)
 {
     if (c->device && c->count > 0) {
-        TT_CHECK(check_health(comm, c->fn));
+        TT_CHECK(tt_coll_check_health(comm, c->fn));
         return tt_cuda_staged_exec(comm, c, coll_exec_host);
     }
     return coll_exec_host(comm, c);
 }
-
-static tutti_result_t p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops);
 
 tutti_result_t tt_coll_exec_work(const struct tt_work *w)
 {
@@ -373,7 +364,7 @@ tutti_result_t tt_coll_exec_work(const struct tt_work *w)
     if (w->kind == TT_WORK_COLL)
         rc = coll_exec(w->comm, &w->call);
     else
-        rc = p2p_exec(w->comm, w->ops, w->nops);
+        rc = tt_p2p_exec(w->comm, w->ops, w->nops);
     pthread_mutex_unlock(&w->comm->run_lock);
     return rc;
 }
@@ -390,7 +381,7 @@ void tt_coll_skip_work(const struct tt_work *w, const char *why)
 }
 
 /* Run now on this thread, after whatever streams hold for comm. */
-static tutti_result_t run_now(struct tutti_comm *comm, const struct tt_work *w)
+tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w)
 {
     if (!tt_stream_in_worker())
         tt_comm_wait_idle(comm);
@@ -401,8 +392,8 @@ static tutti_result_t coll_run(struct tutti_comm *comm, struct tt_call *c, tutti
 {
     struct tt_work w = {.kind = TT_WORK_COLL, .comm = comm};
 
-    TT_CHECK(check_comm(comm, stream, c->fn));
-    if (group.depth > 0)
+    TT_CHECK(tt_coll_check_comm(comm, stream, c->fn));
+    if (tt_group_open())
         return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
                        "%s: collectives inside tutti_group_start/end are not supported", c->fn);
     TT_CHECK(check_coll(comm, c, &c->inplace));
@@ -412,7 +403,7 @@ static tutti_result_t coll_run(struct tutti_comm *comm, struct tt_call *c, tutti
     w.call = *c;
     if (stream)
         return tt_stream_push(stream, &w);
-    return run_now(comm, &w);
+    return tt_coll_run_now(comm, &w);
 }
 
 tutti_result_t tutti_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -492,216 +483,4 @@ tutti_result_t tutti_barrier(tutti_comm_t comm, tutti_stream_t stream)
     c.sendbuf = &comm->barrier_buf[0];
     c.recvbuf = &comm->barrier_buf[1];
     return coll_run(comm, &c, stream);
-}
-
-/* Order of lanes: by peer, sends before receives; stable within a key (call order). */
-static int op_key_cmp(const void *pa, const void *pb)
-{
-    const struct tt_p2p_op *a = *(struct tt_p2p_op *const *)pa, *b = *(struct tt_p2p_op *const *)pb;
-
-    if (a->peer != b->peer)
-        return a->peer < b->peer ? -1 : 1;
-    if (a->is_send != b->is_send)
-        return a->is_send ? -1 : 1;
-    return a < b ? -1 : a > b;
-}
-
-/* Run point-to-point operations concurrently: one lane per (peer, direction). */
-static tutti_result_t p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops)
-{
-    struct tt_p2p_op **order = malloc((size_t)nops * sizeof(*order));
-    void **bufs = malloc((size_t)nops * sizeof(*bufs));
-    struct tt_memreg **regs = calloc((size_t)nops, sizeof(*regs));
-    unsigned char *direct = calloc((size_t)nops, 1);
-    tutti_result_t rc;
-    struct tt_label label;
-    int ndev = 0;
-
-    if (!order || !bufs || !regs || !direct) {
-        rc = tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
-        goto out;
-    }
-    rc = check_health(comm, "point-to-point");
-    if (rc != TUTTI_SUCCESS)
-        goto out;
-    for (int i = 0; i < nops; i++)
-        order[i] = &ops[i];
-    qsort(order, (size_t)nops, sizeof(*order), op_key_cmp);
-    tt_plan_reset(&comm->plan);
-    for (int i = 0; i < nops; i++) {
-        const struct tt_p2p_op *o = order[i];
-        struct tt_step s = {.count = o->bytes, .src = (uint16_t)i, .dst = (uint16_t)i};
-
-        if (i == 0 || o->peer != order[i - 1]->peer || o->is_send != order[i - 1]->is_send)
-            tt_plan_lane(&comm->plan, 0);
-        bufs[i] = o->buf;
-        if (o->is_send)
-            regs[i] = tt_memreg_find(comm, o->buf, o->bytes);
-        s.prim = o->is_send ? TT_PRIM_SEND : TT_PRIM_RECV;
-        s.send_peer = s.recv_peer = o->peer;
-        tt_plan_step(&comm->plan, &s);
-        ndev += o->device;
-    }
-    if (ndev) {
-        /* Device memory goes through pinned staging, except a registered send buffer the
-         * peer's transport reads where it lies (net_ib with GPUDirect RDMA). */
-        for (int i = 0; i < nops; i++) {
-            const struct tt_p2p_op *o = order[i];
-            if (o->device && o->is_send && regs[i]) {
-                const struct tt_transport *tp = tt_comm_transport(comm, o->peer);
-                direct[i] = tp && tp->can_send_from && tp->can_send_from(regs[i]);
-            }
-            if (o->device && !direct[i])
-                regs[i] = NULL;
-        }
-        rc = tt_cuda_p2p_stage(comm, order, nops, bufs, direct);
-        for (int i = 0; i < nops && rc == TUTTI_SUCCESS; i++)
-            if (direct[i]) { /* the HCA reads it: what the GPU still writes must land first */
-                rc = tt_cuda_sync_legacy();
-                if (rc != TUTTI_SUCCESS)
-                    tt_comm_set_error(comm, rc);
-                break;
-            }
-        if (rc != TUTTI_SUCCESS)
-            goto out;
-    }
-    comm->seq++;
-    label = (struct tt_label){"point-to-point", 0xff, comm->seq, (size_t)nops, TUTTI_NUM_DTYPES};
-    double t0 = tt_trace_on ? tt_trace_us() : 0;
-    rc = run_plan(comm, bufs, comm->memregs ? regs : NULL, TUTTI_UINT8, TUTTI_SUM, &label);
-    if (tt_trace_on) {
-        char args[64];
-        snprintf(args, sizeof(args), "{\"seq\":%llu,\"ops\":%d}", label.seq, nops);
-        tt_trace_add("p2p", label.name, t0, tt_trace_us() - t0, -1, args);
-    }
-    if (rc == TUTTI_SUCCESS && ndev)
-        rc = tt_cuda_p2p_finish(comm, order, nops, bufs, direct);
-out:
-    free(order);
-    free(bufs);
-    free(regs);
-    free(direct);
-    return rc;
-}
-
-static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype_t dtype, int peer,
-                               struct tutti_comm *comm, tutti_stream_t stream)
-{
-    const char *fn = is_send ? "tutti_send" : "tutti_recv";
-    struct tt_call c = {.fn = fn, .dtype = dtype};
-    struct tt_p2p_op op;
-
-    TT_CHECK(check_comm(comm, stream, fn));
-    TT_CHECK(check_dtype_op(comm, &c, 0));
-    if (peer < 0 || peer >= comm->nranks)
-        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: peer %d is out of range [0, %d)", fn, peer,
-                       comm->nranks);
-    if (count > SIZE_MAX / 2 / tutti_dtype_size(dtype))
-        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: count %zu overflows", fn, count);
-    if (count > 0 && !buf)
-        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", fn,
-                       is_send ? "sendbuf" : "recvbuf", count);
-    op = (struct tt_p2p_op){is_send, peer, buf, count * tutti_dtype_size(dtype), 0};
-    /* Device memory: staged through pinned memory when the batch runs (cuda.c). */
-    op.device = count > 0 && tt_cuda_ready() && tt_cuda_kind(buf) != TT_MEM_HOST;
-    if (group.depth == 0) {
-        struct tt_work w = {.kind = TT_WORK_P2P, .comm = comm, .nops = 1};
-        if (peer == comm->rank)
-            return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
-                           "%s: peer is this rank (%d); a send to self and its receive must be in "
-                           "one tutti_group_start/end",
-                           fn, peer);
-        if (!stream) {
-            w.ops = &op;
-            return run_now(comm, &w);
-        }
-        if (tt_stream_is_cuda(stream))
-            return tt_cuda_enqueue_p2p(comm, &op, 1, stream);
-        w.ops = malloc(sizeof(op));
-        if (!w.ops)
-            return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
-        *w.ops = op;
-        return tt_stream_push(stream, &w);
-    }
-    if (group.comm && group.comm != comm)
-        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
-                       "%s: a group may only hold calls on one communicator", fn);
-    if (group.nops > 0 && group.stream != stream)
-        return group.err = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
-                                   "%s: every call in a group must name the same stream", fn);
-    if (group.nops == group.cap) {
-        int cap = group.cap ? 2 * group.cap : 16;
-        struct tt_p2p_op *g = realloc(group.ops, (size_t)cap * sizeof(*g));
-        if (!g)
-            return group.err = tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
-        group.ops = g;
-        group.cap = cap;
-    }
-    if (group.nops >= UINT16_MAX)
-        return group.err = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
-                                   "%s: a group holds at most %d operations", fn, UINT16_MAX);
-    group.comm = comm;
-    group.stream = stream;
-    group.ops[group.nops++] = op;
-    return TUTTI_SUCCESS;
-}
-
-tutti_result_t tutti_send(const void *sendbuf, size_t count, tutti_dtype_t dtype, int peer,
-                          tutti_comm_t comm, tutti_stream_t stream)
-{
-    return p2p_call(1, (void *)sendbuf, count, dtype, peer, comm, stream);
-}
-
-tutti_result_t tutti_recv(void *recvbuf, size_t count, tutti_dtype_t dtype, int peer,
-                          tutti_comm_t comm, tutti_stream_t stream)
-{
-    return p2p_call(0, recvbuf, count, dtype, peer, comm, stream);
-}
-
-tutti_result_t tutti_group_start(void)
-{
-    if (group.depth == 0) {
-        group.nops = 0;
-        group.comm = NULL;
-        group.stream = NULL;
-        group.err = TUTTI_SUCCESS;
-    }
-    group.depth++;
-    return TUTTI_SUCCESS;
-}
-
-tutti_result_t tutti_group_end(void)
-{
-    struct tt_work w = {.kind = TT_WORK_P2P};
-    tutti_result_t rc;
-
-    if (group.depth == 0)
-        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
-                       "tutti_group_end: no group is open (missing tutti_group_start)");
-    if (--group.depth > 0)
-        return TUTTI_SUCCESS;
-    rc = group.err;
-    if (rc == TUTTI_SUCCESS && group.nops > 0) {
-        rc = tt_comm_check(group.comm, "tutti_group_end");
-        if (rc == TUTTI_SUCCESS && group.stream)
-            rc = tt_stream_check(group.stream, group.comm, "tutti_group_end");
-        w.comm = group.comm;
-        w.ops = group.ops;
-        w.nops = group.nops;
-        if (rc == TUTTI_SUCCESS && tt_stream_is_cuda(group.stream)) {
-            rc = tt_cuda_enqueue_p2p(group.comm, group.ops, group.nops, group.stream);
-        } else if (rc == TUTTI_SUCCESS && group.stream) {
-            rc = tt_stream_push(group.stream, &w);
-            if (rc == TUTTI_SUCCESS)
-                group.ops = NULL; /* the stream owns them now */
-        } else if (rc == TUTTI_SUCCESS) {
-            rc = run_now(group.comm, &w);
-        }
-    }
-    free(group.ops);
-    group.ops = NULL;
-    group.nops = group.cap = 0;
-    group.comm = NULL;
-    group.stream = NULL;
-    return rc;
 }

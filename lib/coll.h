@@ -1,0 +1,29 @@
+/*
+ * coll.h -- what the collectives (coll.c) and the point-to-point calls (p2p.c) share: the
+ * checks every call makes, running a plan, and running work now on the calling thread.
+ */
+#ifndef TT_COLL_H
+#define TT_COLL_H
+
+#include "comm.h"
+#include "stream.h"
+
+/* Is comm healthy? Also turns a pending abort into the error state. */
+tutti_result_t tt_coll_check_health(struct tutti_comm *comm, const char *fn);
+/* Checks shared by every call: handle, health, stream. */
+tutti_result_t tt_coll_check_comm(struct tutti_comm *comm, tutti_stream_t stream, const char *fn);
+/* c->dtype (and c->op when has_op) are valid. */
+tutti_result_t tt_coll_check_dtype_op(struct tutti_comm *comm, const struct tt_call *c, int has_op);
+/* Connect what comm->plan needs and run it over bufs (regs: their registrations, or NULL). */
+tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
+                                struct tt_memreg *const *regs, tutti_dtype_t dtype, tutti_op_t op,
+                                const struct tt_label *what);
+/* Run w now on this thread, after whatever streams hold for its communicator. */
+tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w);
+
+/* Run a batch of point-to-point operations (p2p.c); comm's run lock is held. */
+tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops);
+/* Is a group open on this thread (between tutti_group_start and tutti_group_end)? */
+int tt_group_open(void);
+
+#endif

@@ -1,0 +1,244 @@
+/*
+ * p2p.c -- point-to-point calls (tutti_send, tutti_recv) and groups of them: each call is
+ * checked at once; a batch (one call, or a group) becomes a plan of one lane per peer and
+ * direction, run like a collective (coll.h). Device buffers are staged (cuda.c), except a
+ * registered device send buffer a transport reads itself (GPUDirect RDMA over net_ib).
+ */
+#include "coll.h"
+#include "comm.h"
+#include "cuda.h"
+#include "error.h"
+#include "memreg.h"
+#include "stream.h"
+#include "trace.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local struct {
+    int depth;
+    struct tutti_comm *comm;
+    tutti_stream_t stream;
+    struct tt_p2p_op *ops;
+    int nops, cap;
+    tutti_result_t err;
+} group;
+
+int tt_group_open(void)
+{
+    return group.depth > 0;
+}
+
+/* Order of lanes: by peer, sends before receives; stable within a key (call order). */
+static int op_key_cmp(const void *pa, const void *pb)
+{
+    const struct tt_p2p_op *a = *(struct tt_p2p_op *const *)pa, *b = *(struct tt_p2p_op *const *)pb;
+
+    if (a->peer != b->peer)
+        return a->peer < b->peer ? -1 : 1;
+    if (a->is_send != b->is_send)
+        return a->is_send ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+/* Run point-to-point operations concurrently: one lane per (peer, direction). */
+tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops)
+{
+    struct tt_p2p_op **order = malloc((size_t)nops * sizeof(*order));
+    void **bufs = malloc((size_t)nops * sizeof(*bufs));
+    struct tt_memreg **regs = calloc((size_t)nops, sizeof(*regs));
+    unsigned char *direct = calloc((size_t)nops, 1);
+    tutti_result_t rc;
+    struct tt_label label;
+    int ndev = 0;
+
+    if (!order || !bufs || !regs || !direct) {
+        rc = tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
+        goto out;
+    }
+    rc = tt_coll_check_health(comm, "point-to-point");
+    if (rc != TUTTI_SUCCESS)
+        goto out;
+    for (int i = 0; i < nops; i++)
+        order[i] = &ops[i];
+    qsort(order, (size_t)nops, sizeof(*order), op_key_cmp);
+    tt_plan_reset(&comm->plan);
+    for (int i = 0; i < nops; i++) {
+        const struct tt_p2p_op *o = order[i];
+        struct tt_step s = {.count = o->bytes, .src = (uint16_t)i, .dst = (uint16_t)i};
+
+        if (i == 0 || o->peer != order[i - 1]->peer || o->is_send != order[i - 1]->is_send)
+            tt_plan_lane(&comm->plan, 0);
+        bufs[i] = o->buf;
+        if (o->is_send)
+            regs[i] = tt_memreg_find(comm, o->buf, o->bytes);
+        s.prim = o->is_send ? TT_PRIM_SEND : TT_PRIM_RECV;
+        s.send_peer = s.recv_peer = o->peer;
+        tt_plan_step(&comm->plan, &s);
+        ndev += o->device;
+    }
+    if (ndev) {
+        /* Device memory goes through pinned staging, except a registered send buffer the
+         * peer's transport reads where it lies (net_ib with GPUDirect RDMA). */
+        for (int i = 0; i < nops; i++) {
+            const struct tt_p2p_op *o = order[i];
+            if (o->device && o->is_send && regs[i]) {
+                const struct tt_transport *tp = tt_comm_transport(comm, o->peer);
+                direct[i] = tp && tp->can_send_from && tp->can_send_from(regs[i]);
+            }
+            if (o->device && !direct[i])
+                regs[i] = NULL;
+        }
+        rc = tt_cuda_p2p_stage(comm, order, nops, bufs, direct);
+        for (int i = 0; i < nops && rc == TUTTI_SUCCESS; i++)
+            if (direct[i]) { /* the HCA reads it: what the GPU still writes must land first */
+                rc = tt_cuda_sync_legacy();
+                if (rc != TUTTI_SUCCESS)
+                    tt_comm_set_error(comm, rc);
+                break;
+            }
+        if (rc != TUTTI_SUCCESS)
+            goto out;
+    }
+    comm->seq++;
+    label = (struct tt_label){"point-to-point", 0xff, comm->seq, (size_t)nops, TUTTI_NUM_DTYPES};
+    double t0 = tt_trace_on ? tt_trace_us() : 0;
+    rc = tt_coll_run_plan(comm, bufs, comm->memregs ? regs : NULL, TUTTI_UINT8, TUTTI_SUM, &label);
+    if (tt_trace_on) {
+        char args[64];
+        snprintf(args, sizeof(args), "{\"seq\":%llu,\"ops\":%d}", label.seq, nops);
+        tt_trace_add("p2p", label.name, t0, tt_trace_us() - t0, -1, args);
+    }
+    if (rc == TUTTI_SUCCESS && ndev)
+        rc = tt_cuda_p2p_finish(comm, order, nops, bufs, direct);
+out:
+    free(order);
+    free(bufs);
+    free(regs);
+    free(direct);
+    return rc;
+}
+
+static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype_t dtype, int peer,
+                               struct tutti_comm *comm, tutti_stream_t stream)
+{
+    const char *fn = is_send ? "tutti_send" : "tutti_recv";
+    struct tt_call c = {.fn = fn, .dtype = dtype};
+    struct tt_p2p_op op;
+
+    TT_CHECK(tt_coll_check_comm(comm, stream, fn));
+    TT_CHECK(tt_coll_check_dtype_op(comm, &c, 0));
+    if (peer < 0 || peer >= comm->nranks)
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: peer %d is out of range [0, %d)", fn, peer,
+                       comm->nranks);
+    if (count > SIZE_MAX / 2 / tutti_dtype_size(dtype))
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: count %zu overflows", fn, count);
+    if (count > 0 && !buf)
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", fn,
+                       is_send ? "sendbuf" : "recvbuf", count);
+    op = (struct tt_p2p_op){is_send, peer, buf, count * tutti_dtype_size(dtype), 0};
+    /* Device memory: staged through pinned memory when the batch runs (cuda.c). */
+    op.device = count > 0 && tt_cuda_ready() && tt_cuda_kind(buf) != TT_MEM_HOST;
+    if (group.depth == 0) {
+        struct tt_work w = {.kind = TT_WORK_P2P, .comm = comm, .nops = 1};
+        if (peer == comm->rank)
+            return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                           "%s: peer is this rank (%d); a send to self and its receive must be in "
+                           "one tutti_group_start/end",
+                           fn, peer);
+        if (!stream) {
+            w.ops = &op;
+            return tt_coll_run_now(comm, &w);
+        }
+        if (tt_stream_is_cuda(stream))
+            return tt_cuda_enqueue_p2p(comm, &op, 1, stream);
+        w.ops = malloc(sizeof(op));
+        if (!w.ops)
+            return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
+        *w.ops = op;
+        return tt_stream_push(stream, &w);
+    }
+    if (group.comm && group.comm != comm)
+        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
+                       "%s: a group may only hold calls on one communicator", fn);
+    if (group.nops > 0 && group.stream != stream)
+        return group.err = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                                   "%s: every call in a group must name the same stream", fn);
+    if (group.nops == group.cap) {
+        int cap = group.cap ? 2 * group.cap : 16;
+        struct tt_p2p_op *g = realloc(group.ops, (size_t)cap * sizeof(*g));
+        if (!g)
+            return group.err = tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
+        group.ops = g;
+        group.cap = cap;
+    }
+    if (group.nops >= UINT16_MAX)
+        return group.err = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                                   "%s: a group holds at most %d operations", fn, UINT16_MAX);
+    group.comm = comm;
+    group.stream = stream;
+    group.ops[group.nops++] = op;
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_send(const void *sendbuf, size_t count, tutti_dtype_t dtype, int peer,
+                          tutti_comm_t comm, tutti_stream_t stream)
+{
+    return p2p_call(1, (void *)sendbuf, count, dtype, peer, comm, stream);
+}
+
+tutti_result_t tutti_recv(void *recvbuf, size_t count, tutti_dtype_t dtype, int peer,
+                          tutti_comm_t comm, tutti_stream_t stream)
+{
+    return p2p_call(0, recvbuf, count, dtype, peer, comm, stream);
+}
+
+tutti_result_t tutti_group_start(void)
+{
+    if (group.depth == 0) {
+        group.nops = 0;
+        group.comm = NULL;
+        group.stream = NULL;
+        group.err = TUTTI_SUCCESS;
+    }
+    group.depth++;
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_group_end(void)
+{
+    struct tt_work w = {.kind = TT_WORK_P2P};
+    tutti_result_t rc;
+
+    if (group.depth == 0)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "tutti_group_end: no group is open (missing tutti_group_start)");
+    if (--group.depth > 0)
+        return TUTTI_SUCCESS;
+    rc = group.err;
+    if (rc == TUTTI_SUCCESS && group.nops > 0) {
+        rc = tt_comm_check(group.comm, "tutti_group_end");
+        if (rc == TUTTI_SUCCESS && group.stream)
+            rc = tt_stream_check(group.stream, group.comm, "tutti_group_end");
+        w.comm = group.comm;
+        w.ops = group.ops;
+        w.nops = group.nops;
+        if (rc == TUTTI_SUCCESS && tt_stream_is_cuda(group.stream)) {
+            rc = tt_cuda_enqueue_p2p(group.comm, group.ops, group.nops, group.stream);
+        } else if (rc == TUTTI_SUCCESS && group.stream) {
+            rc = tt_stream_push(group.stream, &w);
+            if (rc == TUTTI_SUCCESS)
+                group.ops = NULL; /* the stream owns them now */
+        } else if (rc == TUTTI_SUCCESS) {
+            rc = tt_coll_run_now(group.comm, &w);
+        }
+    }
+    free(group.ops);
+    group.ops = NULL;
+    group.nops = group.cap = 0;
+    group.comm = NULL;
+    group.stream = NULL;
+    return rc;
+}
