@@ -134,8 +134,10 @@ int ddp_optim_slots(const struct tutti_ddp *d);
 float *ddp_optim_slot(const struct tutti_ddp *d, int slot, size_t *lo, size_t *hi);
 long long *ddp_optim_t(const struct tutti_ddp *d);
 
-/* ddp.c: rebuild buckets from an order of registration indices (first = bucket 0). */
+/* buckets.c: rebuild buckets from an order of registration indices (first = bucket 0);
+ * free an array of n buckets. */
 tutti_result_t ddp_build_buckets(struct tutti_ddp *d, const int *order);
+void ddp_free_buckets(struct ddp_bucket *bk, int n);
 
 /* Copy `count` floats between the flat space and parameter data (to_flat: gather). */
 void ddp_flat_copy(const struct tutti_ddp *d, float *flat, size_t lo, size_t hi, int to_flat);

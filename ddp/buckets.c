@@ -1,0 +1,151 @@
+/*
+ * buckets.c -- DDP buckets: grouping parameters in a given order into buckets (the first one
+ * first_bucket_mb, then bucket_cap_mb, as PyTorch does), their views or the staging buffer
+ * the reduction runs on, each rank's owned range of a bucket (ZeRO), and copies between
+ * the flat parameter space and the parameters. Uses include/tutti.h only.
+ */
+#include "ddp_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+float *ddp_bucket_data(const struct tutti_ddp *d, const struct ddp_bucket *b)
+{
+    return d->cfg.grad_as_bucket_view ? b->view : d->staging;
+}
+
+void ddp_free_buckets(struct ddp_bucket *bk, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(bk[i].params);
+        free(bk[i].view);
+    }
+    free(bk);
+}
+
+tutti_result_t ddp_build_buckets(struct tutti_ddp *d, const int *order)
+{
+    struct ddp_bucket *nb = calloc((size_t)d->nparams, sizeof(*nb));
+    int n = 0, *bucket_of = malloc((size_t)d->nparams * sizeof(int));
+    size_t cap_bytes = (size_t)(d->cfg.first_bucket_mb * 1048576.0), bytes = 0, most = 0;
+
+    if (!nb || !bucket_of)
+        goto oom;
+    /* Group in the given order; a bucket closes once it reaches its cap. */
+    for (int k = 0; k < d->nparams; k++) {
+        int i = order[k];
+        bucket_of[i] = n;
+        nb[n].nparams++;
+        bytes += d->params[i].count * sizeof(float);
+        if (bytes >= cap_bytes || k == d->nparams - 1) {
+            n++;
+            bytes = 0;
+            cap_bytes = (size_t)(d->cfg.bucket_cap_mb * 1048576.0);
+        }
+    }
+    for (int b = 0; b < n; b++) {
+        nb[b].index = b;
+        nb[b].owner = d;
+        nb[b].params = malloc((size_t)nb[b].nparams * sizeof(int));
+        if (!nb[b].params)
+            goto oom;
+        nb[b].nparams = 0;
+    }
+    for (int i = 0; i < d->nparams; i++) {
+        struct ddp_bucket *b = &nb[bucket_of[i]];
+        b->params[b->nparams++] = i; /* ascending: i grows */
+    }
+    for (int b = 0; b < n; b++) {
+        qsort(nb[b].params, (size_t)nb[b].nparams, sizeof(int), cmp_int);
+        nb[b].count = 0;
+        for (int k = 0; k < nb[b].nparams; k++)
+            nb[b].count += d->params[nb[b].params[k]].count;
+        nb[b].pending = nb[b].nparams;
+        most = nb[b].count > most ? nb[b].count : most;
+        if (d->cfg.grad_as_bucket_view) {
+            nb[b].view = calloc(nb[b].count, sizeof(float));
+            if (!nb[b].view)
+                goto oom;
+        }
+    }
+    /* Move the gradients that live in the old views, then switch. */
+    for (int b = 0; b < n; b++) {
+        size_t off = 0;
+        for (int k = 0; k < nb[b].nparams; k++) {
+            struct ddp_param *p = &d->params[nb[b].params[k]];
+            if (d->cfg.grad_as_bucket_view && d->buckets)
+                memcpy(nb[b].view + off, d->buckets[p->bucket].view + p->bucket_off,
+                       p->count * sizeof(float));
+            off += p->count;
+        }
+    }
+    for (int b = 0; b < n; b++) {
+        size_t off = 0;
+        for (int k = 0; k < nb[b].nparams; k++) {
+            struct ddp_param *p = &d->params[nb[b].params[k]];
+            p->bucket = b;
+            p->bucket_off = off;
+            off += p->count;
+        }
+    }
+    if (!d->cfg.grad_as_bucket_view && most > d->staging_count) {
+        float *s = realloc(d->staging, most * sizeof(float));
+        if (!s)
+            goto oom;
+        d->staging = s;
+        d->staging_count = most;
+    }
+    ddp_free_buckets(d->buckets, d->nbuckets);
+    d->buckets = nb;
+    d->nbuckets = n;
+    memcpy(d->build_order, order, (size_t)d->nparams * sizeof(int));
+    free(bucket_of);
+    return TUTTI_SUCCESS;
+oom:
+    if (nb)
+        ddp_free_buckets(nb, d->nparams);
+    free(bucket_of);
+    return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp: out of memory building buckets");
+}
+
+void ddp_owner_run(const struct tutti_ddp *d, const struct ddp_bucket *b, int r, size_t *lo,
+                   size_t *hi)
+{
+    size_t olo = (size_t)r * d->shard, ohi = olo + d->shard, first = b->count, last = 0, off = 0;
+
+    ohi = ohi > d->total ? d->total : ohi;
+    for (int k = 0; k < b->nparams; k++) {
+        const struct ddp_param *p = &d->params[b->params[k]];
+        size_t a = p->flat_off > olo ? p->flat_off : olo;
+        size_t z = p->flat_off + p->count < ohi ? p->flat_off + p->count : ohi;
+        if (a < z) {
+            size_t s = off + (a - p->flat_off), e = off + (z - p->flat_off);
+            first = s < first ? s : first;
+            last = e > last ? e : last;
+        }
+        off += p->count;
+    }
+    *lo = first < last ? first : 0;
+    *hi = first < last ? last : 0;
+}
+
+void ddp_flat_copy(const struct tutti_ddp *d, float *flat, size_t lo, size_t hi, int to_flat)
+{
+    for (int i = 0; i < d->nparams; i++) {
+        const struct ddp_param *p = &d->params[i];
+        size_t a = p->flat_off > lo ? p->flat_off : lo;
+        size_t z = p->flat_off + p->count < hi ? p->flat_off + p->count : hi;
+        if (a >= z)
+            continue;
+        if (to_flat)
+            memcpy(flat + (a - lo), p->data + (a - p->flat_off), (z - a) * sizeof(float));
+        else
+            memcpy(p->data + (a - p->flat_off), flat + (a - lo), (z - a) * sizeof(float));
+    }
+}
