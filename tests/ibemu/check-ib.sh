@@ -9,7 +9,8 @@
 #     reading sources 200 us after the post (TUTTI_IBEMU_DELAY_US), so a step that overwrote
 #     a source still being sent would be caught: point-to-point (the registration cache
 #     registers each buffer once, a second registration of the same buffer hits), every
-#     collective on 3 nodes, and recursive doubling in place on 4 nodes; unregistered memory
+#     collective on 3 nodes and on 2 nodes x 2 ranks (hierarchical: shm inside), recursive
+#     doubling in place on 4 nodes; unregistered memory
 #     is never sent zero-copy; a registration the HCA refuses (locked-memory limit) is
 #     copied instead, with a warning;
 #   - TUTTI_IB_GID_INDEX=1 routes by the IPv4-mapped GID; TUTTI_IB_HCA=emu1 picks that device; TUTTI_IB_HCA=^emu excludes every device and the
@@ -74,13 +75,15 @@ uses_ib zc-matrix
 TUTTI_ALGO="all_reduce:rd;all_gather:rd" job zc-rd 4 4 "$check" matrix 200003 --register
 uses_ib zc-rd
 [ "$(grep -c "message(s) zero-copy" "$out/zc-rd")" -ge 4 ] || { echo "FAILED: zc-rd sent nothing zero-copy"; exit 1; }
+job zc-hier 4 2 "$check" matrix 200003 --register
+grep -q "message(s) zero-copy" "$out/zc-hier" || { echo "FAILED: zc-hier sent nothing zero-copy"; exit 1; }
 # The HCA refuses the big registrations (locked-memory limit): those sends are copied, and
 # the rank says why once.
 TUTTI_IBEMU_MEMLOCK=8000000 job zc-memlock 2 2 "$check" p2p --register
 grep -q "cannot register.*Cannot allocate memory.*sends from it are copied" "$out/zc-memlock" ||
     { grep -i regist "$out/zc-memlock"; echo "FAILED: no warning for a refused registration"; exit 1; }
 unset TUTTI_IBEMU_DELAY_US
-echo "ok: zero-copy sends from registered memory (registration cache: 4 misses, 3 hits per rank), every collective on 3 nodes, in-place recursive doubling on 4, with a late HCA"
+echo "ok: zero-copy sends from registered memory (registration cache: 4 misses, 3 hits per rank), every collective on 3 nodes and on 2 nodes x 2 ranks, in-place recursive doubling on 4, with a late HCA"
 
 TUTTI_IB_GID_INDEX=1 job gid1 2 2 "$check" p2p
 uses_ib gid1
