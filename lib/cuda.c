@@ -218,11 +218,23 @@ tutti_result_t tt_cuda_p2p_stage(struct tutti_comm *comm, struct tt_p2p_op *cons
                                  void **bufs, const unsigned char *direct)
 {
     size_t total = 0, off = 0;
+    int ndirect = 0;
     tutti_result_t rc;
 
-    for (int i = 0; i < nops; i++)
+    for (int i = 0; i < nops; i++) {
         if (ops[i]->device && !direct[i])
             total += align64(ops[i]->bytes);
+        ndirect += direct[i];
+    }
+    if (ndirect) { /* the HCA reads those itself: what the GPU still writes must land first,
+                    * as a staging copy would have waited for it */
+        cudaError_t e = cudaStreamSynchronize(cudaStreamLegacy);
+        if (e != cudaSuccess)
+            return tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
+                                                   "point-to-point: waiting for CUDA's default "
+                                                   "stream: %s",
+                                                   cudaGetErrorString(e)));
+    }
     rc = pinned(&comm->cuda_stage, &comm->cuda_stage_cap, total);
     if (rc != TUTTI_SUCCESS)
         return tt_comm_set_error(comm, rc);
@@ -257,15 +269,6 @@ tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *con
                               "tutti_recv from rank %d: copying %zu bytes to the device: %s",
                               ops[i]->peer, ops[i]->bytes, cudaGetErrorString(e)));
     }
-    return TUTTI_SUCCESS;
-}
-
-tutti_result_t tt_cuda_sync_legacy(void)
-{
-    cudaError_t e = cudaStreamSynchronize(cudaStreamLegacy);
-    if (e != cudaSuccess)
-        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "waiting for CUDA's default stream: %s",
-                       cudaGetErrorString(e));
     return TUTTI_SUCCESS;
 }
 
@@ -630,11 +633,6 @@ tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *con
 {
     (void)ops, (void)nops, (void)bufs, (void)direct;
     return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "point-to-point: built without CUDA");
-}
-
-tutti_result_t tt_cuda_sync_legacy(void)
-{
-    return TUTTI_SUCCESS;
 }
 
 int tt_cuda_dmabuf(const void *p, int *fd, uintptr_t *base, size_t *size, char *why,

@@ -44,16 +44,13 @@ tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c,
  * tt_cuda_p2p_stage points bufs[i] of every device operation that direct[i] does not name at
  * pinned staging and copies the sends' bytes there (blocking); tt_cuda_p2p_finish copies
  * the receives' bytes back to the device after the batch. direct[i]: the transport reads that
- * send's device memory itself (GPUDirect RDMA). comm's run lock is held.
+ * send's device memory itself (GPUDirect RDMA); stage then first waits for CUDA's legacy
+ * default stream, as a staging copy would have. comm's run lock is held.
  */
 tutti_result_t tt_cuda_p2p_stage(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
                                  void **bufs, const unsigned char *direct);
 tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
                                   void *const *bufs, const unsigned char *direct);
-
-/* Wait for the work queued on CUDA's legacy default stream (before a transport reads device
- * memory itself, as the staging copies would have). */
-tutti_result_t tt_cuda_sync_legacy(void);
 
 /*
  * GPUDirect RDMA: a dma-buf file descriptor (*fd, the caller closes it) for the device

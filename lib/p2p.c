@@ -92,13 +92,6 @@ tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int n
                 regs[i] = NULL;
         }
         rc = tt_cuda_p2p_stage(comm, order, nops, bufs, direct);
-        for (int i = 0; i < nops && rc == TUTTI_SUCCESS; i++)
-            if (direct[i]) { /* the HCA reads it: what the GPU still writes must land first */
-                rc = tt_cuda_sync_legacy();
-                if (rc != TUTTI_SUCCESS)
-                    tt_comm_set_error(comm, rc);
-                break;
-            }
         if (rc != TUTTI_SUCCESS)
             goto out;
     }
