@@ -23,7 +23,8 @@
 enum {
     TT_TAG_ALLGATHER = 1,
     TT_TAG_P2P_CONN = 2,
-    TT_TAG_CONN = 0x100, /* + channel */
+    TT_TAG_CONN = 0x100,  /* + channel */
+    TT_TAG_DCONN = 0x200, /* + channel: device (p2p) connections */
 };
 
 /*

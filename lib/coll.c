@@ -190,34 +190,46 @@ static void stall_report(void *arg, const struct tt_exec *x, double waited)
 
 tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
                                 struct tt_memreg *const *regs, tutti_dtype_t dtype, tutti_op_t op,
-                                const struct tt_label *what)
+                                const struct tt_label *what, int device, void *after)
 {
+    int prev_dev = 0;
     struct tt_exec x;
-    tutti_result_t rc;
+    tutti_result_t rc, end;
 
     if (comm->plan.oom)
         return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory building the plan", what->name);
-    rc = tt_comm_connect_plan(comm, &comm->plan);
-    if (rc != TUTTI_SUCCESS)
-        return tt_comm_set_error(comm, rc);
-    rc = tt_exec_init(&x, &comm->plan, bufs, dtype, op, comm->nranks, comm->slot_bytes,
-                      &comm->conns, &comm->exec_mem);
-    if (rc != TUTTI_SUCCESS)
-        return tt_comm_set_error(comm, rc);
-    x.regs = regs;
-    struct stall_ctx sc = {comm, what};
-    struct tt_wait_policy w = {.timeout_s = comm->timeout_s,
-                               .spin = comm->spin,
-                               .sleepy = comm->sleepy,
-                               .abort_flag = &comm->abort_flag,
-                               .stall_s = comm->stall_s,
-                               .stall = stall_report,
-                               .stall_arg = &sc};
-    int local = comm->topo.local_of[comm->rank];
+    if (device) {
+        rc = tt_cuda_dev_begin(comm, after, &prev_dev);
+        if (rc != TUTTI_SUCCESS)
+            return tt_comm_set_error(comm, rc);
+    }
+    rc = tt_comm_connect_plan(comm, &comm->plan, device);
+    if (rc == TUTTI_SUCCESS)
+        rc = tt_exec_init(&x, &comm->plan, bufs, dtype, op, comm->nranks,
+                          device ? comm->dslot_bytes : comm->slot_bytes,
+                          device ? &comm->dconns : &comm->conns, &comm->exec_mem);
+    if (rc == TUTTI_SUCCESS) {
+        x.regs = regs;
+        x.mover = device ? tt_cuda_mover(comm) : NULL;
+        struct stall_ctx sc = {comm, what};
+        struct tt_wait_policy w = {.timeout_s = comm->timeout_s,
+                                   .spin = comm->spin,
+                                   .sleepy = comm->sleepy,
+                                   .abort_flag = &comm->abort_flag,
+                                   .stall_s = comm->stall_s,
+                                   .stall = stall_report,
+                                   .stall_arg = &sc};
+        int local = comm->topo.local_of[comm->rank];
 
-    tt_board_enter(&comm->board, local, comm->seq, what->coll);
-    rc = tt_exec_run(&x, &w, what);
-    tt_board_leave(&comm->board, local);
+        tt_board_enter(&comm->board, local, comm->seq, what->coll);
+        rc = tt_exec_run(&x, &w, what);
+        tt_board_leave(&comm->board, local);
+    }
+    if (device) {
+        end = tt_cuda_dev_end(comm, prev_dev);
+        if (rc == TUTTI_SUCCESS)
+            rc = end;
+    }
     if (rc != TUTTI_SUCCESS)
         return tt_comm_set_error(comm, rc);
     return TUTTI_SUCCESS;
@@ -227,15 +239,18 @@ tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
 struct coll_desc {
     uint32_t coll, dtype, op;
     int32_t root;
+    uint32_t device; /* on the device path: device buffers (every rank must agree) */
+    uint32_t pad;
     uint64_t count, seq;
 };
 
 static int desc_str(const struct coll_desc *d, char *buf, size_t size)
 {
-    return snprintf(buf, size, "%s #%llu count %llu %s %s root %d",
+    return snprintf(buf, size, "%s #%llu count %llu %s %s root %d%s",
                     tt_coll_name((enum tt_coll)d->coll), (unsigned long long)d->seq,
                     (unsigned long long)d->count, tutti_dtype_name((tutti_dtype_t)d->dtype),
-                    tutti_op_name((tutti_op_t)d->op), d->root);
+                    tutti_op_name((tutti_op_t)d->op), d->root,
+                    d->device ? " on device memory" : "");
 }
 
 /*
@@ -245,7 +260,12 @@ static int desc_str(const struct coll_desc *d, char *buf, size_t size)
  */
 static tutti_result_t check_match(struct tutti_comm *comm, const struct tt_call *c)
 {
-    struct coll_desc me = {(uint32_t)c->coll, (uint32_t)c->dtype, 0, -1, c->count, comm->seq};
+    struct coll_desc me = {.coll = (uint32_t)c->coll,
+                           .dtype = (uint32_t)c->dtype,
+                           .root = -1,
+                           .device = (uint32_t)tt_cuda_direct_use(comm, c),
+                           .count = c->count,
+                           .seq = comm->seq};
     struct coll_desc *all = calloc((size_t)comm->nranks, sizeof(*all));
     struct tt_coll_args a = {
         .coll = TT_COLL_ALL_GATHER, .count = sizeof(me), .nchannels = 1, .topo = &comm->view};
@@ -265,7 +285,7 @@ static tutti_result_t check_match(struct tutti_comm *comm, const struct tt_call 
         me.root = c->root;
     tt_plan_reset(&comm->plan);
     tt_allgather_ring(&comm->plan, comm->rings, &a);
-    rc = tt_coll_run_plan(comm, bufs, NULL, TUTTI_UINT8, TUTTI_SUM, &label);
+    rc = tt_coll_run_plan(comm, bufs, NULL, TUTTI_UINT8, TUTTI_SUM, &label, 0, NULL);
     if (rc != TUTTI_SUCCESS) {
         free(all);
         return rc;
@@ -333,7 +353,8 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
         regs[TT_BUF_SEND] = tt_memreg_find(comm, c->sendbuf, sbytes);
         regs[TT_BUF_RECV] = tt_memreg_find(comm, c->recvbuf, rbytes);
     }
-    rc = tt_coll_run_plan(comm, bufs, comm->memregs ? regs : NULL, c->dtype, c->op, &label);
+    rc = tt_coll_run_plan(comm, bufs, comm->memregs && !c->device ? regs : NULL, c->dtype, c->op,
+                          &label, c->device, c->after);
     if (tt_trace_on) {
         char args[160];
         snprintf(args, sizeof(args),
@@ -346,10 +367,11 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
     return rc;
 }
 
-/* Run a checked collective: device buffers go through pinned memory (cuda.c). */
+/* Run a checked collective: device buffers stay on the GPU where the communicator has the
+ * device path (cuda_dev.c), else go through pinned memory (cuda.c). */
 static tutti_result_t coll_exec(struct tutti_comm *comm, const struct tt_call *c)
 {
-    if (c->device && c->count > 0) {
+    if (c->device && c->count > 0 && !tt_cuda_direct_use(comm, c)) {
         TT_CHECK(tt_coll_check_health(comm, c->fn));
         return tt_cuda_staged_exec(comm, c, coll_exec_host);
     }
@@ -398,6 +420,7 @@ static tutti_result_t coll_run(struct tutti_comm *comm, struct tt_call *c, tutti
                        "%s: collectives inside tutti_group_start/end are not supported", c->fn);
     TT_CHECK(check_coll(comm, c, &c->inplace));
     TT_CHECK(check_memory(comm, c));
+    TT_CHECK(tt_cuda_direct_check(comm, c));
     if (tt_stream_is_cuda(stream))
         return tt_cuda_enqueue(comm, c, stream, c->device);
     w.call = *c;
@@ -410,24 +433,28 @@ tutti_result_t tutti_all_reduce(const void *sendbuf, void *recvbuf, size_t count
                                 tutti_dtype_t dtype, tutti_op_t op, tutti_comm_t comm,
                                 tutti_stream_t stream)
 {
-    struct tt_call c = {
-        TT_COLL_ALL_REDUCE, "tutti_all_reduce", sendbuf, recvbuf, count, dtype, op, 0, 0, 0};
+    struct tt_call c = {.coll = TT_COLL_ALL_REDUCE,
+                        .fn = "tutti_all_reduce",
+                        .sendbuf = sendbuf,
+                        .recvbuf = recvbuf,
+                        .count = count,
+                        .dtype = dtype,
+                        .op = op,
+                        .root = 0};
     return coll_run(comm, &c, stream);
 }
 
 tutti_result_t tutti_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                 tutti_dtype_t dtype, tutti_comm_t comm, tutti_stream_t stream)
 {
-    struct tt_call c = {TT_COLL_ALL_GATHER,
-                        "tutti_all_gather",
-                        sendbuf,
-                        recvbuf,
-                        sendcount,
-                        dtype,
-                        TUTTI_SUM,
-                        0,
-                        0,
-                        0};
+    struct tt_call c = {.coll = TT_COLL_ALL_GATHER,
+                        .fn = "tutti_all_gather",
+                        .sendbuf = sendbuf,
+                        .recvbuf = recvbuf,
+                        .count = sendcount,
+                        .dtype = dtype,
+                        .op = TUTTI_SUM,
+                        .root = 0};
     return coll_run(comm, &c, stream);
 }
 
@@ -435,16 +462,14 @@ tutti_result_t tutti_reduce_scatter(const void *sendbuf, void *recvbuf, size_t r
                                     tutti_dtype_t dtype, tutti_op_t op, tutti_comm_t comm,
                                     tutti_stream_t stream)
 {
-    struct tt_call c = {TT_COLL_REDUCE_SCATTER,
-                        "tutti_reduce_scatter",
-                        sendbuf,
-                        recvbuf,
-                        recvcount,
-                        dtype,
-                        op,
-                        0,
-                        0,
-                        0};
+    struct tt_call c = {.coll = TT_COLL_REDUCE_SCATTER,
+                        .fn = "tutti_reduce_scatter",
+                        .sendbuf = sendbuf,
+                        .recvbuf = recvbuf,
+                        .count = recvcount,
+                        .dtype = dtype,
+                        .op = op,
+                        .root = 0};
     return coll_run(comm, &c, stream);
 }
 
@@ -452,31 +477,41 @@ tutti_result_t tutti_broadcast(const void *sendbuf, void *recvbuf, size_t count,
                                tutti_dtype_t dtype, int root, tutti_comm_t comm,
                                tutti_stream_t stream)
 {
-    struct tt_call c = {TT_COLL_BROADCAST,
-                        "tutti_broadcast",
-                        sendbuf,
-                        recvbuf,
-                        count,
-                        dtype,
-                        TUTTI_SUM,
-                        root,
-                        0,
-                        0};
+    struct tt_call c = {.coll = TT_COLL_BROADCAST,
+                        .fn = "tutti_broadcast",
+                        .sendbuf = sendbuf,
+                        .recvbuf = recvbuf,
+                        .count = count,
+                        .dtype = dtype,
+                        .op = TUTTI_SUM,
+                        .root = root};
     return coll_run(comm, &c, stream);
 }
 
 tutti_result_t tutti_reduce(const void *sendbuf, void *recvbuf, size_t count, tutti_dtype_t dtype,
                             tutti_op_t op, int root, tutti_comm_t comm, tutti_stream_t stream)
 {
-    struct tt_call c = {
-        TT_COLL_REDUCE, "tutti_reduce", sendbuf, recvbuf, count, dtype, op, root, 0, 0};
+    struct tt_call c = {.coll = TT_COLL_REDUCE,
+                        .fn = "tutti_reduce",
+                        .sendbuf = sendbuf,
+                        .recvbuf = recvbuf,
+                        .count = count,
+                        .dtype = dtype,
+                        .op = op,
+                        .root = root};
     return coll_run(comm, &c, stream);
 }
 
 tutti_result_t tutti_barrier(tutti_comm_t comm, tutti_stream_t stream)
 {
-    struct tt_call c = {TT_COLL_ALL_REDUCE, "tutti_barrier", NULL, NULL, 1,
-                        TUTTI_UINT8,        TUTTI_SUM,       0,    0,    0};
+    struct tt_call c = {.coll = TT_COLL_ALL_REDUCE,
+                        .fn = "tutti_barrier",
+                        .sendbuf = NULL,
+                        .recvbuf = NULL,
+                        .count = 1,
+                        .dtype = TUTTI_UINT8,
+                        .op = TUTTI_SUM,
+                        .root = 0};
 
     TT_CHECK(tt_comm_check(comm, "tutti_barrier"));
     /* The communicator's own bytes: a queued barrier outlives this frame. */

@@ -14,10 +14,14 @@ tutti_result_t tt_coll_check_health(struct tutti_comm *comm, const char *fn);
 tutti_result_t tt_coll_check_comm(struct tutti_comm *comm, tutti_stream_t stream, const char *fn);
 /* c->dtype (and c->op when has_op) are valid. */
 tutti_result_t tt_coll_check_dtype_op(struct tutti_comm *comm, const struct tt_call *c, int has_op);
-/* Connect what comm->plan needs and run it over bufs (regs: their registrations, or NULL). */
+/*
+ * Connect what comm->plan needs and run it over bufs (regs: their registrations, or NULL).
+ * device: the buffers are device memory on the device path (cuda_dev.c), whose work starts
+ * after the CUDA event `after` (NULL: after what CUDA's default stream holds).
+ */
 tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
                                 struct tt_memreg *const *regs, tutti_dtype_t dtype, tutti_op_t op,
-                                const struct tt_label *what);
+                                const struct tt_label *what, int device, void *after);
 /* Run w now on this thread, after whatever streams hold for its communicator. */
 tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w);
 

@@ -266,6 +266,23 @@ static tutti_result_t pick_transport(struct tutti_comm *c, int peer)
     return TUTTI_SUCCESS;
 }
 
+/* The transport of a connection to peer: the device path's p2p, or the peer's own. */
+static tutti_result_t transport_for(struct tutti_comm *c, int device, int peer,
+                                    const struct tt_transport **tp)
+{
+#if TUTTI_HAVE_CUDA
+    if (device) {
+        *tp = &tt_transport_p2p;
+        return TUTTI_SUCCESS;
+    }
+#else
+    (void)device;
+#endif
+    TT_CHECK(pick_transport(c, peer));
+    *tp = c->tp_of[peer];
+    return TUTTI_SUCCESS;
+}
+
 struct link {
     int peer;
     int channel;
@@ -279,52 +296,57 @@ struct link {
  * (blob from the receiver). Bootstrap sends do not wait for the peer's receive, so ranks
  * meet no matter in which order they list their links.
  */
-static tutti_result_t connect_links(struct tutti_comm *c, const struct link *recvs, int nrecv,
-                                    const struct link *sends, int nsend)
+static tutti_result_t connect_links(struct tutti_comm *c, int device, const struct link *recvs,
+                                    int nrecv, const struct link *sends, int nsend)
 {
     struct tt_transport_ctx ctx = {.rank = c->rank,
                                    .nranks = c->nranks,
                                    .job_tag = c->job_tag,
-                                   .slot_bytes = c->slot_bytes,
+                                   .slot_bytes = device ? c->dslot_bytes : c->slot_bytes,
                                    .nslots = c->nslots,
                                    .sleepy = c->sleepy,
                                    .pids = c->pids,
                                    .net_addr = tt_boot_self_addr(c->boot),
-                                   .timeout_s = c->timeout_s};
+                                   .timeout_s = c->timeout_s,
+                                   .cuda_stream = c->cuda_stream};
+    struct tt_exec_conns *tab = device ? &c->dconns : &c->conns;
+    uint32_t tag = device ? TT_TAG_DCONN : TT_TAG_CONN;
     unsigned char wire[WIRE_BLOB];
     size_t idx;
 
     for (int i = 0; i < nrecv; i++) {
         int p = recvs[i].peer, ch = recvs[i].channel;
+        const struct tt_transport *tp;
         size_t len = 0;
 
         idx = (size_t)ch * (size_t)c->nranks + (size_t)p;
-        if (c->conns.recv[idx])
+        if (tab->recv[idx])
             continue;
-        TT_CHECK(pick_transport(c, p));
+        TT_CHECK(transport_for(c, device, p, &tp));
         memset(wire, 0, sizeof(wire));
-        TT_CHECK(c->tp_of[p]->recv_setup(&ctx, p, ch, wire + 4, &len, &c->conns.recv[idx]));
+        TT_CHECK(tp->recv_setup(&ctx, p, ch, wire + 4, &len, &tab->recv[idx]));
         tt_put32(wire, (uint32_t)len);
-        TT_CHECK(tt_boot_send(c->boot, p, TT_TAG_CONN + (uint32_t)ch, wire, sizeof(wire)));
+        TT_CHECK(tt_boot_send(c->boot, p, tag + (uint32_t)ch, wire, sizeof(wire)));
     }
     for (int i = 0; i < nsend; i++) {
         int p = sends[i].peer, ch = sends[i].channel;
+        const struct tt_transport *tp;
         uint32_t len;
 
         idx = (size_t)ch * (size_t)c->nranks + (size_t)p;
-        if (c->conns.send[idx])
+        if (tab->send[idx])
             continue;
-        TT_CHECK(pick_transport(c, p));
-        TT_CHECK(tt_boot_recv(c->boot, p, TT_TAG_CONN + (uint32_t)ch, wire, sizeof(wire)));
+        TT_CHECK(transport_for(c, device, p, &tp));
+        TT_CHECK(tt_boot_recv(c->boot, p, tag + (uint32_t)ch, wire, sizeof(wire)));
         len = tt_get32(wire);
         if (len > TT_BLOB_MAX)
             return tt_fail(c, TUTTI_ERR_REMOTE, "rank %d sent a %u-byte connection blob", p, len);
-        TT_CHECK(c->tp_of[p]->send_connect(&ctx, p, ch, wire + 4, len, &c->conns.send[idx]));
+        TT_CHECK(tp->send_connect(&ctx, p, ch, wire + 4, len, &tab->send[idx]));
     }
     /* Every sender has connected (or is about to): receivers complete their side. */
     for (int i = 0; i < nrecv; i++) {
         struct tt_conn *conn =
-            c->conns.recv[(size_t)recvs[i].channel * (size_t)c->nranks + (size_t)recvs[i].peer];
+            tab->recv[(size_t)recvs[i].channel * (size_t)c->nranks + (size_t)recvs[i].peer];
         TT_CHECK(conn->tp->finish(conn, tt_now() + c->timeout_s));
     }
     return TUTTI_SUCCESS;
@@ -340,8 +362,9 @@ static int link_add(struct link *list, int n, int peer, int channel)
     return n + 1;
 }
 
-tutti_result_t tt_comm_connect_plan(struct tutti_comm *c, const struct tt_plan *p)
+tutti_result_t tt_comm_connect_plan(struct tutti_comm *c, const struct tt_plan *p, int device)
 {
+    struct tt_exec_conns *tab = device ? &c->dconns : &c->conns;
     struct link *recvs = NULL, *sends = NULL;
     int nr = 0, ns = 0;
     tutti_result_t rc;
@@ -352,8 +375,8 @@ tutti_result_t tt_comm_connect_plan(struct tutti_comm *c, const struct tt_plan *
         while (i >= p->lanes[lane].first + p->lanes[lane].nsteps)
             lane++;
         base = (size_t)p->lanes[lane].channel * (size_t)c->nranks;
-        if ((tt_prim_sends(s->prim) && !c->conns.send[base + (size_t)s->send_peer]) ||
-            (tt_prim_recvs(s->prim) && !c->conns.recv[base + (size_t)s->recv_peer])) {
+        if ((tt_prim_sends(s->prim) && !tab->send[base + (size_t)s->send_peer]) ||
+            (tt_prim_recvs(s->prim) && !tab->recv[base + (size_t)s->recv_peer])) {
             if (!recvs) {
                 recvs = malloc(p->nsteps * sizeof(*recvs));
                 sends = malloc(p->nsteps * sizeof(*sends));
@@ -363,18 +386,52 @@ tutti_result_t tt_comm_connect_plan(struct tutti_comm *c, const struct tt_plan *
                     return tt_fail(c, TUTTI_ERR_SYSTEM, "out of memory connecting peers");
                 }
             }
-            if (tt_prim_sends(s->prim) && !c->conns.send[base + (size_t)s->send_peer])
+            if (tt_prim_sends(s->prim) && !tab->send[base + (size_t)s->send_peer])
                 ns = link_add(sends, ns, s->send_peer, p->lanes[lane].channel);
-            if (tt_prim_recvs(s->prim) && !c->conns.recv[base + (size_t)s->recv_peer])
+            if (tt_prim_recvs(s->prim) && !tab->recv[base + (size_t)s->recv_peer])
                 nr = link_add(recvs, nr, s->recv_peer, p->lanes[lane].channel);
         }
     }
     if (!recvs)
         return TUTTI_SUCCESS;
-    rc = connect_links(c, recvs, nr, sends, ns);
+    rc = connect_links(c, device, recvs, nr, sends, ns);
     free(recvs);
     free(sends);
     return rc;
+}
+
+/*
+ * The device path sets up everything at init (cuda_dev.c says why: nothing that may wait
+ * for the whole GPU can run once a collective holds a CUDA stream): its stream, its kernels
+ * loaded, and a p2p connection to every other rank on every channel.
+ */
+static tutti_result_t connect_device_mesh(struct tutti_comm *c)
+{
+    int nch = c->dconns.nchannels, n = 0;
+    struct link *links = malloc((size_t)c->nranks * (size_t)nch * sizeof(*links));
+    tutti_result_t rc;
+
+    if (!links)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory connecting the device path");
+    rc = tt_cuda_dev_prepare(c);
+    for (int ch = 0; ch < nch; ch++)
+        for (int p = 0; p < c->nranks; p++)
+            if (p != c->rank)
+                links[n++] = (struct link){p, ch};
+    if (rc == TUTTI_SUCCESS)
+        rc = connect_links(c, 1, links, n, links, n);
+    free(links);
+    if (rc != TUTTI_SUCCESS)
+        return tt_fail(NULL, rc,
+                       "setting up the device path (TUTTI_CUDA_P2P=0 stages device buffers "
+                       "through the host instead): %s",
+                       tt_thread_error());
+    if (c->rank == 0)
+        TT_INFO(TT_SUB_INIT,
+                "device path: %d rank(s) on one host, device buffers move GPU to GPU over p2p "
+                "(CUDA IPC) from %zu bytes, %d x %zu-byte device slots per connection",
+                c->nranks, c->cuda_min_bytes, c->nslots, c->dslot_bytes);
+    return TUTTI_SUCCESS;
 }
 
 static void comm_free(struct tutti_comm *c)
@@ -383,17 +440,23 @@ static void comm_free(struct tutti_comm *c)
 
     tt_memreg_free_all(c);
     /* Senders first: an in-process (mem) receiver owns the memory its sender writes. */
-    for (size_t i = 0; c->conns.send && i < n; i++)
-        if (c->conns.send[i])
-            c->conns.send[i]->tp->close(c->conns.send[i]);
-    for (size_t i = 0; c->conns.recv && i < n; i++)
-        if (c->conns.recv[i])
-            c->conns.recv[i]->tp->close(c->conns.recv[i]);
+    for (int d = 0; d < 2; d++) {
+        struct tt_exec_conns *t = d ? &c->dconns : &c->conns;
+        for (size_t i = 0; t->send && i < n; i++)
+            if (t->send[i])
+                t->send[i]->tp->close(t->send[i]);
+        for (size_t i = 0; t->recv && i < n; i++)
+            if (t->recv[i])
+                t->recv[i]->tp->close(t->recv[i]);
+    }
+    tt_cuda_comm_free(c); /* after the p2p connections, which use its stream */
     tt_boot_close(c->boot);
     tt_plan_free(&c->plan);
     tt_exec_mem_free(&c->exec_mem);
     free(c->conns.send);
     free(c->conns.recv);
+    free(c->dconns.send);
+    free(c->dconns.recv);
     free(c->tp_of);
     free(c->rings);
     tt_topo_free(&c->topo);
@@ -477,18 +540,23 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     c->tp_of = calloc(n, sizeof(*c->tp_of));
     c->conns.send = calloc(nconn, sizeof(*c->conns.send));
     c->conns.recv = calloc(nconn, sizeof(*c->conns.recv));
-    if (!c->peers || !c->rings || !c->tp_of || !c->conns.send || !c->conns.recv)
+    c->dconns.send = calloc(nconn, sizeof(*c->dconns.send));
+    c->dconns.recv = calloc(nconn, sizeof(*c->dconns.recv));
+    if (!c->peers || !c->rings || !c->tp_of || !c->conns.send || !c->conns.recv ||
+        !c->dconns.send || !c->dconns.recv)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory for a communicator of %d ranks",
                        c->nranks);
-    c->conns.nranks = c->nranks;
-    c->conns.nchannels = 2 * c->nchannels;
+    c->conns.nranks = c->dconns.nranks = c->nranks;
+    c->conns.nchannels = c->dconns.nchannels = 2 * c->nchannels;
     TT_CHECK(tt_boot_init(info, c->rank, c->nranks, c->timeout_s, &c->boot));
     tt_boot_set_abort(c->boot, &c->abort_flag);
 
     TT_CHECK(tt_topo_self(&c->peers[c->rank], local_rank_hint, c->rank));
     probe_ib(c, &c->peers[c->rank], local_rank_hint);
+    tt_cuda_self(c, &c->peers[c->rank]);
     TT_CHECK(tt_boot_allgather(c->boot, c->peers, sizeof(*c->peers)));
     TT_CHECK(tt_topo_derive(c->peers, c->nranks, c->rank, &c->topo));
+    TT_CHECK(tt_cuda_direct_setup(c));
     c->pids = malloc(n * sizeof(*c->pids));
     if (!c->pids)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory for a communicator");
@@ -520,8 +588,10 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
             recvs[ch] = (struct link){prev, ch};
             sends[ch] = (struct link){next, ch};
         }
-        TT_CHECK(connect_links(c, recvs, c->nchannels, sends, c->nchannels));
+        TT_CHECK(connect_links(c, 0, recvs, c->nchannels, sends, c->nchannels));
     }
+    if (c->cuda_direct)
+        TT_CHECK(connect_device_mesh(c));
     c->stall_s = tt_env_double("TUTTI_STALL_WARN");
     c->check_coll = tt_env_int("TUTTI_CHECK_COLL") != 0;
     /* Nobody has traced into the shared trace file before this communicator's barrier. */
@@ -603,7 +673,6 @@ tutti_result_t tutti_comm_destroy(tutti_comm_t comm)
     if (!reg_remove(comm))
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
                        "tutti_comm_destroy: comm is not a live communicator (destroyed twice?)");
-    tt_cuda_comm_free(comm);
     comm_free(comm);
     return TUTTI_SUCCESS;
 }

@@ -61,6 +61,15 @@ struct tutti_comm {
     uint8_t barrier_buf[2];
     void *cuda_stage; /* pinned staging for device buffers (cuda.c), under run_lock */
     size_t cuda_stage_cap;
+    /* The device path (cuda_dev.c): every rank on one host with a CUDA device that reaches
+     * every other rank's; device buffers then move GPU to GPU over p2p connections. */
+    int cuda_direct;
+    int cuda_dev;          /* the device this rank had current at init */
+    size_t dslot_bytes;    /* slot size of p2p connections (TUTTI_CUDA_BUFFSIZE / steps) */
+    size_t cuda_min_bytes; /* smaller collectives are staged all the same (TUTTI_CUDA_P2P_MIN) */
+    struct tt_exec_conns dconns;
+    void *cuda_stream;         /* cudaStream_t (non-blocking) the device path queues work on */
+    void *cuda_event;          /* cudaEvent_t: where the caller's stream was at the call */
     struct tt_memreg *memregs; /* tutti_comm_register (memreg.c) */
 
     /* Reused between calls so the hot path does not allocate. */
@@ -74,9 +83,11 @@ tutti_result_t tt_comm_check(struct tutti_comm *comm, const char *fn);
 /*
  * Connect whatever the plan sends to or receives from that is not connected yet. Plans of one
  * operation match across ranks (a send from A to B is a receive from A at B), so every pair
- * sets up its connections at the same operation; peers meet in any order.
+ * sets up its connections at the same operation; peers meet in any order. device: the p2p
+ * connections of the device path (comm->dconns) rather than comm->conns.
  */
-tutti_result_t tt_comm_connect_plan(struct tutti_comm *comm, const struct tt_plan *plan);
+tutti_result_t tt_comm_connect_plan(struct tutti_comm *comm, const struct tt_plan *plan,
+                                    int device);
 
 /* The transport this rank uses (or will use) to reach peer; NULL if none may. */
 const struct tt_transport *tt_comm_transport(const struct tutti_comm *comm, int peer);

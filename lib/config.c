@@ -43,6 +43,16 @@ static struct knob knobs[] = {
     {"TUTTI_BUFFSIZE", "1M", "bytes of FIFO per connection (split into TUTTI_STEPS slots)", NULL, 0,
      0},
     {"TUTTI_STEPS", "8", "slots per connection FIFO; a chunk fills one slot", NULL, 0, 0},
+    {"TUTTI_CUDA_P2P", "1",
+     "0: device buffers are always staged through pinned host memory; 1: when every rank is on "
+     "one host and its GPU reaches the others', they move GPU to GPU (CUDA IPC)",
+     NULL, 0, 0},
+    {"TUTTI_CUDA_P2P_MIN", "auto",
+     "device-path collectives smaller than this many bytes are staged all the same; auto: 4M "
+     "where ranks share a GPU, else 0",
+     NULL, 0, 0},
+    {"TUTTI_CUDA_BUFFSIZE", "32M",
+     "bytes of device memory per p2p connection (split into TUTTI_STEPS slots)", NULL, 0, 0},
     {"TUTTI_ALGO", "",
      "algorithm per collective, e.g. all_reduce:ring;all_reduce:rd (default: the tuner's rule)",
      NULL, 0, 0},

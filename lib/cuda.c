@@ -341,7 +341,19 @@ struct cuda_state {
     size_t cap;
     void **old;
     size_t nold;
+    tutti_stream_t runner; /* the device path's worker for this stream (cuda_dev.c) */
 };
+
+tutti_stream_t tt_cuda_stream_runner(tutti_stream_t s)
+{
+    struct cuda_state **st = (struct cuda_state **)tt_stream_cuda_state(s);
+
+    if (!*st && !(*st = calloc(1, sizeof(**st))))
+        return NULL;
+    if (!(*st)->runner && tutti_stream_create(&(*st)->runner) != TUTTI_SUCCESS)
+        return NULL;
+    return (*st)->runner;
+}
 
 struct host_item {
     tutti_stream_t s;
@@ -390,6 +402,8 @@ tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c,
     struct stage_plan p;
     cudaError_t e = cudaSuccess;
 
+    if (device && tt_cuda_direct_use(comm, c))
+        return tt_cuda_dev_enqueue(comm, c, s);
     it = calloc(1, sizeof(*it));
     if (!it || (!*st && !(*st = calloc(1, sizeof(**st))))) {
         free(it);
@@ -538,6 +552,8 @@ void tt_cuda_stream_free(void *state)
     struct cuda_state *st = state;
     if (!st)
         return;
+    if (st->runner)
+        tutti_stream_destroy(st->runner);
     for (size_t i = 0; i < st->nold; i++)
         cudaFreeHost(st->old[i]);
     if (st->buf)
@@ -548,6 +564,7 @@ void tt_cuda_stream_free(void *state)
 
 void tt_cuda_comm_free(struct tutti_comm *comm)
 {
+    tt_cuda_dev_free(comm);
     if (comm->cuda_stage)
         cudaFreeHost(comm->cuda_stage);
     comm->cuda_stage = NULL;

@@ -73,7 +73,7 @@ tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void 
                             const struct tt_exec_conns *conns, struct tt_exec_mem *mem)
 {
     memset(x, 0, sizeof(*x));
-    if (mem_reserve(mem, (size_t)plan->nlanes, plan->nsteps) != 0)
+    if (mem_reserve(mem, (size_t)plan->nlanes, 2 * plan->nsteps) != 0)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "executor: out of memory");
     x->plan = plan;
     x->bufs = bufs;
@@ -187,10 +187,41 @@ static tutti_result_t zc_wait(struct tt_exec *x, const char *dst, size_t bytes)
     return TUTTI_SUCCESS;
 }
 
-static void postop(struct tt_exec *x, const struct tt_step *s, void *d, size_t n)
+/* Byte moves and reductions: host memory here, or the device mover's queued work. */
+static tutti_result_t mv_copy(struct tt_exec *x, void *dst, const void *src, size_t bytes)
 {
-    if ((s->flags & TT_STEP_POSTOP) && x->op == TUTTI_AVG)
-        tt_postop_avg(x->dtype, d, n, x->avg_divisor);
+    if (x->mover)
+        return x->mover->copy(x->mover->ctx, dst, src, bytes);
+    memmove(dst, src, bytes);
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t mv_reduce(struct tt_exec *x, void *dst, void *dst2, const void *a,
+                                const void *b, size_t n)
+{
+    if (x->mover)
+        return x->mover->reduce(x->mover->ctx, dst, dst2, a, b, n, x->dtype, x->op);
+    x->kernel(dst, dst2, a, b, n);
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t postop(struct tt_exec *x, const struct tt_step *s, void *d, size_t n)
+{
+    if (!(s->flags & TT_STEP_POSTOP) || x->op != TUTTI_AVG)
+        return TUTTI_SUCCESS;
+    if (x->mover)
+        return x->mover->divide(x->mover->ctx, d, n, x->dtype, x->avg_divisor);
+    tt_postop_avg(x->dtype, d, n, x->avg_divisor);
+    return TUTTI_SUCCESS;
+}
+
+/* Queue c for flushing (its committed messages, or a device connection's releases). */
+static void pend_add(struct tt_exec *x, struct tt_conn *c)
+{
+    if (!c->queued) {
+        c->queued = 1;
+        x->pend[x->npend++] = c;
+    }
 }
 
 /* One chunk of one step: elements [lo, lo + n) of the step's range. */
@@ -258,38 +289,39 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
             zc_reg = x->regs[s->dst], zc_src = dst;
     }
     switch (s->prim) {
-    case TT_PRIM_SEND:
-        if (!zc_src)
-            memcpy(sslot, src, bytes);
-        break;
-    case TT_PRIM_RECV: memcpy(dst, rslot, bytes); break;
-    case TT_PRIM_RECV_REDUCE_SEND: x->kernel(sslot, NULL, rslot, src, n); break;
+    case TT_PRIM_SEND: r = zc_src ? TUTTI_SUCCESS : mv_copy(x, sslot, src, bytes); break;
+    case TT_PRIM_RECV: r = mv_copy(x, dst, rslot, bytes); break;
+    case TT_PRIM_RECV_REDUCE_SEND: r = mv_reduce(x, sslot, NULL, rslot, src, n); break;
     case TT_PRIM_RECV_REDUCE_COPY:
-        x->kernel(dst, NULL, rslot, src, n);
-        postop(x, s, dst, n);
+        r = mv_reduce(x, dst, NULL, rslot, src, n);
+        if (r == TUTTI_SUCCESS)
+            r = postop(x, s, dst, n);
         break;
     case TT_PRIM_RECV_REDUCE_COPY_SEND:
         if ((s->flags & TT_STEP_POSTOP) && x->op == TUTTI_AVG) {
-            x->kernel(dst, NULL, rslot, src, n);
-            postop(x, s, dst, n);
-            if (!zc_src)
-                memcpy(sslot, dst, bytes);
+            r = mv_reduce(x, dst, NULL, rslot, src, n);
+            if (r == TUTTI_SUCCESS)
+                r = postop(x, s, dst, n);
+            if (r == TUTTI_SUCCESS && !zc_src)
+                r = mv_copy(x, sslot, dst, bytes);
         } else {
-            x->kernel(dst, zc_src ? NULL : sslot, rslot, src, n);
+            r = mv_reduce(x, dst, zc_src ? NULL : sslot, rslot, src, n);
         }
         break;
     case TT_PRIM_RECV_COPY_SEND:
-        memcpy(dst, rslot, bytes);
-        if (!zc_src)
-            memcpy(sslot, rslot, bytes);
+        r = mv_copy(x, dst, rslot, bytes);
+        if (r == TUTTI_SUCCESS && !zc_src)
+            r = mv_copy(x, sslot, rslot, bytes);
         break;
     case TT_PRIM_COPY:
-        if (dst != src)
-            memmove(dst, src, bytes);
-        postop(x, s, dst, n);
+        r = dst != src ? mv_copy(x, dst, src, bytes) : TUTTI_SUCCESS;
+        if (r == TUTTI_SUCCESS)
+            r = postop(x, s, dst, n);
         break;
     default: return tt_fail(NULL, TUTTI_ERR_INTERNAL, "bad primitive %d in plan", s->prim);
     }
+    if (r != TUTTI_SUCCESS)
+        return r;
     if (sc) {
         r = TUTTI_ERR_UNSUPPORTED;
         if (zc_src) {
@@ -298,21 +330,20 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
             if (r == TUTTI_SUCCESS)
                 r = zc_note(x, zc_src, bytes, sc, ticket);
             else if (r == TUTTI_ERR_UNSUPPORTED) /* the transport cannot: copy after all */
-                memcpy(sslot, zc_src, bytes);
+                memcpy(sslot, zc_src, bytes);    /* host memory */
         }
         if (r == TUTTI_ERR_UNSUPPORTED)
             r = sc->tp->send_commit(sc, bytes);
         if (r != TUTTI_SUCCESS)
             return r;
-        if (!sc->queued) {
-            sc->queued = 1;
-            x->pend[x->npend++] = sc;
-        }
+        pend_add(x, sc);
     }
     if (rc) {
         r = rc->tp->recv_release(rc);
         if (r != TUTTI_SUCCESS)
             return r;
+        if (x->mover) /* the release is published once the device has used the slot */
+            pend_add(x, rc);
     }
     return TUTTI_SUCCESS;
 }

@@ -49,6 +49,22 @@ struct tt_exec_mem {
 
 void tt_exec_mem_free(struct tt_exec_mem *m);
 
+/*
+ * How an executor moves and reduces bytes. NULL (the default): host memory, memcpy and the
+ * kernels of lib/reduce.c. The device path (cuda_dev.c) queues copies and CUDA kernels on
+ * one stream instead; its transport (p2p) publishes a commit or a release only once the
+ * stream has passed it, so the executor keeps receive connections in its flush list too.
+ * Each returns TUTTI_SUCCESS or an error with its message set.
+ */
+struct tt_mover {
+    tutti_result_t (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
+    /* dst[i] = a[i] op b[i], also into dst2 when not NULL (AVG combines as SUM) */
+    tutti_result_t (*reduce)(void *ctx, void *dst, void *dst2, const void *a, const void *b,
+                             size_t n, tutti_dtype_t dtype, tutti_op_t op);
+    tutti_result_t (*divide)(void *ctx, void *buf, size_t n, tutti_dtype_t dtype, int divisor);
+    void *ctx;
+};
+
 struct tt_exec {
     const struct tt_plan *plan;
     void *const *bufs; /* buffers named by steps' src/dst */
@@ -63,6 +79,7 @@ struct tt_exec {
      * it or NULL; the whole array NULL if none. Set after tt_exec_init. A step that would
      * write bytes a zero-copy send may still read waits until the transport is done. */
     struct tt_memreg *const *regs;
+    const struct tt_mover *mover; /* NULL: host memory; set after tt_exec_init */
     struct tt_exec_mem *mem;
     size_t nzc;                  /* entries of mem->zc in use */
     struct tt_lane_state *lanes; /* plan->nlanes entries, in the caller's tt_exec_mem */

@@ -98,7 +98,8 @@ tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int n
     comm->seq++;
     label = (struct tt_label){"point-to-point", 0xff, comm->seq, (size_t)nops, TUTTI_NUM_DTYPES};
     double t0 = tt_trace_on ? tt_trace_us() : 0;
-    rc = tt_coll_run_plan(comm, bufs, comm->memregs ? regs : NULL, TUTTI_UINT8, TUTTI_SUM, &label);
+    rc = tt_coll_run_plan(comm, bufs, comm->memregs ? regs : NULL, TUTTI_UINT8, TUTTI_SUM, &label,
+                          0, NULL);
     if (tt_trace_on) {
         char args[64];
         snprintf(args, sizeof(args), "{\"seq\":%llu,\"ops\":%d}", label.seq, nops);

@@ -23,7 +23,9 @@ struct tt_call {
     tutti_op_t op;
     int root;
     int inplace;
-    int device; /* the buffers are CUDA device memory: staged through pinned memory (cuda.c) */
+    int device;  /* the buffers are CUDA device memory (cuda.c, cuda_dev.c) */
+    void *after; /* device path: a cudaEvent_t on the caller's CUDA stream to start after
+                  * (NULL: after CUDA's default stream) */
 };
 
 struct tt_p2p_op {

@@ -46,7 +46,7 @@ struct shm_blob {
     uint64_t slot_bytes;
 };
 
-static tutti_result_t shm_map(const char *name, int create, size_t len, void **out)
+tutti_result_t tt_shm_map(const char *name, int create, size_t len, void **out)
 {
     int fd, flags = create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR;
     void *p;
@@ -93,7 +93,7 @@ static tutti_result_t shm_recv_setup(const struct tt_transport_ctx *ctx, int pee
     if (!c)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "shm: out of memory");
     c->map_len = tt_fifo_bytes(b.nslots, b.slot_bytes);
-    rc = shm_map(b.name, 1, c->map_len, &c->map);
+    rc = tt_shm_map(b.name, 1, c->map_len, &c->map);
     if (rc != TUTTI_SUCCESS)
         goto undo_alloc;
     /* Write every page now: the first write to a page faults in each process, and left to the
@@ -139,7 +139,7 @@ static tutti_result_t shm_send_connect(const struct tt_transport_ctx *ctx, int p
     if (!c)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "shm: out of memory");
     c->map_len = tt_fifo_bytes(b.nslots, b.slot_bytes);
-    rc = shm_map(b.name, 0, c->map_len, &c->map);
+    rc = tt_shm_map(b.name, 0, c->map_len, &c->map);
     if (rc != TUTTI_SUCCESS)
         goto undo_alloc;
     /* Both sides have it mapped now: the name is no longer needed. */
@@ -239,6 +239,11 @@ static void shm_close(struct tt_conn *conn)
         shm_unlink(c->name);
     munmap(c->map, c->map_len);
     free(c);
+}
+
+void tt_shm_unlink(const char *name)
+{
+    shm_unlink(name);
 }
 
 tutti_result_t tt_transport_no_progress(struct tt_conn *conn)

@@ -44,6 +44,7 @@ struct tt_transport_ctx {
     const int32_t *pids; /* process id of every rank (meaningful for ranks on this machine) */
     const void *net_addr; /* struct tt_addr: where network transports listen (port 0) */
     double timeout_s;     /* bound on set-up waits */
+    void *cuda_stream;    /* p2p: the cudaStream_t the communicator's device work runs on */
 };
 
 struct tt_transport {
@@ -96,6 +97,14 @@ extern const struct tt_transport tt_transport_mem;
 extern const struct tt_transport tt_transport_socket;
 /* InfiniBand / RoCE verbs between hosts (built where the verbs headers are). */
 extern const struct tt_transport tt_transport_ib;
+
+/* CUDA IPC between processes of one host: device slots, device buffers only (p2p.c; built
+ * with CUDA). */
+extern const struct tt_transport tt_transport_p2p;
+
+/* A POSIX shared-memory segment of len bytes, created (and zeroed) or attached (shm.c). */
+tutti_result_t tt_shm_map(const char *name, int create, size_t len, void **out);
+void tt_shm_unlink(const char *name);
 
 /* A progress() for transports that need none. */
 tutti_result_t tt_transport_no_progress(struct tt_conn *conn);

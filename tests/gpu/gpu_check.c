@@ -15,6 +15,10 @@
  *                      with the buffers registered (tutti_comm_register), and on a wrapped
  *                      CUDA stream, against values computed on the host from (rank, index)
  *   gpu_check mix      a device sendbuf with a host recvbuf is refused naming both kinds
+ *   gpu_check kinds    (TUTTI_CHECK_COLL=1) rank 0 passes device buffers, the others host
+ *                      buffers: on the device path that would wait on different connections;
+ *                      every rank must fail the call naming the disagreement, and the
+ *                      communicator must stay usable
  *   gpu_check kernels  the CUDA reduction kernels alone (one process): every dtype x op, counts
  *                      1 to 1M+3, vector-aligned and not, the fused second output, in place;
  *                      AVG through the division kernel; against tools/values.c's expectations
@@ -234,6 +238,29 @@ static void mix(void)
     cudaFree(d);
 }
 
+static void kinds(void)
+{
+    float h[64], *d;
+    tutti_result_t rc;
+
+    CU(cudaMalloc((void **)&d, sizeof(h)));
+    CU(cudaMemset(d, 0, sizeof(h)));
+    rc = tutti_all_reduce(rank == 0 ? (void *)d : (void *)h, rank == 0 ? (void *)d : (void *)h, 64,
+                          TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
+    if (rc != TUTTI_ERR_INVALID_ARG || !strstr(tutti_last_error(), "on device memory"))
+        fail("kinds: device buffers on rank 0 only gave %s: %s", tutti_strerror(rc),
+             tutti_last_error());
+    else
+        printf("rank %d: refused: %s\n", rank, tutti_last_error());
+    for (int i = 0; i < 64; i++)
+        h[i] = (float)(rank + 1);
+    rc = tutti_all_reduce(h, h, 64, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
+    if (rc != TUTTI_SUCCESS || h[63] != (float)(nranks * (nranks + 1) / 2))
+        fail("kinds: the next all-reduce gave %s, %g: %s", tutti_strerror(rc), (double)h[63],
+             tutti_last_error());
+    cudaFree(d);
+}
+
 /* Device buffers in point-to-point calls. */
 static void p2p(void)
 {
@@ -450,8 +477,10 @@ int main(int argc, char **argv)
         mix();
     else if (!strcmp(mode, "p2p"))
         p2p();
+    else if (!strcmp(mode, "kinds"))
+        kinds();
     else {
-        fprintf(stderr, "usage: gpu_check probe|kernels|matrix|order|p2p|mix|bench\n");
+        fprintf(stderr, "usage: gpu_check probe|kernels|matrix|order|p2p|mix|kinds|bench\n");
         return 2;
     }
     tutti_comm_destroy(comm);

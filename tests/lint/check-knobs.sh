@@ -4,7 +4,7 @@ set -eu
 readme=$1
 run=$2
 from_lib=$("$run" --env | awk '{print $1}' | sort)
-from_readme=$(grep -o '^| `TUTTI_[A-Z_]*`' "$readme" | tr -d '|` ' | sort)
+from_readme=$(grep -o '^| `TUTTI_[A-Z0-9_]*`' "$readme" | tr -d '|` ' | sort)
 if [ "$from_lib" != "$from_readme" ]; then
     echo "README's variable table and the knob table differ:"
     echo "$from_lib" > /tmp/knobs-lib.$$

@@ -1,0 +1,471 @@
+/*
+ * cuda_dev.c -- the device path: collectives on device buffers that stay on the GPU.
+ *
+ * When every rank is on one host and each rank's GPU can reach every other rank's (the same
+ * GPU, or peer access over NVLink/PCIe), a collective on device buffers runs the same plan as
+ * on the host, with two differences: its connections are p2p ones (transport/p2p.c: slots in
+ * the receiver's device memory, written by the sender through CUDA IPC), and the executor's
+ * byte moves are a mover (exec.h) that queues cudaMemcpyAsync and the reduction kernels of
+ * cuda/kernels.cu on the communicator's own CUDA stream. Nothing is staged through the host.
+ *
+ * Whether a communicator has the device path is decided at init, identically everywhere:
+ * each rank publishes its current device's PCI bus id with its record (tt_cuda_self); if
+ * every rank published one and all are on one host, each says whether it can reach every
+ * other rank's device, and one more bootstrap all-gather makes that unanimous. A rank with
+ * TUTTI_CUDA_P2P=0 publishes no device, which turns the path off for all. Deciding per call
+ * would let ranks disagree (one staged, one not) and wait on different connections forever.
+ *
+ * Ordering: on a NULL or host stream the device stream first waits for CUDA's legacy default
+ * stream (an event recorded there), as the staged path's cudaMemcpy did, and the call returns
+ * once the device stream has finished. On a wrapped cudaStream_t see cuda.c (the user's
+ * stream is held by a host function while the path runs).
+ */
+#include "cuda.h"
+
+#include "comm.h"
+#include "coll.h"
+#include "config.h"
+#include "error.h"
+#include "log.h"
+
+#include "tutti_build.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if TUTTI_HAVE_CUDA
+#include "cuda/kernels.h"
+
+#include <cuda_runtime_api.h>
+
+static tutti_result_t dev_fail(struct tutti_comm *c, const char *what, cudaError_t e)
+{
+    (void)cudaGetLastError();
+    return tt_fail(c, TUTTI_ERR_SYSTEM, "device path: %s: %s", what, cudaGetErrorString(e));
+}
+
+void tt_cuda_self(struct tutti_comm *c, struct tt_rank_info *me)
+{
+    int dev = 0;
+
+    me->cuda_bus[0] = '\0';
+    c->cuda_dev = -1;
+    if (tt_env_int("TUTTI_CUDA_P2P") == 0 || !tt_cuda_ready())
+        return;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetPCIBusId(me->cuda_bus, (int)sizeof(me->cuda_bus), dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        me->cuda_bus[0] = '\0';
+        return;
+    }
+    c->cuda_dev = dev;
+}
+
+/* Can this rank's device reach the device with PCI bus id `bus`? */
+static int reaches(int dev, const char *bus, const char *mine)
+{
+    int other, can = 0;
+
+    if (strcmp(bus, mine) == 0)
+        return 1;
+    if (cudaDeviceGetByPCIBusId(&other, bus) != cudaSuccess ||
+        cudaDeviceCanAccessPeer(&can, dev, other) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return can;
+}
+
+/*
+ * TUTTI_CUDA_P2P_MIN. Where ranks share a GPU, their processes' work takes turns on it
+ * (CUDA time-slices contexts), and every turn costs tens of microseconds: measured on one
+ * H200 shared by 2 and 4 ranks (BENCHMARKS.md), the device path's many small GPU operations
+ * lose to two staging copies below a few MiB. `auto` stages below 4 MiB there and uses the
+ * device path for everything where each rank has its own GPU. The same on every rank: it
+ * depends on the published bus ids and the call's size only.
+ */
+static tutti_result_t min_bytes(struct tutti_comm *c)
+{
+    const char *v = tt_env_str("TUTTI_CUDA_P2P_MIN");
+    int shared = 0;
+
+    for (int r = 0; r < c->nranks && !shared; r++)
+        for (int q = r + 1; q < c->nranks && !shared; q++)
+            shared = strcmp(c->peers[r].cuda_bus, c->peers[q].cuda_bus) == 0;
+    if (strcmp(v, "auto") == 0) {
+        c->cuda_min_bytes = shared ? (size_t)4 << 20 : 0;
+        return TUTTI_SUCCESS;
+    }
+    if (tt_parse_size(v, &c->cuda_min_bytes) != 0)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "TUTTI_CUDA_P2P_MIN='%s' is not a byte count (K/M/G) or auto", v);
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_cuda_direct_setup(struct tutti_comm *c)
+{
+    const char *mine = c->peers[c->rank].cuda_bus;
+    unsigned char *ok;
+    size_t buff = tt_env_size("TUTTI_CUDA_BUFFSIZE");
+    int all = c->topo.nnodes == 1, agree = 1;
+
+    c->cuda_direct = 0;
+    c->cuda_min_bytes = 0;
+    for (int r = 0; r < c->nranks && all; r++)
+        all = c->peers[r].cuda_bus[0] != '\0';
+    if (!all) /* the same answer on every rank: no more to say */
+        return TUTTI_SUCCESS;
+    if (buff / (size_t)c->nslots < 4096 || buff > (1ull << 31))
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "TUTTI_CUDA_BUFFSIZE=%zu must give slots of at least 4 KiB "
+                       "(TUTTI_STEPS=%d) and be at most 2 GiB",
+                       buff, c->nslots);
+    c->dslot_bytes = (buff / (size_t)c->nslots) & ~(size_t)255;
+    ok = calloc((size_t)c->nranks, 1);
+    if (!ok)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory for a communicator");
+    ok[c->rank] = 1;
+    for (int r = 0; r < c->nranks; r++)
+        if (!reaches(c->cuda_dev, c->peers[r].cuda_bus, mine)) {
+            ok[c->rank] = 0;
+            TT_INFO(TT_SUB_INIT,
+                    "rank %d: device %s cannot reach rank %d's device %s: device buffers are "
+                    "staged through the host",
+                    c->rank, mine, r, c->peers[r].cuda_bus);
+            break;
+        }
+    tutti_result_t rc = tt_boot_allgather(c->boot, ok, 1);
+    for (int r = 0; r < c->nranks && rc == TUTTI_SUCCESS; r++)
+        agree &= ok[r];
+    free(ok);
+    if (rc != TUTTI_SUCCESS)
+        return rc;
+    c->cuda_direct = agree;
+    return min_bytes(c);
+}
+
+/* Is p on the communicator's device (managed memory goes anywhere)? */
+static tutti_result_t on_our_device(struct tutti_comm *c, const struct tt_call *call, const void *p,
+                                    const char *arg)
+{
+    struct cudaPointerAttributes a;
+
+    if (!p)
+        return TUTTI_SUCCESS;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return TUTTI_SUCCESS;
+    }
+    if (a.type == cudaMemoryTypeDevice && a.device != c->cuda_dev)
+        return tt_fail(c, TUTTI_ERR_INVALID_ARG,
+                       "%s: %s is on CUDA device %d, but this rank's communicator was created "
+                       "with device %d current: pass buffers on that device",
+                       call->fn, arg, a.device, c->cuda_dev);
+    return TUTTI_SUCCESS;
+}
+
+int tt_cuda_direct_use(const struct tutti_comm *c, const struct tt_call *call)
+{
+    size_t bytes = call->count * tutti_dtype_size(call->dtype);
+
+    if (call->coll == TT_COLL_ALL_GATHER || call->coll == TT_COLL_REDUCE_SCATTER)
+        bytes *= (size_t)c->nranks;
+    return c->cuda_direct && call->device && bytes >= c->cuda_min_bytes;
+}
+
+tutti_result_t tt_cuda_direct_check(struct tutti_comm *c, const struct tt_call *call)
+{
+    if (!tt_cuda_direct_use(c, call))
+        return TUTTI_SUCCESS;
+    TT_CHECK(on_our_device(c, call, call->sendbuf, "sendbuf"));
+    return on_our_device(c, call, call->recvbuf, "recvbuf");
+}
+
+static tutti_result_t dev_copy(void *ctx, void *dst, const void *src, size_t bytes)
+{
+    struct tutti_comm *c = ctx;
+    cudaError_t e =
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)c->cuda_stream);
+    return e == cudaSuccess ? TUTTI_SUCCESS : dev_fail(c, "cudaMemcpyAsync", e);
+}
+
+static tutti_result_t dev_reduce(void *ctx, void *dst, void *dst2, const void *a, const void *b,
+                                 size_t n, tutti_dtype_t dtype, tutti_op_t op)
+{
+    struct tutti_comm *c = ctx;
+    int e = tt_cuda_reduce_copy(dst, dst2, a, b, n, dtype, op, c->cuda_stream);
+    return e == 0 ? TUTTI_SUCCESS : dev_fail(c, "launching a reduction kernel", (cudaError_t)e);
+}
+
+static tutti_result_t dev_divide(void *ctx, void *buf, size_t n, tutti_dtype_t dtype, int divisor)
+{
+    struct tutti_comm *c = ctx;
+    int e = tt_cuda_divide(buf, n, dtype, divisor, c->cuda_stream);
+    return e == 0 ? TUTTI_SUCCESS : dev_fail(c, "launching the division kernel", (cudaError_t)e);
+}
+
+/*
+ * At init: the stream, an event, and every kernel loaded. CUDA loads kernels lazily, at their
+ * first launch, and loading waits for the whole context: a first launch from a collective
+ * queued on a CUDA stream, which a host function holds until that collective is done, would
+ * wait for itself (seen on an H200: two ranks stuck in their first reduction). So each
+ * kernel runs once here, on one element of scratch memory.
+ */
+tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)
+{
+    cudaStream_t s;
+    cudaEvent_t ev;
+    void *scratch = NULL;
+    cudaError_t e = cudaSetDevice(c->cuda_dev);
+
+    if (e != cudaSuccess)
+        return dev_fail(c, "selecting the device", e);
+    e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess)
+        return dev_fail(c, "creating the communicator's CUDA stream", e);
+    e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+        cudaStreamDestroy(s);
+        return dev_fail(c, "creating a CUDA event", e);
+    }
+    c->cuda_stream = s;
+    c->cuda_event = ev;
+    e = cudaMalloc(&scratch, 64);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(scratch, 0, 64, s);
+    for (int t = 0; t < TUTTI_NUM_DTYPES && e == cudaSuccess; t++) {
+        for (int op = 0; op < TUTTI_NUM_OPS && e == cudaSuccess; op++)
+            e = (cudaError_t)tt_cuda_reduce_copy(scratch, NULL, scratch, scratch, 1,
+                                                 (tutti_dtype_t)t, (tutti_op_t)op, s);
+        if (e == cudaSuccess)
+            e = (cudaError_t)tt_cuda_divide(scratch, 1, (tutti_dtype_t)t, 1, s);
+    }
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s);
+    if (scratch)
+        cudaFree(scratch);
+    return e == cudaSuccess ? TUTTI_SUCCESS : dev_fail(c, "loading the reduction kernels", e);
+}
+
+tutti_result_t tt_cuda_dev_begin(struct tutti_comm *c, void *after, int *prev_dev)
+{
+    cudaError_t e = cudaGetDevice(prev_dev);
+
+    if (e == cudaSuccess && *prev_dev != c->cuda_dev)
+        e = cudaSetDevice(c->cuda_dev);
+    if (e != cudaSuccess)
+        return dev_fail(c, "selecting the communicator's device", e);
+    /* What the caller queued before the call comes first: on its CUDA stream (an event
+     * recorded there when the call was made), or on the default stream. */
+    if (!after) {
+        after = c->cuda_event;
+        e = cudaEventRecord((cudaEvent_t)after, cudaStreamLegacy);
+    }
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent((cudaStream_t)c->cuda_stream, (cudaEvent_t)after, 0);
+    return e == cudaSuccess ? TUTTI_SUCCESS : dev_fail(c, "ordering after the caller's stream", e);
+}
+
+const struct tt_mover *tt_cuda_mover(struct tutti_comm *c)
+{
+    static _Thread_local struct tt_mover m;
+
+    m = (struct tt_mover){.copy = dev_copy, .reduce = dev_reduce, .divide = dev_divide, .ctx = c};
+    return &m;
+}
+
+tutti_result_t tt_cuda_dev_end(struct tutti_comm *c, int prev_dev)
+{
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)c->cuda_stream);
+
+    if (prev_dev != c->cuda_dev)
+        cudaSetDevice(prev_dev);
+    return e == cudaSuccess ? TUTTI_SUCCESS : dev_fail(c, "waiting for the device", e);
+}
+
+/*
+ * On a wrapped CUDA stream. The collective cannot run inside a CUDA host function (no CUDA
+ * call is allowed there), so it runs on the stream's runner thread, ordered after an event
+ * recorded on the user's stream; a host function queued on the user's stream holds it until
+ * the collective is done, so kernels queued after the call see its results. The host
+ * function only waits (it makes no CUDA call); the runner never waits for it, so two
+ * streams' collectives cannot deadlock on CUDA's host-function thread.
+ */
+struct held {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int done, refs;
+    tutti_stream_t s;
+    struct tt_work w;
+};
+
+static void held_put(struct held *h)
+{
+    int last;
+
+    pthread_mutex_lock(&h->lock);
+    last = --h->refs == 0;
+    pthread_mutex_unlock(&h->lock);
+    if (last) {
+        pthread_cond_destroy(&h->cv);
+        pthread_mutex_destroy(&h->lock);
+        free(h);
+    }
+}
+
+static void CUDART_CB held_gate(void *arg)
+{
+    struct held *h = arg;
+
+    pthread_mutex_lock(&h->lock);
+    while (!h->done)
+        pthread_cond_wait(&h->cv, &h->lock);
+    pthread_mutex_unlock(&h->lock);
+    held_put(h);
+}
+
+static tutti_result_t held_run(void *arg)
+{
+    struct held *h = arg;
+    struct tutti_comm *comm = h->w.comm;
+
+    if (tt_stream_failed(h->s)) {
+        tt_coll_skip_work(&h->w, "an earlier operation on the CUDA stream failed");
+    } else {
+        tutti_result_t rc = tt_coll_exec_work(&h->w);
+        if (rc != TUTTI_SUCCESS)
+            tt_stream_record_failure(h->s, rc, tt_thread_error());
+    }
+    cudaEventDestroy((cudaEvent_t)h->w.call.after);
+    (void)cudaGetLastError();
+    tt_comm_work_done(comm);
+    pthread_mutex_lock(&h->lock);
+    h->done = 1;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->lock);
+    held_put(h);
+    return TUTTI_SUCCESS; /* a failure is the user's stream's, not the runner's */
+}
+
+tutti_result_t tt_cuda_dev_enqueue(struct tutti_comm *comm, const struct tt_call *c,
+                                   tutti_stream_t s)
+{
+    cudaStream_t cs = (cudaStream_t)tt_stream_cuda_handle(s);
+    tutti_stream_t runner = tt_cuda_stream_runner(s);
+    struct held *h = calloc(1, sizeof(*h));
+    cudaEvent_t ev = NULL;
+    cudaError_t e;
+    tutti_result_t rc;
+
+    if (!h || !runner) {
+        free(h);
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory for the CUDA stream's work",
+                       c->fn);
+    }
+    e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(ev, cs);
+    if (e != cudaSuccess) {
+        if (ev)
+            cudaEventDestroy(ev);
+        free(h);
+        return dev_fail(comm, "recording an event on the CUDA stream", e);
+    }
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    h->refs = 2;
+    h->s = s;
+    h->w = (struct tt_work){.kind = TT_WORK_COLL, .comm = comm, .call = *c};
+    h->w.call.after = ev;
+    tt_comm_work_queued(comm);
+    rc = tt_stream_push(runner, &(struct tt_work){.kind = TT_WORK_HOST, .fn = held_run, .arg = h});
+    if (rc != TUTTI_SUCCESS) {
+        cudaEventDestroy(ev);
+        tt_comm_work_done(comm);
+        pthread_cond_destroy(&h->cv);
+        pthread_mutex_destroy(&h->lock);
+        free(h);
+        return tt_comm_set_error(comm, rc);
+    }
+    e = cudaLaunchHostFunc(cs, held_gate, h);
+    if (e != cudaSuccess) { /* the collective still runs (peers count on it); nothing holds s */
+        held_put(h);
+        return tt_comm_set_error(comm, dev_fail(comm, "queueing on the CUDA stream", e));
+    }
+    return TUTTI_SUCCESS;
+}
+
+void tt_cuda_dev_free(struct tutti_comm *c)
+{
+    if (c->cuda_event)
+        cudaEventDestroy((cudaEvent_t)c->cuda_event);
+    if (c->cuda_stream)
+        cudaStreamDestroy((cudaStream_t)c->cuda_stream);
+    c->cuda_event = c->cuda_stream = NULL;
+    (void)cudaGetLastError();
+}
+
+#else /* built without CUDA: no device path */
+
+void tt_cuda_self(struct tutti_comm *c, struct tt_rank_info *me)
+{
+    me->cuda_bus[0] = '\0';
+    c->cuda_dev = -1;
+}
+
+tutti_result_t tt_cuda_direct_setup(struct tutti_comm *c)
+{
+    c->cuda_direct = 0;
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_cuda_direct_check(struct tutti_comm *c, const struct tt_call *call)
+{
+    (void)c, (void)call;
+    return TUTTI_SUCCESS;
+}
+
+int tt_cuda_direct_use(const struct tutti_comm *c, const struct tt_call *call)
+{
+    (void)c, (void)call;
+    return 0;
+}
+
+tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)
+{
+    return tt_fail(c, TUTTI_ERR_UNSUPPORTED, "device path: built without CUDA");
+}
+
+tutti_result_t tt_cuda_dev_begin(struct tutti_comm *c, void *after, int *prev_dev)
+{
+    (void)after, (void)prev_dev;
+    return tt_fail(c, TUTTI_ERR_UNSUPPORTED, "device path: built without CUDA");
+}
+
+const struct tt_mover *tt_cuda_mover(struct tutti_comm *c)
+{
+    (void)c;
+    return NULL;
+}
+
+tutti_result_t tt_cuda_dev_end(struct tutti_comm *c, int prev_dev)
+{
+    (void)c, (void)prev_dev;
+    return TUTTI_SUCCESS;
+}
+
+void tt_cuda_dev_free(struct tutti_comm *c)
+{
+    (void)c;
+}
+
+tutti_result_t tt_cuda_dev_enqueue(struct tutti_comm *comm, const struct tt_call *c,
+                                   tutti_stream_t s)
+{
+    (void)s;
+    return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "%s: built without CUDA", c->fn);
+}
+
+#endif
