@@ -1,5 +1,5 @@
 /*
- * cuda.c -- device memory in collectives, through pinned host memory (cuda.h).
+ * cuda.c -- device memory in collectives, staged through pinned host memory (cuda.h).
  *
  * The CUDA runtime is linked statically (libcudart_static): libtutti loads on machines
  * without a driver, where the first query fails, CUDA is reported unavailable at INFO and
@@ -18,8 +18,8 @@
  * except a send from device memory the user registered with the communicator to a peer
  * reached over net_ib whose HCA takes a dma-buf registration: that one is RDMA-written from
  * the GPU's memory (GPUDirect RDMA; tt_cuda_dmabuf exports the allocation for it).
- * Peer-to-peer device copies (CUDA IPC) and the device reduction kernels (cuda/kernels.cu)
- * are not on this path yet.
+ * Where every rank shares a host, collectives on device buffers take the device path instead
+ * (cuda_dev.c: p2p connections over CUDA IPC, the kernels of cuda/kernels.cu).
  */
 #include "cuda.h"
 
@@ -53,8 +53,7 @@ static void probe(void)
         return;
     }
     ready = 1;
-    TT_INFO(TT_SUB_INIT, "CUDA: %d device(s); device buffers are staged through pinned memory",
-            ndev);
+    TT_INFO(TT_SUB_INIT, "CUDA: %d device(s)", ndev);
 }
 
 int tt_cuda_ready(void)
@@ -341,19 +340,7 @@ struct cuda_state {
     size_t cap;
     void **old;
     size_t nold;
-    tutti_stream_t runner; /* the device path's worker for this stream (cuda_dev.c) */
 };
-
-tutti_stream_t tt_cuda_stream_runner(tutti_stream_t s)
-{
-    struct cuda_state **st = (struct cuda_state **)tt_stream_cuda_state(s);
-
-    if (!*st && !(*st = calloc(1, sizeof(**st))))
-        return NULL;
-    if (!(*st)->runner && tutti_stream_create(&(*st)->runner) != TUTTI_SUCCESS)
-        return NULL;
-    return (*st)->runner;
-}
 
 struct host_item {
     tutti_stream_t s;
@@ -403,7 +390,7 @@ tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c,
     cudaError_t e = cudaSuccess;
 
     if (device && tt_cuda_direct_use(comm, c))
-        return tt_cuda_dev_enqueue(comm, c, s);
+        return tt_cuda_dev_on_stream(comm, c, s);
     it = calloc(1, sizeof(*it));
     if (!it || (!*st && !(*st = calloc(1, sizeof(**st))))) {
         free(it);
@@ -552,8 +539,6 @@ void tt_cuda_stream_free(void *state)
     struct cuda_state *st = state;
     if (!st)
         return;
-    if (st->runner)
-        tutti_stream_destroy(st->runner);
     for (size_t i = 0; i < st->nold; i++)
         cudaFreeHost(st->old[i]);
     if (st->buf)

@@ -106,12 +106,10 @@ tutti_result_t tt_cuda_dev_end(struct tutti_comm *comm, int prev_dev);
 void tt_cuda_dev_free(struct tutti_comm *comm);
 
 /*
- * A device-path collective on CUDA-wrapped stream s (cuda_dev.c): an event recorded on s now
- * orders its start; the stream's runner (a tutti stream, created on first use by
- * tt_cuda_stream_runner) runs it; a host function holds s until it is done. Returns at once.
+ * A device-path collective on CUDA-wrapped stream s (cuda_dev.c): run now on this thread,
+ * after an event recorded on s; returns once it is done (so later work on s sees it).
  */
-tutti_result_t tt_cuda_dev_enqueue(struct tutti_comm *comm, const struct tt_call *c,
-                                   tutti_stream_t s);
-tutti_stream_t tt_cuda_stream_runner(tutti_stream_t s);
+tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, const struct tt_call *c,
+                                     tutti_stream_t s);
 
 #endif

@@ -17,8 +17,8 @@
  *
  * Ordering: on a NULL or host stream the device stream first waits for CUDA's legacy default
  * stream (an event recorded there), as the staged path's cudaMemcpy did, and the call returns
- * once the device stream has finished. On a wrapped cudaStream_t see cuda.c (the user's
- * stream is held by a host function while the path runs).
+ * once the device stream has finished. On a wrapped cudaStream_t the same, after an event on
+ * that stream instead (tt_cuda_dev_on_stream).
  */
 #include "cuda.h"
 
@@ -30,7 +30,6 @@
 
 #include "tutti_build.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,115 +285,39 @@ tutti_result_t tt_cuda_dev_end(struct tutti_comm *c, int prev_dev)
 }
 
 /*
- * On a wrapped CUDA stream. The collective cannot run inside a CUDA host function (no CUDA
- * call is allowed there), so it runs on the stream's runner thread, ordered after an event
- * recorded on the user's stream; a host function queued on the user's stream holds it until
- * the collective is done, so kernels queued after the call see its results. The host
- * function only waits (it makes no CUDA call); the runner never waits for it, so two
- * streams' collectives cannot deadlock on CUDA's host-function thread.
+ * On a wrapped CUDA stream: the call runs here, on the calling thread, after an event
+ * recorded on the user's stream (so after the kernels queued before it), and returns once
+ * the device stream has finished, so everything queued on the user's stream afterwards sees
+ * the results. Unlike the staged path it does not return at once. Holding the user's
+ * stream with a host function while another thread ran the collective deadlocked on an
+ * H200 as soon as the stream still had a kernel running (CUDA forbids a host function to
+ * wait for CUDA work that is not ordered before it, and resolves other streams' waits on
+ * the same thread), and running the collective on the staged path for CUDA streams only
+ * would let two ranks that use different kinds of stream wait on different connections.
  */
-struct held {
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
-    int done, refs;
-    tutti_stream_t s;
-    struct tt_work w;
-};
-
-static void held_put(struct held *h)
+tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, const struct tt_call *c,
+                                     tutti_stream_t s)
 {
-    int last;
-
-    pthread_mutex_lock(&h->lock);
-    last = --h->refs == 0;
-    pthread_mutex_unlock(&h->lock);
-    if (last) {
-        pthread_cond_destroy(&h->cv);
-        pthread_mutex_destroy(&h->lock);
-        free(h);
-    }
-}
-
-static void CUDART_CB held_gate(void *arg)
-{
-    struct held *h = arg;
-
-    pthread_mutex_lock(&h->lock);
-    while (!h->done)
-        pthread_cond_wait(&h->cv, &h->lock);
-    pthread_mutex_unlock(&h->lock);
-    held_put(h);
-}
-
-static tutti_result_t held_run(void *arg)
-{
-    struct held *h = arg;
-    struct tutti_comm *comm = h->w.comm;
-
-    if (tt_stream_failed(h->s)) {
-        tt_coll_skip_work(&h->w, "an earlier operation on the CUDA stream failed");
-    } else {
-        tutti_result_t rc = tt_coll_exec_work(&h->w);
-        if (rc != TUTTI_SUCCESS)
-            tt_stream_record_failure(h->s, rc, tt_thread_error());
-    }
-    cudaEventDestroy((cudaEvent_t)h->w.call.after);
-    (void)cudaGetLastError();
-    tt_comm_work_done(comm);
-    pthread_mutex_lock(&h->lock);
-    h->done = 1;
-    pthread_cond_broadcast(&h->cv);
-    pthread_mutex_unlock(&h->lock);
-    held_put(h);
-    return TUTTI_SUCCESS; /* a failure is the user's stream's, not the runner's */
-}
-
-tutti_result_t tt_cuda_dev_enqueue(struct tutti_comm *comm, const struct tt_call *c,
-                                   tutti_stream_t s)
-{
-    cudaStream_t cs = (cudaStream_t)tt_stream_cuda_handle(s);
-    tutti_stream_t runner = tt_cuda_stream_runner(s);
-    struct held *h = calloc(1, sizeof(*h));
-    cudaEvent_t ev = NULL;
+    struct tt_work w = {.kind = TT_WORK_COLL, .comm = comm, .call = *c};
+    cudaEvent_t ev = NULL; /* the call's own: another thread may be inside comm meanwhile */
     cudaError_t e;
     tutti_result_t rc;
 
-    if (!h || !runner) {
-        free(h);
-        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory for the CUDA stream's work",
-                       c->fn);
-    }
+    if (tt_stream_failed(s))
+        return tt_fail(comm, TUTTI_ERR_ABORTED,
+                       "%s: not run: an earlier operation on its CUDA stream failed", c->fn);
     e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     if (e == cudaSuccess)
-        e = cudaEventRecord(ev, cs);
+        e = cudaEventRecord(ev, (cudaStream_t)tt_stream_cuda_handle(s));
     if (e != cudaSuccess) {
         if (ev)
             cudaEventDestroy(ev);
-        free(h);
-        return dev_fail(comm, "recording an event on the CUDA stream", e);
+        return tt_comm_set_error(comm, dev_fail(comm, "recording an event on the CUDA stream", e));
     }
-    pthread_mutex_init(&h->lock, NULL);
-    pthread_cond_init(&h->cv, NULL);
-    h->refs = 2;
-    h->s = s;
-    h->w = (struct tt_work){.kind = TT_WORK_COLL, .comm = comm, .call = *c};
-    h->w.call.after = ev;
-    tt_comm_work_queued(comm);
-    rc = tt_stream_push(runner, &(struct tt_work){.kind = TT_WORK_HOST, .fn = held_run, .arg = h});
-    if (rc != TUTTI_SUCCESS) {
-        cudaEventDestroy(ev);
-        tt_comm_work_done(comm);
-        pthread_cond_destroy(&h->cv);
-        pthread_mutex_destroy(&h->lock);
-        free(h);
-        return tt_comm_set_error(comm, rc);
-    }
-    e = cudaLaunchHostFunc(cs, held_gate, h);
-    if (e != cudaSuccess) { /* the collective still runs (peers count on it); nothing holds s */
-        held_put(h);
-        return tt_comm_set_error(comm, dev_fail(comm, "queueing on the CUDA stream", e));
-    }
-    return TUTTI_SUCCESS;
+    w.call.after = ev;
+    rc = tt_coll_run_now(comm, &w);
+    cudaEventDestroy(ev);
+    return rc;
 }
 
 void tt_cuda_dev_free(struct tutti_comm *c)
@@ -461,8 +384,8 @@ void tt_cuda_dev_free(struct tutti_comm *c)
     (void)c;
 }
 
-tutti_result_t tt_cuda_dev_enqueue(struct tutti_comm *comm, const struct tt_call *c,
-                                   tutti_stream_t s)
+tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, const struct tt_call *c,
+                                     tutti_stream_t s)
 {
     (void)s;
     return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "%s: built without CUDA", c->fn);

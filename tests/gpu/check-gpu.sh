@@ -26,7 +26,7 @@ for n in 2 4 3 1; do
 done
 step "staged path"
 for n in 1 2 4; do
-    TUTTI_CUDA_P2P=0 "$run" -n $n "$check" order
+    TUTTI_CUDA_P2P=0 "$run" -n $n "$check" order async
 done
 TUTTI_CUDA_P2P=0 "$run" -n 2 "$check" matrix
 step "refused calls"
