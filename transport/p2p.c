@@ -12,14 +12,14 @@
  *
  * Every copy and kernel of a communicator's device path is queued on one CUDA stream (the
  * transport context's cuda_stream), in the executor's order. A commit therefore cannot be
- * published when it is made: send_commit records a CUDA event behind the copy that filled
- * the slot, and the slot is published (tail advanced) once the event has completed; likewise
- * recv_release records an event behind the kernel or copy that read the slot, and `head`
- * advances once it has completed. progress() and flush() publish whatever has completed;
+ * published when it is made: the queue protocol is dfifo.h's, with a CUDA event recorded
+ * behind the work that filled (sender) or used (receiver) a slot as its mark; a slot is
+ * published once its event has completed. progress() and flush() publish whatever has completed;
  * flush() reports TUTTI_IN_PROGRESS while anything is unpublished, on both sides, so the
  * executor keeps such connections in its flush list (exec.c, device movers) and an operation
  * ends only once its peers can see all of it.
  */
+#include "dfifo.h"
 #include "transport.h"
 
 #include "../lib/error.h"
@@ -35,19 +35,6 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#define P2P_MAGIC 0x74747032u /* "ttp2" */
-
-struct p2p_ctrl {
-    _Alignas(64) _Atomic uint64_t tail; /* slots filled and published by the sender */
-    uint64_t bytes[TT_MAX_SLOTS];       /* byte count of each slot's message */
-    _Alignas(64) _Atomic uint64_t head; /* slots freed by the receiver */
-    _Alignas(64) _Atomic uint32_t failed;
-    _Atomic uint32_t attached;
-    uint32_t magic;
-    uint32_t nslots;
-    uint64_t slot_bytes;
-};
-
 struct p2p_blob {
     char name[96];
     cudaIpcMemHandle_t mem;
@@ -58,20 +45,47 @@ struct p2p_blob {
 
 struct p2p_conn {
     struct tt_conn base;
-    struct p2p_ctrl *ctrl;
-    char *slots; /* device memory: our allocation (receiver) or the mapped peer's (sender) */
-    int owner;   /* the receiver */
-    int mapped;  /* sender: slots opened through CUDA IPC (closed at the end) */
+    struct tt_dfifo f; /* slots: device memory, ours (receiver) or the mapped peer's */
+    struct tt_dfifo_ctrl *ctrl;
+    char *slots;
+    int owner;  /* the receiver */
+    int mapped; /* sender: slots opened through CUDA IPC (closed at the end) */
     int32_t peer_pid;
     uint32_t nslots;
     cudaStream_t stream;
     cudaEvent_t ev[TT_MAX_SLOTS]; /* one per slot: its fill (sender) or its use (receiver) */
-    size_t pend_bytes[TT_MAX_SLOTS];
-    uint64_t pos;    /* slots committed (sender) or released (receiver) here */
-    uint64_t pub;    /* of those, published to the peer */
-    uint64_t cached; /* sender: last value read of head */
+    cudaError_t err;              /* the CUDA error behind a failed mark or poll */
     char name[96];
 };
+
+/* dfifo marks: a CUDA event behind the work queued so far on the stream. */
+static int ev_mark(void *arg, uint32_t k)
+{
+    struct p2p_conn *c = arg;
+    c->err = cudaEventRecord(c->ev[k], c->stream);
+    return c->err == cudaSuccess ? 0 : -1;
+}
+
+static int ev_passed(void *arg, uint32_t k)
+{
+    struct p2p_conn *c = arg;
+    cudaError_t e = cudaEventQuery(c->ev[k]);
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    c->err = e;
+    return e == cudaSuccess ? 1 : -1;
+}
+
+/* The dfifo view, once ctrl and slots are known. */
+static void attach(struct p2p_conn *c)
+{
+    tt_dfifo_view(&c->f, c->ctrl, c->slots, c->owner);
+    c->f.mark = ev_mark;
+    c->f.passed = ev_passed;
+    c->f.arg = c;
+}
 
 static tutti_result_t gave_up(struct p2p_conn *c)
 {
@@ -138,16 +152,13 @@ static tutti_result_t p2p_recv_setup(const struct tt_transport_ctx *ctx, int pee
     if (!c)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "p2p: out of memory or CUDA events for rank %d",
                        peer);
-    rc = tt_shm_map(b.name, 1, sizeof(struct p2p_ctrl), &map);
+    rc = tt_shm_map(b.name, 1, sizeof(struct tt_dfifo_ctrl), &map);
     if (rc != TUTTI_SUCCESS) {
         conn_free(c);
         return rc;
     }
     c->ctrl = map;
-    memset(c->ctrl, 0, sizeof(*c->ctrl));
-    c->ctrl->nslots = b.nslots;
-    c->ctrl->slot_bytes = b.slot_bytes;
-    c->ctrl->magic = P2P_MAGIC;
+    tt_dfifo_format(c->ctrl, b.nslots, b.slot_bytes);
     c->owner = 1;
     memcpy(c->name, b.name, sizeof(c->name));
     e = cudaMalloc((void **)&c->slots, (size_t)b.nslots * b.slot_bytes);
@@ -161,6 +172,7 @@ static tutti_result_t p2p_recv_setup(const struct tt_transport_ctx *ctx, int pee
         conn_free(c);
         return rc;
     }
+    attach(c);
     b.raw = (uint64_t)(uintptr_t)c->slots;
     memcpy(blob, &b, sizeof(b));
     *blob_len = sizeof(b);
@@ -190,14 +202,14 @@ static tutti_result_t p2p_send_connect(const struct tt_transport_ctx *ctx, int p
     if (!c)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "p2p: out of memory or CUDA events for rank %d",
                        peer);
-    rc = tt_shm_map(b.name, 0, sizeof(struct p2p_ctrl), &map);
+    rc = tt_shm_map(b.name, 0, sizeof(struct tt_dfifo_ctrl), &map);
     if (rc != TUTTI_SUCCESS) {
         conn_free(c);
         return rc;
     }
     tt_shm_unlink(b.name);
     c->ctrl = map;
-    if (c->ctrl->magic != P2P_MAGIC || c->ctrl->nslots != b.nslots) {
+    if (c->ctrl->magic != TT_DFIFO_MAGIC || c->ctrl->nslots != b.nslots) {
         conn_free(c);
         return tt_fail(NULL, TUTTI_ERR_INTERNAL, "p2p: segment %s from rank %d is not ours", b.name,
                        peer);
@@ -217,33 +229,15 @@ static tutti_result_t p2p_send_connect(const struct tt_transport_ctx *ctx, int p
         conn_free(c);
         return rc;
     }
+    attach(c);
     atomic_store(&c->ctrl->attached, 1);
     *conn = &c->base;
     return TUTTI_SUCCESS;
 }
 
-/* Publish, in order, what the stream has finished: filled slots (sender), freed ones
- * (receiver). */
-static tutti_result_t publish(struct p2p_conn *c)
+static tutti_result_t dfifo_fail(struct p2p_conn *c)
 {
-    while (c->pub < c->pos) {
-        uint32_t k = (uint32_t)(c->pub % c->nslots);
-        cudaError_t e = cudaEventQuery(c->ev[k]);
-        if (e == cudaErrorNotReady) {
-            (void)cudaGetLastError();
-            break;
-        }
-        if (e != cudaSuccess)
-            return cuda_fail(c, c->owner ? "the use of a received slot" : "filling a slot", e);
-        c->pub++;
-        if (c->owner) {
-            atomic_store_explicit(&c->ctrl->head, c->pub, memory_order_release);
-        } else {
-            c->ctrl->bytes[k] = c->pend_bytes[k];
-            atomic_store_explicit(&c->ctrl->tail, c->pub, memory_order_release);
-        }
-    }
-    return TUTTI_SUCCESS;
+    return cuda_fail(c, c->owner ? "the use of a received slot" : "filling a slot", c->err);
 }
 
 static tutti_result_t p2p_send_slot(struct tt_conn *conn, size_t bytes, void **slot)
@@ -251,69 +245,47 @@ static tutti_result_t p2p_send_slot(struct tt_conn *conn, size_t bytes, void **s
     struct p2p_conn *c = (struct p2p_conn *)conn;
 
     (void)bytes;
-    if (c->pos - c->cached >= c->nslots) {
-        c->cached = atomic_load_explicit(&c->ctrl->head, memory_order_acquire);
-        if (c->pos - c->cached >= c->nslots) {
-            if (atomic_load_explicit(&c->ctrl->failed, memory_order_acquire))
-                return gave_up(c);
-            return TUTTI_IN_PROGRESS;
-        }
-    }
-    *slot = c->slots + (size_t)(c->pos % c->nslots) * c->base.slot_bytes;
-    return TUTTI_SUCCESS;
+    *slot = tt_dfifo_send_slot(&c->f);
+    if (*slot)
+        return TUTTI_SUCCESS;
+    return tt_dfifo_failed(&c->f) ? gave_up(c) : TUTTI_IN_PROGRESS;
 }
 
 static tutti_result_t p2p_send_commit(struct tt_conn *conn, size_t bytes)
 {
     struct p2p_conn *c = (struct p2p_conn *)conn;
-    uint32_t k = (uint32_t)(c->pos % c->nslots);
-    cudaError_t e = cudaEventRecord(c->ev[k], c->stream);
-
-    if (e != cudaSuccess)
-        return cuda_fail(c, "cudaEventRecord after filling a slot", e);
-    c->pend_bytes[k] = bytes;
-    c->pos++;
-    return publish(c);
+    return tt_dfifo_send_commit(&c->f, bytes) == 0 ? TUTTI_SUCCESS : dfifo_fail(c);
 }
 
 static tutti_result_t p2p_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes)
 {
     struct p2p_conn *c = (struct p2p_conn *)conn;
 
-    if (atomic_load_explicit(&c->ctrl->tail, memory_order_acquire) <= c->pos) {
-        if (atomic_load_explicit(&c->ctrl->failed, memory_order_acquire))
-            return gave_up(c);
-        return TUTTI_IN_PROGRESS;
-    }
-    *bytes = c->ctrl->bytes[c->pos % c->nslots];
-    *slot = c->slots + (size_t)(c->pos % c->nslots) * c->base.slot_bytes;
-    return TUTTI_SUCCESS;
+    *slot = tt_dfifo_recv_peek(&c->f, bytes);
+    if (*slot)
+        return TUTTI_SUCCESS;
+    return tt_dfifo_failed(&c->f) ? gave_up(c) : TUTTI_IN_PROGRESS;
 }
 
 static tutti_result_t p2p_recv_release(struct tt_conn *conn)
 {
     struct p2p_conn *c = (struct p2p_conn *)conn;
-    cudaError_t e = cudaEventRecord(c->ev[c->pos % c->nslots], c->stream);
-
-    if (e != cudaSuccess)
-        return cuda_fail(c, "cudaEventRecord after using a slot", e);
-    c->pos++;
-    return publish(c);
+    return tt_dfifo_recv_release(&c->f) == 0 ? TUTTI_SUCCESS : dfifo_fail(c);
 }
 
 static tutti_result_t p2p_progress(struct tt_conn *conn)
 {
-    return publish((struct p2p_conn *)conn);
+    struct p2p_conn *c = (struct p2p_conn *)conn;
+    return tt_dfifo_publish(&c->f) == 0 ? TUTTI_SUCCESS : dfifo_fail(c);
 }
 
 static tutti_result_t p2p_flush(struct tt_conn *conn)
 {
     struct p2p_conn *c = (struct p2p_conn *)conn;
-    tutti_result_t rc = publish(c);
 
-    if (rc != TUTTI_SUCCESS)
-        return rc;
-    return c->pub == c->pos ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
+    if (tt_dfifo_publish(&c->f) != 0)
+        return dfifo_fail(c);
+    return tt_dfifo_pending(&c->f) ? TUTTI_IN_PROGRESS : TUTTI_SUCCESS;
 }
 
 /* The GPU, not a peer, is usually what we wait for: a short sleep, never a long one. */
@@ -334,7 +306,7 @@ static tutti_result_t p2p_alive(struct tt_conn *conn)
 
 static void p2p_fail(struct tt_conn *conn)
 {
-    atomic_store_explicit(&((struct p2p_conn *)conn)->ctrl->failed, 1, memory_order_release);
+    tt_dfifo_fail(&((struct p2p_conn *)conn)->f);
 }
 
 static void p2p_close(struct tt_conn *conn)

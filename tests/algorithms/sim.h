@@ -17,6 +17,12 @@ struct sim_config {
     int nslots;
     const int *ring_order;           /* NULL: 0..n-1 */
     const struct tt_topo_view *topo; /* NULL: one node */
+    /* The device path's shape on the CPU: every rank's byte moves go through a mover into a
+     * queue (its "stream") that runs later, a pseudo-random number of operations at a time
+     * (seeded), and connections are dfifo.h queues (the p2p transport's protocol) that publish
+     * a commit or release only once the queue has passed it. */
+    int deferred;
+    unsigned seed;
 };
 
 /*

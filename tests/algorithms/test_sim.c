@@ -65,6 +65,8 @@ struct shape {
     int nslots;
     tutti_op_t op;
     int root;
+    int deferred; /* sim.h: the device path's deferred moves and publishing */
+    unsigned seed;
 };
 
 static void shuffled(int n, unsigned seed, int *order)
@@ -91,7 +93,9 @@ static void run_shape(const struct tt_algo *algo, const struct shape *s)
                              .nchannels = s->nch,
                              .slot_bytes = s->slot,
                              .nslots = s->nslots,
-                             .ring_order = s->shuffle ? order : NULL};
+                             .ring_order = s->shuffle ? order : NULL,
+                             .deferred = s->deferred,
+                             .seed = s->seed};
     struct tt_coll_args a = {.coll = coll, .count = cnt, .root = s->root, .inplace = s->inplace};
 
     shuffled(n, (unsigned)(n * 7 + (int)cnt), order);
@@ -120,9 +124,10 @@ static void run_shape(const struct tt_algo *algo, const struct shape *s)
     }
     tutti_result_t rc = sim_run(&cfg, algo, a, send, recv, TUTTI_INT32, s->op);
     cr_assert_eq(rc, TUTTI_SUCCESS,
-                 "%s/%s n=%d nodes=%d ch=%d count=%zu inplace=%d slot=%zux%d: %s",
+                 "%s/%s n=%d nodes=%d ch=%d count=%zu inplace=%d slot=%zux%d deferred=%d seed=%u: "
+                 "%s",
                  tt_coll_name(coll), algo->name, n, s->topo ? s->topo->nnodes : 1, s->nch, cnt,
-                 s->inplace, s->slot, s->nslots, tutti_last_error());
+                 s->inplace, s->slot, s->nslots, s->deferred, s->seed, tutti_last_error());
     for (int r = 0; r < n; r++) {
         const int32_t *rb = recv[r];
         for (size_t i = 0; i < recvn; i++) {
@@ -138,10 +143,11 @@ static void run_shape(const struct tt_algo *algo, const struct shape *s)
             }
             if (rb[i] != want)
                 cr_assert_fail("%s/%s n=%d ch=%d count=%zu inplace=%d shuffle=%d op=%s root=%d "
-                               "slot=%zux%d: rank %d element %zu is %d, want %d",
+                               "slot=%zux%d deferred=%d seed=%u: rank %d element %zu is %d, want "
+                               "%d",
                                tt_coll_name(coll), algo->name, n, s->nch, cnt, s->inplace,
-                               s->shuffle, tutti_op_name(s->op), s->root, s->slot, s->nslots, r, i,
-                               rb[i], want);
+                               s->shuffle, tutti_op_name(s->op), s->root, s->slot, s->nslots,
+                               s->deferred, s->seed, r, i, rb[i], want);
         }
     }
     for (int r = 0; r < n; r++) {
@@ -239,6 +245,54 @@ Test(sim, reduce, .timeout = 120)
 {
     all_algos_covered(TT_COLL_REDUCE);
     cr_assert_geq(sweep(TT_COLL_REDUCE), NSHAPES);
+}
+
+/*
+ * The device path's protocol on the CPU (sim.h, deferred): every algorithm of every
+ * collective with its byte moves queued and run later in bites of 0 to 3, over connections
+ * that publish a slot only once the queue has passed its fill or its use (dfifo.h, the p2p
+ * transport's core). A slot reused, read or published too early gives wrong elements; a
+ * release never published is a deadlock.
+ */
+Test(sim, deferred, .timeout = 120)
+{
+    static const struct {
+        int n, nodes;
+    } ds[] = {{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {8, 1}, {4, 2}, {6, 3}, {8, 2}};
+    int ran = 0;
+
+    for (size_t k = 0; k < sizeof(ds) / sizeof(ds[0]); k++) {
+        int n = ds[k].n;
+        struct view_store vs;
+        const struct tt_topo_view *v = make_view(&vs, n, ds[k].nodes);
+        size_t counts[] = {0, 1, (size_t)n + 1, 1001};
+        for (int a = 0; a < tt_num_algos; a++) {
+            if (tt_algos[a].fits && !tt_algos[a].fits(n, v))
+                continue;
+            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+                for (int nch = 1; nch <= 2; nch++)
+                    for (int inplace = 0; inplace < 2; inplace++)
+                        for (unsigned seed = 1; seed <= 2; seed++) {
+                            struct shape s = {.topo = v,
+                                              .n = n,
+                                              .nch = nch,
+                                              .inplace = inplace,
+                                              .shuffle = (int)seed % 2,
+                                              .count = counts[c],
+                                              .slot = seed == 1 ? 64 : 256,
+                                              .nslots = seed == 1 ? 2 : 4,
+                                              .op = (tutti_op_t)((c + (size_t)inplace + seed) % 5),
+                                              .root = (int)(c * 7 + (size_t)nch) % n,
+                                              .deferred = 1,
+                                              .seed = seed * 977u + (unsigned)(n * 31 + a)};
+                            if (s.op == TUTTI_PROD)
+                                s.op = TUTTI_MAX;
+                            run_shape(&tt_algos[a], &s);
+                        }
+            ran++;
+        }
+    }
+    cr_assert_geq(ran, tt_num_algos, "only %d (algorithm, shape) pairs ran", ran);
 }
 
 /* A plan whose sends are never received must be reported as a deadlock, not spin. */
