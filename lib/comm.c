@@ -554,6 +554,8 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     TT_CHECK(tt_topo_self(&c->peers[c->rank], local_rank_hint, c->rank));
     probe_ib(c, &c->peers[c->rank], local_rank_hint);
     tt_cuda_self(c, &c->peers[c->rank]);
+    if (!transport_allowed("p2p")) /* no device published: the device path is off for all */
+        c->peers[c->rank].cuda_bus[0] = '\0';
     TT_CHECK(tt_boot_allgather(c->boot, c->peers, sizeof(*c->peers)));
     TT_CHECK(tt_topo_derive(c->peers, c->nranks, c->rank, &c->topo));
     TT_CHECK(tt_cuda_direct_setup(c));
