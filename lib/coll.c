@@ -210,7 +210,7 @@ tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
                           device ? &comm->dconns : &comm->conns, &comm->exec_mem);
     if (rc == TUTTI_SUCCESS) {
         x.regs = regs;
-        x.mover = device ? tt_cuda_mover(comm) : NULL;
+        x.mover = device ? &comm->cuda_mover : NULL;
         struct stall_ctx sc = {comm, what};
         struct tt_wait_policy w = {.timeout_s = comm->timeout_s,
                                    .spin = comm->spin,

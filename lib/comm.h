@@ -68,9 +68,10 @@ struct tutti_comm {
     size_t dslot_bytes;    /* slot size of p2p connections (TUTTI_CUDA_BUFFSIZE / steps) */
     size_t cuda_min_bytes; /* smaller collectives are staged all the same (TUTTI_CUDA_P2P_MIN) */
     struct tt_exec_conns dconns;
-    void *cuda_stream;         /* cudaStream_t (non-blocking) the device path queues work on */
-    void *cuda_event;          /* cudaEvent_t: where the caller's stream was at the call */
-    struct tt_memreg *memregs; /* tutti_comm_register (memreg.c) */
+    void *cuda_stream;          /* cudaStream_t (non-blocking) the device path queues work on */
+    void *cuda_event;           /* cudaEvent_t: where the default stream was at the call */
+    struct tt_mover cuda_mover; /* the executor's byte moves on cuda_stream */
+    struct tt_memreg *memregs;  /* tutti_comm_register (memreg.c) */
 
     /* Reused between calls so the hot path does not allocate. */
     struct tt_plan plan;

@@ -85,23 +85,21 @@ void tt_cuda_comm_free(struct tutti_comm *comm);
  * rank. tt_cuda_direct_check refuses buffers on a device other than the communicator's.
  */
 struct tt_rank_info;
-struct tt_mover;
 void tt_cuda_self(struct tutti_comm *comm, struct tt_rank_info *me);
 tutti_result_t tt_cuda_direct_setup(struct tutti_comm *comm);
 tutti_result_t tt_cuda_direct_check(struct tutti_comm *comm, const struct tt_call *c);
 /* Does checked call c take the device path (device buffers, comm->cuda_direct, at least
  * TUTTI_CUDA_P2P_MIN bytes)? The same answer on every rank for the same call. */
 int tt_cuda_direct_use(const struct tutti_comm *comm, const struct tt_call *c);
-/* At init, where comm->cuda_direct: the device stream, and every kernel loaded. */
+/* At init, where comm->cuda_direct: the device stream, its mover, every kernel loaded. */
 tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *comm);
 /*
  * Around one plan on the device path: begin makes the communicator's device current (the one
  * before goes to *prev_dev) and its stream wait for the cudaEvent_t `after` (NULL: for what
- * CUDA's legacy default stream holds now); the mover queues the executor's copies and kernels on
- * that stream; end waits for the stream and restores the device.
+ * CUDA's legacy default stream holds now); comm->cuda_mover queues the executor's copies and
+ * kernels on that stream; end waits for the stream and restores the device.
  */
 tutti_result_t tt_cuda_dev_begin(struct tutti_comm *comm, void *after, int *prev_dev);
-const struct tt_mover *tt_cuda_mover(struct tutti_comm *comm);
 tutti_result_t tt_cuda_dev_end(struct tutti_comm *comm, int prev_dev);
 void tt_cuda_dev_free(struct tutti_comm *comm);
 

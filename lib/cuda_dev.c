@@ -231,6 +231,8 @@ tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)
     }
     c->cuda_stream = s;
     c->cuda_event = ev;
+    c->cuda_mover =
+        (struct tt_mover){.copy = dev_copy, .reduce = dev_reduce, .divide = dev_divide, .ctx = c};
     e = cudaMalloc(&scratch, 64);
     if (e == cudaSuccess)
         e = cudaMemsetAsync(scratch, 0, 64, s);
@@ -265,14 +267,6 @@ tutti_result_t tt_cuda_dev_begin(struct tutti_comm *c, void *after, int *prev_de
     if (e == cudaSuccess)
         e = cudaStreamWaitEvent((cudaStream_t)c->cuda_stream, (cudaEvent_t)after, 0);
     return e == cudaSuccess ? TUTTI_SUCCESS : dev_fail(c, "ordering after the caller's stream", e);
-}
-
-const struct tt_mover *tt_cuda_mover(struct tutti_comm *c)
-{
-    static _Thread_local struct tt_mover m;
-
-    m = (struct tt_mover){.copy = dev_copy, .reduce = dev_reduce, .divide = dev_divide, .ctx = c};
-    return &m;
 }
 
 tutti_result_t tt_cuda_dev_end(struct tutti_comm *c, int prev_dev)
@@ -365,12 +359,6 @@ tutti_result_t tt_cuda_dev_begin(struct tutti_comm *c, void *after, int *prev_de
 {
     (void)after, (void)prev_dev;
     return tt_fail(c, TUTTI_ERR_UNSUPPORTED, "device path: built without CUDA");
-}
-
-const struct tt_mover *tt_cuda_mover(struct tutti_comm *c)
-{
-    (void)c;
-    return NULL;
 }
 
 tutti_result_t tt_cuda_dev_end(struct tutti_comm *c, int prev_dev)

@@ -26,14 +26,11 @@
 #include "../lib/log.h"
 
 #include <cuda_runtime_api.h>
-#include <errno.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
 struct p2p_blob {
     char name[96];
@@ -296,12 +293,7 @@ static void p2p_wait(struct tt_conn *conn, long ns)
 
 static tutti_result_t p2p_alive(struct tt_conn *conn)
 {
-    struct p2p_conn *c = (struct p2p_conn *)conn;
-
-    if (c->peer_pid > 0 && kill(c->peer_pid, 0) != 0 && errno == ESRCH)
-        return tt_fail(NULL, TUTTI_ERR_REMOTE, "p2p: rank %d (pid %d) has died", c->base.peer,
-                       (int)c->peer_pid);
-    return TUTTI_SUCCESS;
+    return tt_transport_pid_alive(conn, ((struct p2p_conn *)conn)->peer_pid);
 }
 
 static void p2p_fail(struct tt_conn *conn)

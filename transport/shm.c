@@ -213,14 +213,17 @@ static void shm_wait(struct tt_conn *conn, long ns)
         tt_transport_sleep(conn, ns);
 }
 
+tutti_result_t tt_transport_pid_alive(const struct tt_conn *conn, int32_t pid)
+{
+    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
+        return tt_fail(NULL, TUTTI_ERR_REMOTE, "%s: rank %d (pid %d) has died", conn->tp->name,
+                       conn->peer, (int)pid);
+    return TUTTI_SUCCESS;
+}
+
 static tutti_result_t shm_alive(struct tt_conn *conn)
 {
-    struct shm_conn *c = (struct shm_conn *)conn;
-
-    if (c->peer_pid > 0 && kill(c->peer_pid, 0) != 0 && errno == ESRCH)
-        return tt_fail(NULL, TUTTI_ERR_REMOTE, "shm: rank %d (pid %d) has died", c->base.peer,
-                       (int)c->peer_pid);
-    return TUTTI_SUCCESS;
+    return tt_transport_pid_alive(conn, ((struct shm_conn *)conn)->peer_pid);
 }
 
 static void shm_fail(struct tt_conn *conn)

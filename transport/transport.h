@@ -110,6 +110,8 @@ void tt_shm_unlink(const char *name);
 tutti_result_t tt_transport_no_progress(struct tt_conn *conn);
 /* A wait() that just sleeps. */
 void tt_transport_sleep(struct tt_conn *conn, long ns);
+/* alive() for transports between processes of one host: is pid (the peer's) still there? */
+tutti_result_t tt_transport_pid_alive(const struct tt_conn *conn, int32_t pid);
 /* alive() for transports that cannot tell. */
 tutti_result_t tt_transport_no_alive(struct tt_conn *conn);
 /* finish() and flush() for transports with nothing to finish or flush. */
