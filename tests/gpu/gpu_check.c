@@ -86,10 +86,17 @@ static void fill(unsigned char *p, size_t bytes, size_t es, int seed)
 static void matrix(void)
 {
     static const size_t counts[] = {0, 1, 4099, 1000003};
+    /* One allocation of the largest size, reused: a cudaFree per case waits for the whole
+     * device, and with several processes on one GPU that wait is most of the run. */
+    size_t most = 1000003 * 8 * (size_t)nranks + 1;
+    unsigned char *hs = malloc(most), *hr = malloc(most), *got = malloc(most);
+    void *ds, *dr;
     tutti_stream_t ws;
     cudaStream_t cs;
     int k = 0;
 
+    CU(cudaMalloc(&ds, most));
+    CU(cudaMalloc(&dr, most));
     CU(cudaStreamCreate(&cs));
     if (tutti_stream_wrap_cuda(&ws, cs) != TUTTI_SUCCESS) {
         fail("tutti_stream_wrap_cuda: %s", tutti_last_error());
@@ -103,8 +110,7 @@ static void matrix(void)
                         size_t es = tutti_dtype_size((tutti_dtype_t)t), n = counts[ci];
                         size_t sb = (c == RS ? n * nranks : n) * es;
                         size_t rb = (c == AG ? n * nranks : n) * es, big = sb > rb ? sb : rb;
-                        unsigned char *hs, *hr, *got;
-                        void *ds, *dr, *s, *r, *hsp, *hrp;
+                        void *s, *r, *hsp, *hrp;
                         tutti_stream_t st = (k++ % 2) ? ws : NULL;
                         tutti_result_t rc;
 
@@ -112,11 +118,7 @@ static void matrix(void)
                             continue; /* no op */
                         if (!counts[ci] && inplace)
                             continue;
-                        hs = calloc(1, big + 1);
-                        hr = calloc(1, big + 1);
-                        got = calloc(1, big + 1);
-                        CU(cudaMalloc(&ds, big + 1));
-                        CU(cudaMalloc(&dr, big + 1));
+                        memset(hs, 0, big + 1);
                         fill(hs, sb, es, rank);
                         memset(hr, 0, big);
                         CU(cudaMemcpy(ds, hs, big, cudaMemcpyHostToDevice));
@@ -162,12 +164,12 @@ static void matrix(void)
                                  coll_name[c], tutti_dtype_name((tutti_dtype_t)t),
                                  tutti_op_name((tutti_op_t)op), n, inplace ? " in place" : "",
                                  st ? "a CUDA stream" : "the NULL stream");
-                        cudaFree(ds);
-                        cudaFree(dr);
-                        free(hs);
-                        free(hr);
-                        free(got);
                     }
+    cudaFree(ds);
+    cudaFree(dr);
+    free(hs);
+    free(hr);
+    free(got);
     tutti_stream_destroy(ws);
     cudaStreamDestroy(cs);
     printf("rank %d: %d device calls checked against the host path\n", rank, k);
