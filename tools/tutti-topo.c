@@ -196,6 +196,20 @@ static int show_comm(void)
                 printf(" %s", a == b ? "-" : tt_comm_transport_name(c, a, b));
             printf("\n");
         }
+        if (c->cuda_direct) {
+            printf("device buffers: p2p (CUDA IPC) between every pair from %zu bytes, staged "
+                   "below\n",
+                   c->cuda_min_bytes);
+        } else {
+            int all = 1;
+            for (int r = 0; r < c->nranks; r++)
+                all &= c->peers[r].cuda_bus[0] != '\0';
+            printf("device buffers: staged through pinned host memory (%s)\n",
+                   c->topo.nnodes > 1 ? "ranks on several hosts"
+                   : all              ? "a GPU cannot reach another's"
+                                      : "a rank has no CUDA device, or TUTTI_CUDA_P2P=0 or "
+                                        "TUTTI_TRANSPORTS leaves p2p out");
+        }
     }
     tutti_barrier(comm, NULL);
     tutti_comm_destroy(comm);
