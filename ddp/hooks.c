@@ -1,6 +1,7 @@
 /*
  * hooks.c -- how a bucket is reduced: plain all-reduce, float16 / bfloat16 compression, int8
- * quantisation and top-k sparsification with error feedback, PowerSGD, or the user's hook.
+ * quantisation and top-k sparsification with error feedback, PowerSGD (its arithmetic in
+ * powersgd.c), or the user's hook.
  *
  * Each hook queues, on the ddp's stream, host functions that transform the bucket and the
  * collectives between them; everything for one bucket runs in order on the stream's worker
@@ -12,27 +13,13 @@
  * Summation order is the same on every rank (all-gathered parts are added in rank order),
  * so every rank ends with bitwise the same gradients.
  */
-#include "ddp_int.h"
+#include "hooks.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define INT8_BLOCK 256
-
-struct ddp_hook_state {
-    float *ef;      /* flat error feedback (int8, topk, powersgd) */
-    uint16_t *half; /* fp16 / bf16 */
-    float *x;       /* scratch: a bucket's values */
-    unsigned char *send, *recv;
-    size_t send_max; /* bytes of `send` (recv: nranks times) */
-    /* PowerSGD */
-    float **qt; /* per parameter: r x cols (transposed Q), NULL for non-matrices */
-    int *rk;    /* per parameter: rank used (0: not compressed) */
-    float *pbuf, *qbuf, *vbuf;
-    size_t pmax, qmax, vmax;
-    size_t bytes;
-};
 
 /* ---- float16 / bfloat16, round to nearest even ---- */
 
@@ -140,8 +127,7 @@ static tutti_result_t half_unpack(void *arg)
 }
 
 /* x = data / n + residual, in bucket order (the residual follows each parameter's run). */
-static void add_residual(struct tutti_ddp *d, const struct ddp_bucket *b, const float *data,
-                         float *x)
+void ddp_add_residual(struct tutti_ddp *d, const struct ddp_bucket *b, const float *data, float *x)
 {
     float inv = 1.0f / (float)d->nranks;
     size_t off = 0;
@@ -188,7 +174,7 @@ static tutti_result_t int8_pack(void *arg)
     float *scales = (float *)h->send;
     int8_t *q = (int8_t *)(h->send + nb * sizeof(float));
 
-    add_residual(d, b, ddp_bucket_data(d, b), x);
+    ddp_add_residual(d, b, ddp_bucket_data(d, b), x);
     for (size_t blk = 0; blk < nb; blk++) {
         size_t lo = blk * INT8_BLOCK, hi = lo + INT8_BLOCK < b->count ? lo + INT8_BLOCK : b->count;
         float most = 0, s, inv;
@@ -280,7 +266,7 @@ static tutti_result_t topk_pack(void *arg)
     struct pair *out = (struct pair *)h->send;
     float thr;
 
-    add_residual(d, b, sent, x);
+    ddp_add_residual(d, b, sent, x);
     mag = (float *)h->recv; /* scratch until the all-gather fills it */
     for (size_t j = 0; j < b->count; j++)
         mag[j] = fabsf(x[j]);
@@ -314,178 +300,6 @@ static tutti_result_t topk_unpack(void *arg)
             if (p->index < b->count)
                 data[p->index] += p->value;
         }
-    return TUTTI_SUCCESS;
-}
-
-/* ---- PowerSGD ---- */
-
-/* rows x cols of a parameter seen as a matrix, and the rank used (0: send it whole). */
-static int psgd_rank(const struct tutti_ddp *d, const struct ddp_param *p, size_t *rows,
-                     size_t *cols)
-{
-    size_t r = (size_t)d->cfg.powersgd_rank;
-
-    *rows = p->shape[0];
-    *cols = p->count / p->shape[0];
-    if (p->ndim < 2 || *rows < 2 || *cols < 2)
-        return 0;
-    r = r < *rows ? r : *rows;
-    r = r < *cols ? r : *cols;
-    if (r * (*rows + *cols) >= p->count)
-        return 0;
-    return (int)r;
-}
-
-/* Sizes of a bucket's packed P, Q and vector parts. */
-static void psgd_sizes(const struct tutti_ddp *d, const struct ddp_bucket *b, size_t *np,
-                       size_t *nq, size_t *nv)
-{
-    *np = *nq = *nv = 0;
-    for (int k = 0; k < b->nparams; k++) {
-        const struct ddp_param *p = &d->params[b->params[k]];
-        size_t rows = 1, cols = 1;
-        int r = d->hook->rk[b->params[k]];
-        if (r) {
-            rows = p->shape[0];
-            cols = p->count / rows;
-            *np += rows * (size_t)r;
-            *nq += cols * (size_t)r;
-        } else {
-            *nv += p->count;
-        }
-    }
-}
-
-static float dot(const float *a, const float *b, size_t n)
-{
-    float s[8] = {0};
-    size_t j = 0;
-
-    for (; j + 8 <= n; j += 8)
-        for (int t = 0; t < 8; t++)
-            s[t] += a[j + (size_t)t] * b[j + (size_t)t];
-    for (; j < n; j++)
-        s[0] += a[j] * b[j];
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
-
-/* M (in the bucket) = data / n + residual; P = M Q; vectors copied out as they are. */
-static tutti_result_t psgd_a(void *arg)
-{
-    struct ddp_bucket *b = arg;
-    struct tutti_ddp *d = b->owner;
-    struct ddp_hook_state *h = d->hook;
-    float *data = ddp_bucket_data(d, b), inv = 1.0f / (float)d->nranks;
-    size_t off = 0, po = 0, vo = 0;
-
-    add_residual(d, b, data, h->x); /* x = M for every parameter */
-    for (int k = 0; k < b->nparams; k++) {
-        int i = b->params[k], r = h->rk[i];
-        const struct ddp_param *p = &d->params[i];
-        const float *m = h->x + off;
-        if (r) {
-            size_t rows = p->shape[0], cols = p->count / rows;
-            for (size_t a = 0; a < rows; a++)
-                for (int c = 0; c < r; c++)
-                    h->pbuf[po + a * (size_t)r + (size_t)c] =
-                        dot(m + a * cols, h->qt[i] + (size_t)c * cols, cols);
-            po += rows * (size_t)r;
-        } else {
-            for (size_t j = 0; j < p->count; j++)
-                h->vbuf[vo + j] = data[off + j] * inv; /* vectors: no residual, plain mean */
-            vo += p->count;
-        }
-        off += p->count;
-    }
-    return TUTTI_SUCCESS;
-}
-
-/* Orthonormalise the columns of P (rows x r, row-major); Q^T = P^T M. */
-static tutti_result_t psgd_b(void *arg)
-{
-    struct ddp_bucket *b = arg;
-    struct tutti_ddp *d = b->owner;
-    struct ddp_hook_state *h = d->hook;
-    size_t off = 0, po = 0, qo = 0;
-
-    for (int k = 0; k < b->nparams; k++) {
-        int i = b->params[k], r = h->rk[i];
-        const struct ddp_param *p = &d->params[i];
-        if (r) {
-            size_t rows = p->shape[0], cols = p->count / rows;
-            float *pm = h->pbuf + po, *qt = h->qbuf + qo;
-            const float *m = h->x + off;
-            for (int c = 0; c < r; c++) {
-                double norm = 0;
-                for (int e = 0; e < c; e++) {
-                    double proj = 0;
-                    for (size_t a = 0; a < rows; a++)
-                        proj +=
-                            (double)pm[a * (size_t)r + (size_t)c] * pm[a * (size_t)r + (size_t)e];
-                    for (size_t a = 0; a < rows; a++)
-                        pm[a * (size_t)r + (size_t)c] -=
-                            (float)proj * pm[a * (size_t)r + (size_t)e];
-                }
-                for (size_t a = 0; a < rows; a++)
-                    norm += (double)pm[a * (size_t)r + (size_t)c] * pm[a * (size_t)r + (size_t)c];
-                norm = sqrt(norm) + 1e-8;
-                for (size_t a = 0; a < rows; a++)
-                    pm[a * (size_t)r + (size_t)c] = (float)(pm[a * (size_t)r + (size_t)c] / norm);
-            }
-            memset(qt, 0, (size_t)r * cols * sizeof(float));
-            for (size_t a = 0; a < rows; a++)
-                for (int c = 0; c < r; c++) {
-                    float s = pm[a * (size_t)r + (size_t)c];
-                    float *row = qt + (size_t)c * cols;
-                    const float *mr = m + a * cols;
-                    for (size_t j = 0; j < cols; j++)
-                        row[j] += s * mr[j];
-                }
-            po += rows * (size_t)r;
-            qo += cols * (size_t)r;
-        }
-        off += p->count;
-    }
-    return TUTTI_SUCCESS;
-}
-
-/* The mean is approximated by P Q^T; residual = M - that / n; Q kept as the next warm start. */
-static tutti_result_t psgd_c(void *arg)
-{
-    struct ddp_bucket *b = arg;
-    struct tutti_ddp *d = b->owner;
-    struct ddp_hook_state *h = d->hook;
-    float *data = ddp_bucket_data(d, b), inv = 1.0f / (float)d->nranks;
-    size_t off = 0, po = 0, qo = 0, vo = 0;
-
-    for (int k = 0; k < b->nparams; k++) {
-        int i = b->params[k], r = h->rk[i];
-        const struct ddp_param *p = &d->params[i];
-        if (r) {
-            size_t rows = p->shape[0], cols = p->count / rows;
-            const float *pm = h->pbuf + po, *qt = h->qbuf + qo, *m = h->x + off;
-            float *e = h->ef + p->flat_off;
-            for (size_t a = 0; a < rows; a++) {
-                float *out = data + off + a * cols;
-                memset(out, 0, cols * sizeof(float));
-                for (int c = 0; c < r; c++) {
-                    float s = pm[a * (size_t)r + (size_t)c];
-                    const float *row = qt + (size_t)c * cols;
-                    for (size_t j = 0; j < cols; j++)
-                        out[j] += s * row[j];
-                }
-                for (size_t j = 0; j < cols; j++)
-                    e[a * cols + j] = m[a * cols + j] - out[j] * inv;
-            }
-            memcpy(h->qt[i], qt, (size_t)r * cols * sizeof(float));
-            po += rows * (size_t)r;
-            qo += cols * (size_t)r;
-        } else {
-            memcpy(data + off, h->vbuf + vo, p->count * sizeof(float));
-            vo += p->count;
-        }
-        off += p->count;
-    }
     return TUTTI_SUCCESS;
 }
 
@@ -557,7 +371,7 @@ tutti_result_t ddp_hook_init(struct tutti_ddp *d)
         fail = !h->ef || !h->x || !h->qt || !h->rk;
         for (int i = 0; i < d->nparams && !fail; i++) {
             size_t rows, cols;
-            int r = psgd_rank(d, &d->params[i], &rows, &cols);
+            int r = ddp_psgd_rank(d, &d->params[i], &rows, &cols);
             h->rk[i] = r;
             if (r) {
                 h->qt[i] = alloc_bytes(h, (size_t)r * cols * sizeof(float));
@@ -702,17 +516,17 @@ tutti_result_t ddp_hook_queue(struct tutti_ddp *d, struct ddp_bucket *b)
         return TUTTI_SUCCESS;
     case TUTTI_DDP_HOOK_POWERSGD: {
         size_t np, nq, nv;
-        psgd_sizes(d, b, &np, &nq, &nv);
-        Q(tutti_stream_launch(s, psgd_a, b));
+        ddp_psgd_sizes(d, b, &np, &nq, &nv);
+        Q(tutti_stream_launch(s, ddp_psgd_a, b));
         if (np)
             Q(tutti_all_reduce(h->pbuf, h->pbuf, np, TUTTI_FLOAT32, TUTTI_SUM, d->comm, s));
         if (nv)
             Q(tutti_all_reduce(h->vbuf, h->vbuf, nv, TUTTI_FLOAT32, TUTTI_SUM, d->comm, s));
         if (np) {
-            Q(tutti_stream_launch(s, psgd_b, b));
+            Q(tutti_stream_launch(s, ddp_psgd_b, b));
             Q(tutti_all_reduce(h->qbuf, h->qbuf, nq, TUTTI_FLOAT32, TUTTI_SUM, d->comm, s));
         }
-        Q(tutti_stream_launch(s, psgd_c, b));
+        Q(tutti_stream_launch(s, ddp_psgd_c, b));
         return TUTTI_SUCCESS;
     }
     case TUTTI_DDP_HOOK_USER: {
