@@ -94,11 +94,14 @@ tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc)
     __atomic_store_n(&comm->error, rc, __ATOMIC_RELEASE);
     /* Tell every peer we are connected to: their waits on us end now, not at their deadline,
      * and the error spreads through the whole communicator in a few hops. */
-    for (size_t i = 0; i < n; i++) {
-        if (comm->conns.send && comm->conns.send[i])
-            comm->conns.send[i]->tp->fail(comm->conns.send[i]);
-        if (comm->conns.recv && comm->conns.recv[i])
-            comm->conns.recv[i]->tp->fail(comm->conns.recv[i]);
+    for (int d = 0; d < 2; d++) { /* host connections, then the device path's */
+        struct tt_exec_conns *t = d ? &comm->dconns : &comm->conns;
+        for (size_t i = 0; i < n; i++) {
+            if (t->send && t->send[i])
+                t->send[i]->tp->fail(t->send[i]);
+            if (t->recv && t->recv[i])
+                t->recv[i]->tp->fail(t->recv[i]);
+        }
     }
     return rc;
 }
