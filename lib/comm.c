@@ -498,7 +498,7 @@ static tutti_result_t read_config(struct tutti_comm *c, const tutti_config_t *cf
     c->nchannels = (int)nch;
     c->nslots = (int)steps;
     c->slot_bytes = (buff / (size_t)steps) & ~(size_t)63;
-    return TUTTI_SUCCESS;
+    return tt_cuda_read_config(c);
 }
 
 /*

@@ -67,6 +67,7 @@ struct tutti_comm {
     int cuda_dev;          /* the device this rank had current at init */
     size_t dslot_bytes;    /* slot size of p2p connections (TUTTI_CUDA_BUFFSIZE / steps) */
     size_t cuda_min_bytes; /* smaller collectives are staged all the same (TUTTI_CUDA_P2P_MIN) */
+    int cuda_min_auto;     /* TUTTI_CUDA_P2P_MIN=auto: decided with cuda_direct */
     struct tt_exec_conns dconns;
     void *cuda_stream;          /* cudaStream_t (non-blocking) the device path queues work on */
     void *cuda_event;           /* cudaEvent_t: where the default stream was at the call */

@@ -85,6 +85,8 @@ void tt_cuda_comm_free(struct tutti_comm *comm);
  * rank. tt_cuda_direct_check refuses buffers on a device other than the communicator's.
  */
 struct tt_rank_info;
+/* TUTTI_CUDA_P2P_MIN and TUTTI_CUDA_BUFFSIZE, checked at init (after TUTTI_STEPS). */
+tutti_result_t tt_cuda_read_config(struct tutti_comm *comm);
 void tt_cuda_self(struct tutti_comm *comm, struct tt_rank_info *me);
 tutti_result_t tt_cuda_direct_setup(struct tutti_comm *comm);
 tutti_result_t tt_cuda_direct_check(struct tutti_comm *comm, const struct tt_call *c);

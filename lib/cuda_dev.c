@@ -34,6 +34,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * The device path's knobs, read at init on every machine (a bad value is refused even where
+ * there is no GPU). TUTTI_CUDA_P2P_MIN=auto: where ranks share a GPU their processes' work
+ * takes turns on it (CUDA time-slices contexts) and every turn costs tens of microseconds;
+ * measured on one H200 shared by 2 and 4 ranks (BENCHMARKS.md) the device path's many small
+ * GPU operations lose to two staging copies below a few MiB, so auto stages below 4 MiB
+ * there and takes the device path for everything where each rank has its own GPU. Either
+ * way the answer depends on the published bus ids and the call's size only: the same on
+ * every rank.
+ */
+tutti_result_t tt_cuda_read_config(struct tutti_comm *c)
+{
+    const char *min = tt_env_str("TUTTI_CUDA_P2P_MIN"), *buff_s = tt_env_str("TUTTI_CUDA_BUFFSIZE");
+    size_t buff = 0;
+
+    c->cuda_min_auto = strcmp(min, "auto") == 0;
+    c->cuda_min_bytes = 0;
+    if (!c->cuda_min_auto && tt_parse_size(min, &c->cuda_min_bytes) != 0)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "TUTTI_CUDA_P2P_MIN='%s' is not a byte count (K/M/G) or auto", min);
+    if (tt_parse_size(buff_s, &buff) != 0 || buff / (size_t)c->nslots < 4096 || buff > (1ull << 31))
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "TUTTI_CUDA_BUFFSIZE='%s' must be a byte count (K/M/G) giving slots of at "
+                       "least 4 KiB (TUTTI_STEPS=%d), at most 2G",
+                       buff_s, c->nslots);
+    c->dslot_bytes = (buff / (size_t)c->nslots) & ~(size_t)255;
+    return TUTTI_SUCCESS;
+}
+
 #if TUTTI_HAVE_CUDA
 #include "cuda/kernels.h"
 
@@ -77,51 +106,17 @@ static int reaches(int dev, const char *bus, const char *mine)
     return can;
 }
 
-/*
- * TUTTI_CUDA_P2P_MIN. Where ranks share a GPU, their processes' work takes turns on it
- * (CUDA time-slices contexts), and every turn costs tens of microseconds: measured on one
- * H200 shared by 2 and 4 ranks (BENCHMARKS.md), the device path's many small GPU operations
- * lose to two staging copies below a few MiB. `auto` stages below 4 MiB there and uses the
- * device path for everything where each rank has its own GPU. The same on every rank: it
- * depends on the published bus ids and the call's size only.
- */
-static tutti_result_t min_bytes(struct tutti_comm *c)
-{
-    const char *v = tt_env_str("TUTTI_CUDA_P2P_MIN");
-    int shared = 0;
-
-    for (int r = 0; r < c->nranks && !shared; r++)
-        for (int q = r + 1; q < c->nranks && !shared; q++)
-            shared = strcmp(c->peers[r].cuda_bus, c->peers[q].cuda_bus) == 0;
-    if (strcmp(v, "auto") == 0) {
-        c->cuda_min_bytes = shared ? (size_t)4 << 20 : 0;
-        return TUTTI_SUCCESS;
-    }
-    if (tt_parse_size(v, &c->cuda_min_bytes) != 0)
-        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
-                       "TUTTI_CUDA_P2P_MIN='%s' is not a byte count (K/M/G) or auto", v);
-    return TUTTI_SUCCESS;
-}
-
 tutti_result_t tt_cuda_direct_setup(struct tutti_comm *c)
 {
     const char *mine = c->peers[c->rank].cuda_bus;
     unsigned char *ok;
-    size_t buff = tt_env_size("TUTTI_CUDA_BUFFSIZE");
-    int all = c->topo.nnodes == 1, agree = 1;
+    int all = c->topo.nnodes == 1, agree = 1, shared = 0;
 
     c->cuda_direct = 0;
-    c->cuda_min_bytes = 0;
     for (int r = 0; r < c->nranks && all; r++)
         all = c->peers[r].cuda_bus[0] != '\0';
     if (!all) /* the same answer on every rank: no more to say */
         return TUTTI_SUCCESS;
-    if (buff / (size_t)c->nslots < 4096 || buff > (1ull << 31))
-        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
-                       "TUTTI_CUDA_BUFFSIZE=%zu must give slots of at least 4 KiB "
-                       "(TUTTI_STEPS=%d) and be at most 2 GiB",
-                       buff, c->nslots);
-    c->dslot_bytes = (buff / (size_t)c->nslots) & ~(size_t)255;
     ok = calloc((size_t)c->nranks, 1);
     if (!ok)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory for a communicator");
@@ -142,7 +137,13 @@ tutti_result_t tt_cuda_direct_setup(struct tutti_comm *c)
     if (rc != TUTTI_SUCCESS)
         return rc;
     c->cuda_direct = agree;
-    return min_bytes(c);
+    /* TUTTI_CUDA_P2P_MIN=auto: see tt_cuda_read_config. */
+    for (int r = 0; r < c->nranks && !shared; r++)
+        for (int q = r + 1; q < c->nranks && !shared; q++)
+            shared = strcmp(c->peers[r].cuda_bus, c->peers[q].cuda_bus) == 0;
+    if (c->cuda_min_auto)
+        c->cuda_min_bytes = shared ? (size_t)4 << 20 : 0;
+    return TUTTI_SUCCESS;
 }
 
 /* Is p on the communicator's device (managed memory goes anywhere)? */

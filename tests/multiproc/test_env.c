@@ -184,4 +184,19 @@ Test(env, missing_and_malformed_variables_are_named, .init = setup, .timeout = 6
     expect_init_error(h, "TUTTI_ID");
     char *i[12] = {"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=70000", NULL};
     expect_init_error(i, "MASTER_PORT=70000");
+    /* The device path's knobs are checked on every machine, GPU or not. */
+    char *j[12] = {"RANK=0",
+                   "WORLD_SIZE=1",
+                   "MASTER_ADDR=127.0.0.1",
+                   "MASTER_PORT=29999",
+                   "TUTTI_CUDA_P2P_MIN=lots",
+                   NULL};
+    expect_init_error(j, "TUTTI_CUDA_P2P_MIN='lots'");
+    char *k[12] = {"RANK=0",
+                   "WORLD_SIZE=1",
+                   "MASTER_ADDR=127.0.0.1",
+                   "MASTER_PORT=29999",
+                   "TUTTI_CUDA_BUFFSIZE=1K",
+                   NULL};
+    expect_init_error(k, "TUTTI_CUDA_BUFFSIZE='1K'");
 }
