@@ -82,10 +82,27 @@ tutti_result_t tt_comm_check(struct tutti_comm *comm, const char *fn)
     return TUTTI_SUCCESS;
 }
 
+/* Fail (close = 0) or close every connection, host and device path, senders first: an
+ * in-process (mem) receiver owns the memory its sender writes. */
+static void each_conn(struct tutti_comm *c, int close)
+{
+    size_t n = (size_t)c->nranks * (size_t)c->conns.nchannels;
+
+    for (int side = 0; side < 2; side++)
+        for (int d = 0; d < 2; d++) {
+            struct tt_exec_conns *t = d ? &c->dconns : &c->conns;
+            struct tt_conn **v = side ? t->recv : t->send;
+            for (size_t i = 0; v && i < n; i++) {
+                if (v[i] && close)
+                    v[i]->tp->close(v[i]);
+                else if (v[i])
+                    v[i]->tp->fail(v[i]);
+            }
+        }
+}
+
 tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc)
 {
-    size_t n = (size_t)comm->nranks * (size_t)comm->conns.nchannels;
-
     tt_error_to_comm(comm);
     if (tt_comm_error(comm) != TUTTI_SUCCESS)
         return rc;
@@ -94,15 +111,7 @@ tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc)
     __atomic_store_n(&comm->error, rc, __ATOMIC_RELEASE);
     /* Tell every peer we are connected to: their waits on us end now, not at their deadline,
      * and the error spreads through the whole communicator in a few hops. */
-    for (int d = 0; d < 2; d++) { /* host connections, then the device path's */
-        struct tt_exec_conns *t = d ? &comm->dconns : &comm->conns;
-        for (size_t i = 0; i < n; i++) {
-            if (t->send && t->send[i])
-                t->send[i]->tp->fail(t->send[i]);
-            if (t->recv && t->recv[i])
-                t->recv[i]->tp->fail(t->recv[i]);
-        }
-    }
+    each_conn(comm, 0);
     return rc;
 }
 
@@ -429,29 +438,13 @@ static tutti_result_t connect_device_mesh(struct tutti_comm *c)
                        "setting up the device path (TUTTI_CUDA_P2P=0 stages device buffers "
                        "through the host instead): %s",
                        tt_thread_error());
-    if (c->rank == 0)
-        TT_INFO(TT_SUB_INIT,
-                "device path: %d rank(s) on one host, device buffers move GPU to GPU over p2p "
-                "(CUDA IPC) from %zu bytes, %d x %zu-byte device slots per connection",
-                c->nranks, c->cuda_min_bytes, c->nslots, c->dslot_bytes);
     return TUTTI_SUCCESS;
 }
 
 static void comm_free(struct tutti_comm *c)
 {
-    size_t n = (size_t)c->nranks * (size_t)c->conns.nchannels;
-
     tt_memreg_free_all(c);
-    /* Senders first: an in-process (mem) receiver owns the memory its sender writes. */
-    for (int d = 0; d < 2; d++) {
-        struct tt_exec_conns *t = d ? &c->dconns : &c->conns;
-        for (size_t i = 0; t->send && i < n; i++)
-            if (t->send[i])
-                t->send[i]->tp->close(t->send[i]);
-        for (size_t i = 0; t->recv && i < n; i++)
-            if (t->recv[i])
-                t->recv[i]->tp->close(t->recv[i]);
-    }
+    each_conn(c, 1);
     tt_cuda_comm_free(c); /* after the p2p connections, which use its stream */
     tt_boot_close(c->boot);
     tt_plan_free(&c->plan);

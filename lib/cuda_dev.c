@@ -248,7 +248,14 @@ tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)
         e = cudaStreamSynchronize(s);
     if (scratch)
         cudaFree(scratch);
-    return e == cudaSuccess ? TUTTI_SUCCESS : dev_fail(c, "loading the reduction kernels", e);
+    if (e != cudaSuccess)
+        return dev_fail(c, "loading the reduction kernels", e);
+    if (c->rank == 0) /* the p2p connections follow (comm.c); init fails if they cannot */
+        TT_INFO(TT_SUB_INIT,
+                "device path: %d rank(s) on one host, device buffers move GPU to GPU over p2p "
+                "(CUDA IPC) from %zu bytes, %d x %zu-byte device slots per connection",
+                c->nranks, c->cuda_min_bytes, c->nslots, c->dslot_bytes);
+    return TUTTI_SUCCESS;
 }
 
 tutti_result_t tt_cuda_dev_begin(struct tutti_comm *c, void *after, int *prev_dev)
