@@ -420,15 +420,20 @@ TUTTI_API tutti_result_t tutti_event_sync(tutti_event_t event);
  *   - NULL or a host stream: the call (or the stream's worker) copies the inputs from the
  *     device after the work already queued on CUDA's legacy default stream, runs, copies the
  *     results back, and completes as for host memory;
- *   - a CUDA stream wrapped with tutti_stream_wrap_cuda: the call returns at once; the work
- *     runs in the CUDA stream's order: it sees what the kernels queued before it wrote, and
+ *   - a CUDA stream wrapped with tutti_stream_wrap_cuda: the call returns at once (on the
+ *     device path below with TUTTI_CUDA_ASYNC=0: once done); the work runs in the CUDA
+ *     stream's order: it sees what the kernels queued before it wrote, and
  *     kernels queued after it see its results. tutti_stream_sync/query on the wrapper wait
  *     for / poll the CUDA stream and report a failed collective (cudaStreamSynchronize alone
  *     does not tell: a failed collective leaves its outputs undefined). Host buffers may be
  *     given on a wrapped stream too; they are used in stream order.
- * This version moves device data through pinned host memory (a registered device send
- * buffer over net_ib excepted: GPUDirect RDMA, see tutti_comm_register); without CUDA or a device,
- * device pointers are not recognised (do not pass them).
+ * Where every rank is on one host and its GPU reaches the others' (the same GPU, or peer
+ * access), collectives on device buffers move GPU to GPU (CUDA IPC, CUDA kernels; the device
+ * path, from TUTTI_CUDA_P2P_MIN bytes); otherwise, and for tutti_send/tutti_recv, device data
+ * goes through pinned host memory (a registered device send buffer over net_ib excepted:
+ * GPUDirect RDMA, see tutti_comm_register). On the device path every rank must pass device
+ * memory if one does. Without CUDA or a device, device pointers are not recognised (do
+ * not pass them).
  */
 
 /*

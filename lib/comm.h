@@ -72,7 +72,14 @@ struct tutti_comm {
     void *cuda_stream;          /* cudaStream_t (non-blocking) the device path queues work on */
     void *cuda_event;           /* cudaEvent_t: where the default stream was at the call */
     struct tt_mover cuda_mover; /* the executor's byte moves on cuda_stream */
-    struct tt_memreg *memregs;  /* tutti_comm_register (memreg.c) */
+    /* Device-path calls on wrapped CUDA streams that return at once (cuda_async.c). */
+    int cuda_async;
+    tutti_stream_t cuda_runner;   /* runs them in call order */
+    volatile uint32_t *cuda_flag; /* pinned, mapped: the last one finished; user streams wait
+                                   * on the GPU until it reaches their call's number */
+    void *cuda_flag_dev;          /* its device address */
+    uint32_t cuda_seq;            /* calls queued so far */
+    struct tt_memreg *memregs;    /* tutti_comm_register (memreg.c) */
 
     /* Reused between calls so the hot path does not allocate. */
     struct tt_plan plan;

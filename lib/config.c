@@ -53,6 +53,10 @@ static struct knob knobs[] = {
      NULL, 0, 0},
     {"TUTTI_CUDA_BUFFSIZE", "32M",
      "bytes of device memory per p2p connection (split into TUTTI_STEPS slots)", NULL, 0, 0},
+    {"TUTTI_CUDA_ASYNC", "1",
+     "1: device-path calls on a wrapped CUDA stream return at once, the stream waits on the GPU; "
+     "0: they return once done",
+     NULL, 0, 0},
     {"TUTTI_ALGO", "",
      "algorithm per collective, e.g. all_reduce:ring;all_reduce:rd (default: the tuner's rule)",
      NULL, 0, 0},

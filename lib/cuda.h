@@ -106,10 +106,15 @@ tutti_result_t tt_cuda_dev_end(struct tutti_comm *comm, int prev_dev);
 void tt_cuda_dev_free(struct tutti_comm *comm);
 
 /*
- * A device-path collective on CUDA-wrapped stream s (cuda_dev.c): run now on this thread,
- * after an event recorded on s; returns once it is done (so later work on s sees it).
+ * A device-path collective on CUDA-wrapped stream s (cuda_async.c): with comm->cuda_async it
+ * is queued on the communicator's runner and s waits on the GPU until it is done (returns at
+ * once); otherwise it runs now on this thread, after an event recorded on s, and returns once
+ * done. tt_cuda_async_prepare (from tt_cuda_dev_prepare, device current) decides which
+ * (TUTTI_CUDA_ASYNC, the driver's stream memory operations); tt_cuda_async_free undoes it.
  */
 tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, const struct tt_call *c,
                                      tutti_stream_t s);
+tutti_result_t tt_cuda_async_prepare(struct tutti_comm *comm);
+void tt_cuda_async_free(struct tutti_comm *comm);
 
 #endif

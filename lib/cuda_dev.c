@@ -17,8 +17,8 @@
  *
  * Ordering: on a NULL or host stream the device stream first waits for CUDA's legacy default
  * stream (an event recorded there), as the staged path's cudaMemcpy did, and the call returns
- * once the device stream has finished. On a wrapped cudaStream_t the same, after an event on
- * that stream instead (tt_cuda_dev_on_stream).
+ * once the device stream has finished. On a wrapped cudaStream_t the call returns at once and
+ * the user's stream waits on the GPU for it (cuda_async.c).
  */
 #include "cuda.h"
 
@@ -207,11 +207,12 @@ static tutti_result_t dev_divide(void *ctx, void *buf, size_t n, tutti_dtype_t d
 }
 
 /*
- * At init: the stream, an event, and every kernel loaded. CUDA loads kernels lazily, at their
- * first launch, and loading waits for the whole context: a first launch from a collective
- * queued on a CUDA stream, which a host function holds until that collective is done, would
- * wait for itself (seen on an H200: two ranks stuck in their first reduction). So each
- * kernel runs once here, on one element of scratch memory.
+ * At init: the stream, an event, every kernel loaded, and the runner of wrapped-stream calls
+ * (cuda_async.c). CUDA loads kernels lazily, at their first launch, and loading waits for the
+ * whole context: a first launch from a collective that a user's stream is held for would
+ * wait for itself (seen on an H200, when a host function held the stream: two ranks stuck in
+ * their first reduction; a GPU-side wait holds it the same way). So each kernel runs once
+ * here, on one element of scratch memory.
  */
 tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)
 {
@@ -250,6 +251,7 @@ tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)
         cudaFree(scratch);
     if (e != cudaSuccess)
         return dev_fail(c, "loading the reduction kernels", e);
+    TT_CHECK(tt_cuda_async_prepare(c));
     if (c->rank == 0) /* the p2p connections follow (comm.c); init fails if they cannot */
         TT_INFO(TT_SUB_INIT,
                 "device path: %d rank(s) on one host, device buffers move GPU to GPU over p2p "
@@ -286,44 +288,9 @@ tutti_result_t tt_cuda_dev_end(struct tutti_comm *c, int prev_dev)
     return e == cudaSuccess ? TUTTI_SUCCESS : dev_fail(c, "waiting for the device", e);
 }
 
-/*
- * On a wrapped CUDA stream: the call runs here, on the calling thread, after an event
- * recorded on the user's stream (so after the kernels queued before it), and returns once
- * the device stream has finished, so everything queued on the user's stream afterwards sees
- * the results. Unlike the staged path it does not return at once. Holding the user's
- * stream with a host function while another thread ran the collective deadlocked on an
- * H200 as soon as the stream still had a kernel running (CUDA forbids a host function to
- * wait for CUDA work that is not ordered before it, and resolves other streams' waits on
- * the same thread), and running the collective on the staged path for CUDA streams only
- * would let two ranks that use different kinds of stream wait on different connections.
- */
-tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, const struct tt_call *c,
-                                     tutti_stream_t s)
-{
-    struct tt_work w = {.kind = TT_WORK_COLL, .comm = comm, .call = *c};
-    cudaEvent_t ev = NULL; /* the call's own: another thread may be inside comm meanwhile */
-    cudaError_t e;
-    tutti_result_t rc;
-
-    if (tt_stream_failed(s))
-        return tt_fail(comm, TUTTI_ERR_ABORTED,
-                       "%s: not run: an earlier operation on its CUDA stream failed", c->fn);
-    e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-    if (e == cudaSuccess)
-        e = cudaEventRecord(ev, (cudaStream_t)tt_stream_cuda_handle(s));
-    if (e != cudaSuccess) {
-        if (ev)
-            cudaEventDestroy(ev);
-        return tt_comm_set_error(comm, dev_fail(comm, "recording an event on the CUDA stream", e));
-    }
-    w.call.after = ev;
-    rc = tt_coll_run_now(comm, &w);
-    cudaEventDestroy(ev);
-    return rc;
-}
-
 void tt_cuda_dev_free(struct tutti_comm *c)
 {
+    tt_cuda_async_free(c);
     if (c->cuda_event)
         cudaEventDestroy((cudaEvent_t)c->cuda_event);
     if (c->cuda_stream)
@@ -378,13 +345,6 @@ tutti_result_t tt_cuda_dev_end(struct tutti_comm *c, int prev_dev)
 void tt_cuda_dev_free(struct tutti_comm *c)
 {
     (void)c;
-}
-
-tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, const struct tt_call *c,
-                                     tutti_stream_t s)
-{
-    (void)s;
-    return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "%s: built without CUDA", c->fn);
 }
 
 #endif

@@ -15,15 +15,23 @@ step kernels
 "$check" kernels
 for n in 2 4 3 1; do
     step "device path, $n rank(s)"
-    TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$check" order
-    # The device path must be the one taken: rank 0 says so at init.
+    # Calls on a wrapped CUDA stream return at once (TUTTI_CUDA_ASYNC=1, the default).
+    TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$check" order async
+    # The device path must be the one taken, wrapped streams waiting on the GPU: rank 0 says
+    # so at init.
     out=$(TUTTI_CUDA_P2P_MIN=0 TUTTI_DEBUG=INFO TUTTI_DEBUG_SUBSYS=INIT "$run" -n $n "$check" \
         matrix 2>&1) || { echo "$out"; echo "FAILED: matrix on $n rank(s), device path"; exit 1; }
     echo "$out" | grep -v " tutti INFO " || true
     echo "$out" | grep -q "device path: $n rank(s) on one host" ||
         { echo "$out"; echo "FAILED: matrix on $n rank(s) did not take the device path"; exit 1; }
+    echo "$out" | grep -q "wrapped CUDA streams return at once" ||
+        { echo "$out"; echo "FAILED: wrapped CUDA streams do not wait on the GPU"; exit 1; }
     "$run" -n $n "$check" p2p
 done
+step "device path and staged calls interleaved on one CUDA stream; TUTTI_CUDA_ASYNC=0"
+TUTTI_CUDA_P2P_MIN=1M "$run" -n 2 "$check" order async
+TUTTI_CUDA_P2P_MIN=1M "$run" -n 4 "$check" order async
+TUTTI_CUDA_ASYNC=0 TUTTI_CUDA_P2P_MIN=0 "$run" -n 2 "$check" order
 step "staged path"
 for n in 1 2 4; do
     TUTTI_CUDA_P2P=0 "$run" -n $n "$check" order async

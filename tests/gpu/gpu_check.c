@@ -7,11 +7,10 @@
  *                      stream in turn; each result must equal bitwise the same call on host
  *                      buffers (the host path is checked against independent references by
  *                      the coll tests)
- *   gpu_check order [async]  on a wrapped CUDA stream: a slow kernel fills the input, the
- *                      all-reduce queued behind it must see the filled values, a kernel queued
- *                      after it must see its result; with `async` the call must also return
- *                      before the fill has finished (the staged path; the device path returns
- *                      once done, see lib/cuda_dev.c)
+ *   gpu_check order [async]  on a wrapped CUDA stream: a slow kernel fills the inputs, the
+ *                      all-reduces queued behind it (4 MiB, 4 KiB, 4 MiB again) must see the
+ *                      filled values, a kernel queued after them must see their result; with
+ *                      `async` the calls must also return before the fill has finished
  *   gpu_check p2p      tutti_send/tutti_recv on device buffers: a ring exchange in a group
  *                      (0, 1, 4099 and 3M+17 int32) and an all-to-all, on the NULL stream,
  *                      with the buffers registered (tutti_comm_register), and on a wrapped
@@ -184,14 +183,16 @@ static double now(void)
 
 static void order(int async)
 {
-    size_t n = 1 << 20;
-    float *d, *h = malloc(n * sizeof(float));
+    size_t n = 1 << 20, m = 1024; /* 4 MiB and 4 KiB of float32 */
+    float *d, *d2, *h = malloc(n * sizeof(float));
+    float sum = (float)(nranks * (nranks + 1) / 2); /* of rank + 1 over the ranks */
     cudaStream_t cs;
     tutti_stream_t ws;
     double t0, t_call, t_done;
 
     CU(cudaStreamCreate(&cs));
     CU(cudaMalloc((void **)&d, n * sizeof(float)));
+    CU(cudaMalloc((void **)&d2, m * sizeof(float)));
     CU(cudaMemset(d, 0, n * sizeof(float)));
     if (tutti_stream_wrap_cuda(&ws, cs) != TUTTI_SUCCESS) {
         fail("tutti_stream_wrap_cuda: %s", tutti_last_error());
@@ -199,9 +200,14 @@ static void order(int async)
     }
     tutti_barrier(comm, NULL);
     t0 = now();
-    if (gpu_slow_fill(d, n, (float)(rank + 1), 2000000000ll, cs) != 0) /* ~1 s of spinning */
+    if (gpu_slow_fill(d, n, (float)(rank + 1), 2000000000ll, cs) != 0 || /* ~1 s of spinning */
+        gpu_slow_fill(d2, m, (float)(rank + 1), 1000, cs) != 0)
         fail("slow_fill launch");
-    if (tutti_all_reduce(d, d, n, TUTTI_FLOAT32, TUTTI_SUM, comm, ws) != TUTTI_SUCCESS)
+    /* Three calls in a row: with TUTTI_CUDA_P2P_MIN between 4 KiB and 4 MiB the small one is
+     * staged (a host function on cs) between two on the device path (the runner). */
+    if (tutti_all_reduce(d, d, n, TUTTI_FLOAT32, TUTTI_SUM, comm, ws) != TUTTI_SUCCESS ||
+        tutti_all_reduce(d2, d2, m, TUTTI_FLOAT32, TUTTI_SUM, comm, ws) != TUTTI_SUCCESS ||
+        tutti_all_reduce(d, d, n, TUTTI_FLOAT32, TUTTI_SUM, comm, ws) != TUTTI_SUCCESS)
         fail("all_reduce on the CUDA stream: %s", tutti_last_error());
     t_call = now() - t0;
     if (gpu_twice(d, n, cs) != 0)
@@ -211,18 +217,25 @@ static void order(int async)
     t_done = now() - t0;
     CU(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n; i++)
-        if (h[i] != (float)(nranks * (nranks + 1))) {
-            fail("order: element %zu is %g, want %g (fill, then all-reduce, then doubling)", i,
-                 h[i], (double)(nranks * (nranks + 1)));
+        if (h[i] != 2.0f * (float)nranks * sum) {
+            fail("order: element %zu is %g, want %g (fill, all-reduce twice, doubling)", i, h[i],
+                 2.0 * nranks * sum);
+            break;
+        }
+    CU(cudaMemcpy(h, d2, m * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < m; i++)
+        if (h[i] != sum) {
+            fail("order: small buffer element %zu is %g, want %g", i, h[i], (double)sum);
             break;
         }
     if (async && t_call > t_done / 2)
-        fail("order: the all-reduce call took %.3f s of the %.3f s: it did not return at once",
+        fail("order: the all-reduce calls took %.3f s of the %.3f s: they did not return at once",
              t_call, t_done);
-    printf("rank %d: stream order holds (call returned after %.3f s, work done after %.3f s)\n",
+    printf("rank %d: stream order holds (calls returned after %.3f s, work done after %.3f s)\n",
            rank, t_call, t_done);
     tutti_stream_destroy(ws);
     cudaFree(d);
+    cudaFree(d2);
     cudaStreamDestroy(cs);
     free(h);
 }
