@@ -428,12 +428,12 @@ TUTTI_API tutti_result_t tutti_event_sync(tutti_event_t event);
  *     does not tell: a failed collective leaves its outputs undefined). Host buffers may be
  *     given on a wrapped stream too; they are used in stream order.
  * Where every rank is on one host and its GPU reaches the others' (the same GPU, or peer
- * access), collectives on device buffers move GPU to GPU (CUDA IPC, CUDA kernels; the device
- * path, from TUTTI_CUDA_P2P_MIN bytes); otherwise, and for tutti_send/tutti_recv, device data
+ * access), collectives and messages to other ranks on device buffers move GPU to GPU (CUDA
+ * IPC, CUDA kernels; the device path, from TUTTI_CUDA_P2P_MIN bytes); otherwise device data
  * goes through pinned host memory (a registered device send buffer over net_ib excepted:
- * GPUDirect RDMA, see tutti_comm_register). On the device path every rank must pass device
- * memory if one does. Without CUDA or a device, device pointers are not recognised (do
- * not pass them).
+ * GPUDirect RDMA, see tutti_comm_register). On the device path every rank of a collective,
+ * and both ends of a message, must pass device memory if one does. Without CUDA or a device,
+ * device pointers are not recognised (do not pass them).
  */
 
 /*

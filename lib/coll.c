@@ -386,7 +386,7 @@ tutti_result_t tt_coll_exec_work(const struct tt_work *w)
     if (w->kind == TT_WORK_COLL)
         rc = coll_exec(w->comm, &w->call);
     else
-        rc = tt_p2p_exec(w->comm, w->ops, w->nops);
+        rc = tt_p2p_exec(w->comm, w->ops, w->nops, w->call.after);
     pthread_mutex_unlock(&w->comm->run_lock);
     return rc;
 }

@@ -25,8 +25,9 @@ tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
 /* Run w now on this thread, after whatever streams hold for its communicator. */
 tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w);
 
-/* Run a batch of point-to-point operations (p2p.c); comm's run lock is held. */
-tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops);
+/* Run a batch of point-to-point operations (p2p.c); comm's run lock is held. `after`: where
+ * its device-path operations start (a cudaEvent_t; NULL: after CUDA's default stream). */
+tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops, void *after);
 /* Is a group open on this thread (between tutti_group_start and tutti_group_end)? */
 int tt_group_open(void);
 

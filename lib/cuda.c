@@ -389,8 +389,10 @@ tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c,
     struct stage_plan p;
     cudaError_t e = cudaSuccess;
 
-    if (device && tt_cuda_direct_use(comm, c))
-        return tt_cuda_dev_on_stream(comm, c, s);
+    if (device && tt_cuda_direct_use(comm, c)) {
+        struct tt_work w = {.kind = TT_WORK_COLL, .comm = comm, .call = *c};
+        return tt_cuda_dev_on_stream(comm, &w, s);
+    }
     it = calloc(1, sizeof(*it));
     if (!it || (!*st && !(*st = calloc(1, sizeof(**st))))) {
         free(it);
@@ -440,8 +442,48 @@ tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c,
     return TUTTI_SUCCESS;
 }
 
+/* The operations of a batch that take the device path, first, on the runner (cuda_async.c);
+ * the others are staged after them (a host function on s), as tt_p2p_exec orders them. */
+static tutti_result_t enqueue_p2p_staged(struct tutti_comm *comm, const struct tt_p2p_op *ops,
+                                         int nops, tutti_stream_t s);
+
 tutti_result_t tt_cuda_enqueue_p2p(struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
                                    tutti_stream_t s)
+{
+    struct tt_work w = {.kind = TT_WORK_P2P, .comm = comm};
+    struct tt_p2p_op *dev, *rest;
+    int ndev = 0, nrest = 0;
+    tutti_result_t rc;
+
+    for (int i = 0; i < nops; i++)
+        ndev += tt_cuda_direct_p2p(comm, &ops[i]);
+    if (ndev == 0)
+        return enqueue_p2p_staged(comm, ops, nops, s);
+    dev = malloc((size_t)ndev * sizeof(*dev));
+    rest = malloc((size_t)nops * sizeof(*rest));
+    if (!dev || !rest) {
+        free(dev);
+        free(rest);
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
+    }
+    ndev = 0;
+    for (int i = 0; i < nops; i++) {
+        if (tt_cuda_direct_p2p(comm, &ops[i]))
+            dev[ndev++] = ops[i];
+        else
+            rest[nrest++] = ops[i];
+    }
+    w.ops = dev;
+    w.nops = ndev;
+    rc = tt_cuda_dev_on_stream(comm, &w, s); /* takes dev */
+    if (rc == TUTTI_SUCCESS && nrest > 0)
+        rc = enqueue_p2p_staged(comm, rest, nrest, s);
+    free(rest);
+    return rc;
+}
+
+static tutti_result_t enqueue_p2p_staged(struct tutti_comm *comm, const struct tt_p2p_op *ops,
+                                         int nops, tutti_stream_t s)
 {
     cudaStream_t cs = (cudaStream_t)tt_stream_cuda_handle(s);
     struct cuda_state **st = (struct cuda_state **)tt_stream_cuda_state(s);

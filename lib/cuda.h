@@ -93,6 +93,13 @@ tutti_result_t tt_cuda_direct_check(struct tutti_comm *comm, const struct tt_cal
 /* Does checked call c take the device path (device buffers, comm->cuda_direct, at least
  * TUTTI_CUDA_P2P_MIN bytes)? The same answer on every rank for the same call. */
 int tt_cuda_direct_use(const struct tutti_comm *comm, const struct tt_call *c);
+/* Does point-to-point operation op take the device path (device memory, comm->cuda_direct,
+ * another rank, at least TUTTI_CUDA_P2P_MIN bytes)? Both ends decide alike when both pass
+ * device memory, which the device path requires (NCCL's rule). check: its buffer must be on
+ * the communicator's device. */
+int tt_cuda_direct_p2p(const struct tutti_comm *comm, const struct tt_p2p_op *op);
+tutti_result_t tt_cuda_direct_check_p2p(struct tutti_comm *comm, const char *fn,
+                                        const struct tt_p2p_op *op);
 /* At init, where comm->cuda_direct: the device stream, its mover, every kernel loaded. */
 tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *comm);
 /*
@@ -106,14 +113,15 @@ tutti_result_t tt_cuda_dev_end(struct tutti_comm *comm, int prev_dev);
 void tt_cuda_dev_free(struct tutti_comm *comm);
 
 /*
- * A device-path collective on CUDA-wrapped stream s (cuda_async.c): with comm->cuda_async it
- * is queued on the communicator's runner and s waits on the GPU until it is done (returns at
- * once); otherwise it runs now on this thread, after an event recorded on s, and returns once
- * done. tt_cuda_async_prepare (from tt_cuda_dev_prepare, device current) decides which
- * (TUTTI_CUDA_ASYNC, the driver's stream memory operations); tt_cuda_async_free undoes it.
+ * Device-path work w (a collective, or a point-to-point batch whose operations all take the
+ * device path) on CUDA-wrapped stream s (cuda_async.c): with comm->cuda_async it is queued on
+ * the communicator's runner and s waits on the GPU until it is done (returns at once);
+ * otherwise it runs now on this thread, after an event recorded on s, and returns once done.
+ * Takes w->ops either way. tt_cuda_async_prepare (from tt_cuda_dev_prepare, device current)
+ * decides which (TUTTI_CUDA_ASYNC, the driver's stream memory operations); tt_cuda_async_free
+ * undoes it.
  */
-tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, const struct tt_call *c,
-                                     tutti_stream_t s);
+tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, struct tt_work *w, tutti_stream_t s);
 tutti_result_t tt_cuda_async_prepare(struct tutti_comm *comm);
 void tt_cuda_async_free(struct tutti_comm *comm);
 

@@ -1,5 +1,6 @@
 /*
- * cuda_async.c -- device-path collectives on a wrapped CUDA stream (tt_cuda_dev_on_stream).
+ * cuda_async.c -- device-path collectives and point-to-point batches on a wrapped CUDA stream
+ * (tt_cuda_dev_on_stream).
  *
  * The device path is driven from the host: the executor hands out slots, queues copies and
  * kernels on the communicator's CUDA stream and publishes commits once CUDA events say they
@@ -143,79 +144,89 @@ void tt_cuda_async_free(struct tutti_comm *c)
     c->cuda_async = 0;
 }
 
-/* One call on the runner. */
+/* One call on the runner: a collective, or a point-to-point batch (its ops are ours). */
 struct item {
-    struct tutti_comm *comm;
-    struct tt_call call;
+    struct tt_work w; /* w.call.after: the event on the user's stream, ours too */
     tutti_stream_t s;
     uint32_t n;
 };
 
+static const char *work_name(const struct tt_work *w)
+{
+    return w->kind == TT_WORK_COLL ? w->call.fn : "point-to-point";
+}
+
 /* Until the work queued on the user's stream before the call is done (or comm gives up). */
-static tutti_result_t wait_event(struct tutti_comm *c, const struct tt_call *call)
+static tutti_result_t wait_event(struct tutti_comm *c, const struct tt_work *w)
 {
     struct tt_backoff b;
     cudaError_t e;
 
     tt_backoff_init(&b, 0);
-    while ((e = cudaEventQuery((cudaEvent_t)call->after)) == cudaErrorNotReady) {
+    while ((e = cudaEventQuery((cudaEvent_t)w->call.after)) == cudaErrorNotReady) {
         if (c->abort_flag)
-            return tt_fail(c, TUTTI_ERR_ABORTED, "%s: aborted (tutti_comm_abort)", call->fn);
+            return tt_fail(c, TUTTI_ERR_ABORTED, "%s: aborted (tutti_comm_abort)", work_name(w));
         tt_backoff_wait(&b);
     }
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        return tt_fail(c, TUTTI_ERR_SYSTEM, "%s: waiting for its CUDA stream: %s", call->fn,
+        return tt_fail(c, TUTTI_ERR_SYSTEM, "%s: waiting for its CUDA stream: %s", work_name(w),
                        cudaGetErrorString(e));
     }
     return TUTTI_SUCCESS;
 }
 
+/* Free what an item's work owns: its operations and the event. */
+static void work_drop(struct tt_work *w)
+{
+    cudaEventDestroy((cudaEvent_t)w->call.after);
+    tt_work_release(w);
+}
+
 static tutti_result_t run_item(void *arg)
 {
     struct item *it = arg;
-    struct tt_work w = {.kind = TT_WORK_COLL, .comm = it->comm, .call = it->call};
-    tutti_result_t rc = wait_event(it->comm, &it->call);
+    struct tutti_comm *comm = it->w.comm;
+    tutti_result_t rc = wait_event(comm, &it->w);
 
     if (rc == TUTTI_SUCCESS && tt_stream_failed(it->s))
-        rc = tt_fail(it->comm, TUTTI_ERR_ABORTED,
-                     "%s: not run: an earlier operation on its CUDA stream failed", it->call.fn);
+        rc = tt_fail(comm, TUTTI_ERR_ABORTED,
+                     "%s: not run: an earlier operation on its CUDA stream failed",
+                     work_name(&it->w));
     if (rc == TUTTI_SUCCESS)
-        rc = tt_coll_exec_work(&w);
+        rc = tt_coll_exec_work(&it->w);
     else
-        tt_comm_set_error(it->comm, rc);
+        tt_comm_set_error(comm, rc);
     if (rc != TUTTI_SUCCESS)
         tt_stream_record_failure(it->s, rc, tt_thread_error());
-    cudaEventDestroy((cudaEvent_t)it->call.after);
+    work_drop(&it->w);
     /* Last: the user's stream goes on (and may be destroyed) once it sees the number. */
-    __atomic_store_n(it->comm->cuda_flag, it->n, __ATOMIC_RELEASE);
+    __atomic_store_n(comm->cuda_flag, it->n, __ATOMIC_RELEASE);
     free(it);
     return TUTTI_SUCCESS; /* the runner itself never fails: later calls must still run */
 }
 
-/* Queue c on the runner (which then owns the event c->after) and make s wait for it on the
- * GPU. */
-static tutti_result_t enqueue(struct tutti_comm *comm, struct tt_call *c, tutti_stream_t s)
+/* Queue w on the runner (which then owns it) and make s wait for it on the GPU. */
+static tutti_result_t enqueue(struct tutti_comm *comm, struct tt_work *w, tutti_stream_t s)
 {
     struct item *it = calloc(1, sizeof(*it));
-    struct tt_work w = {.kind = TT_WORK_HOST, .comm = comm, .fn = run_item};
+    struct tt_work host = {.kind = TT_WORK_HOST, .comm = comm, .fn = run_item, .arg = it};
     tutti_result_t rc;
     int e;
 
     if (!it) {
-        cudaEventDestroy((cudaEvent_t)c->after);
-        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", c->fn);
+        work_drop(w);
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", work_name(w));
     }
-    *it = (struct item){.comm = comm, .call = *c, .s = s};
-    w.arg = it;
+    *it = (struct item){.w = *w, .s = s};
     pthread_mutex_lock(&queue_lock);
     it->n = ++comm->cuda_seq;
-    rc = tt_stream_push(comm->cuda_runner, &w);
+    rc = tt_stream_push(comm->cuda_runner, &host);
     if (rc != TUTTI_SUCCESS)
         comm->cuda_seq--;
     pthread_mutex_unlock(&queue_lock);
     if (rc != TUTTI_SUCCESS) {
-        cudaEventDestroy((cudaEvent_t)c->after);
+        work_drop(w);
         free(it);
         return rc;
     }
@@ -225,21 +236,21 @@ static tutti_result_t enqueue(struct tutti_comm *comm, struct tt_call *c, tutti_
         return tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
                                                "%s: queueing the wait on the CUDA stream failed "
                                                "(CUresult %d)",
-                                               c->fn, e));
+                                               work_name(w), e));
     return TUTTI_SUCCESS;
 }
 
-tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, const struct tt_call *c,
-                                     tutti_stream_t s)
+tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, struct tt_work *w, tutti_stream_t s)
 {
-    struct tt_work w = {.kind = TT_WORK_COLL, .comm = comm, .call = *c};
     cudaEvent_t ev = NULL; /* the call's own: the runner may still hold an earlier one */
     cudaError_t e;
     tutti_result_t rc;
 
-    if (tt_stream_failed(s))
+    if (tt_stream_failed(s)) {
+        tt_work_release(w);
         return tt_fail(comm, TUTTI_ERR_ABORTED,
-                       "%s: not run: an earlier operation on its CUDA stream failed", c->fn);
+                       "%s: not run: an earlier operation on its CUDA stream failed", work_name(w));
+    }
     e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     if (e == cudaSuccess)
         e = cudaEventRecord(ev, (cudaStream_t)tt_stream_cuda_handle(s));
@@ -247,15 +258,16 @@ tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, const struct tt_ca
         if (ev)
             cudaEventDestroy(ev);
         (void)cudaGetLastError();
+        tt_work_release(w);
         return tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
                                                "%s: recording an event on the CUDA stream: %s",
-                                               c->fn, cudaGetErrorString(e)));
+                                               work_name(w), cudaGetErrorString(e)));
     }
-    w.call.after = ev;
+    w->call.after = ev;
     if (comm->cuda_async)
-        return enqueue(comm, &w.call, s);
-    rc = tt_coll_run_now(comm, &w);
-    cudaEventDestroy(ev);
+        return enqueue(comm, w, s);
+    rc = tt_coll_run_now(comm, w);
+    work_drop(w);
     return rc;
 }
 
@@ -272,11 +284,11 @@ void tt_cuda_async_free(struct tutti_comm *c)
     (void)c;
 }
 
-tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, const struct tt_call *c,
-                                     tutti_stream_t s)
+tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, struct tt_work *w, tutti_stream_t s)
 {
     (void)s;
-    return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "%s: built without CUDA", c->fn);
+    tt_work_release(w);
+    return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "device path: built without CUDA");
 }
 
 #endif

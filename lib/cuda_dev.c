@@ -147,7 +147,7 @@ tutti_result_t tt_cuda_direct_setup(struct tutti_comm *c)
 }
 
 /* Is p on the communicator's device (managed memory goes anywhere)? */
-static tutti_result_t on_our_device(struct tutti_comm *c, const struct tt_call *call, const void *p,
+static tutti_result_t on_our_device(struct tutti_comm *c, const char *fn, const void *p,
                                     const char *arg)
 {
     struct cudaPointerAttributes a;
@@ -162,7 +162,7 @@ static tutti_result_t on_our_device(struct tutti_comm *c, const struct tt_call *
         return tt_fail(c, TUTTI_ERR_INVALID_ARG,
                        "%s: %s is on CUDA device %d, but this rank's communicator was created "
                        "with device %d current: pass buffers on that device",
-                       call->fn, arg, a.device, c->cuda_dev);
+                       fn, arg, a.device, c->cuda_dev);
     return TUTTI_SUCCESS;
 }
 
@@ -179,8 +179,25 @@ tutti_result_t tt_cuda_direct_check(struct tutti_comm *c, const struct tt_call *
 {
     if (!tt_cuda_direct_use(c, call))
         return TUTTI_SUCCESS;
-    TT_CHECK(on_our_device(c, call, call->sendbuf, "sendbuf"));
-    return on_our_device(c, call, call->recvbuf, "recvbuf");
+    TT_CHECK(on_our_device(c, call->fn, call->sendbuf, "sendbuf"));
+    return on_our_device(c, call->fn, call->recvbuf, "recvbuf");
+}
+
+/* Point-to-point: a message on device memory to another rank, of at least
+ * TUTTI_CUDA_P2P_MIN bytes (both ends count the same bytes, so both decide alike when both
+ * pass device memory). */
+int tt_cuda_direct_p2p(const struct tutti_comm *c, const struct tt_p2p_op *op)
+{
+    return c->cuda_direct && op->device && op->bytes > 0 && op->peer != c->rank &&
+           op->bytes >= c->cuda_min_bytes;
+}
+
+tutti_result_t tt_cuda_direct_check_p2p(struct tutti_comm *c, const char *fn,
+                                        const struct tt_p2p_op *op)
+{
+    if (!tt_cuda_direct_p2p(c, op))
+        return TUTTI_SUCCESS;
+    return on_our_device(c, fn, op->buf, op->is_send ? "sendbuf" : "recvbuf");
 }
 
 static tutti_result_t dev_copy(void *ctx, void *dst, const void *src, size_t bytes)
@@ -323,6 +340,19 @@ int tt_cuda_direct_use(const struct tutti_comm *c, const struct tt_call *call)
 {
     (void)c, (void)call;
     return 0;
+}
+
+int tt_cuda_direct_p2p(const struct tutti_comm *c, const struct tt_p2p_op *op)
+{
+    (void)c, (void)op;
+    return 0;
+}
+
+tutti_result_t tt_cuda_direct_check_p2p(struct tutti_comm *c, const char *fn,
+                                        const struct tt_p2p_op *op)
+{
+    (void)c, (void)fn, (void)op;
+    return TUTTI_SUCCESS;
 }
 
 tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)

@@ -1,7 +1,8 @@
 /*
  * p2p.c -- point-to-point calls (tutti_send, tutti_recv) and groups of them: each call is
  * checked at once; a batch (one call, or a group) becomes a plan of one lane per peer and
- * direction, run like a collective (coll.h). Device buffers are staged (cuda.c), except a
+ * direction, run like a collective (coll.h). Device buffers move GPU to GPU where the
+ * communicator has the device path (cuda_dev.c), else they are staged (cuda.c), except a
  * registered device send buffer a transport reads itself (GPUDirect RDMA over net_ib).
  */
 #include "coll.h"
@@ -43,8 +44,13 @@ static int op_key_cmp(const void *pa, const void *pb)
     return a < b ? -1 : a > b;
 }
 
-/* Run point-to-point operations concurrently: one lane per (peer, direction). */
-tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops)
+/*
+ * Run point-to-point operations concurrently: one lane per (peer, direction). `device`: every
+ * operation takes the device path (p2p connections, the device mover, after the cudaEvent_t
+ * `after`, NULL: after CUDA's default stream); else device buffers are staged.
+ */
+static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops,
+                                int device, void *after)
 {
     struct tt_p2p_op **order = malloc((size_t)nops * sizeof(*order));
     void **bufs = malloc((size_t)nops * sizeof(*bufs));
@@ -79,7 +85,7 @@ tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int n
         tt_plan_step(&comm->plan, &s);
         ndev += o->device;
     }
-    if (ndev) {
+    if (ndev && !device) {
         /* Device memory goes through pinned staging, except a registered send buffer the
          * peer's transport reads where it lies (net_ib with GPUDirect RDMA). */
         for (int i = 0; i < nops; i++) {
@@ -96,22 +102,56 @@ tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int n
             goto out;
     }
     comm->seq++;
-    label = (struct tt_label){"point-to-point", 0xff, comm->seq, (size_t)nops, TUTTI_NUM_DTYPES};
+    /* On the device path a peer that passed host memory waits on its other connection: the
+     * name says which path this side took, for the timeout's message. */
+    label = (struct tt_label){device ? "point-to-point (device path)" : "point-to-point", 0xff,
+                              comm->seq, (size_t)nops, TUTTI_NUM_DTYPES};
     double t0 = tt_trace_on ? tt_trace_us() : 0;
-    rc = tt_coll_run_plan(comm, bufs, comm->memregs ? regs : NULL, TUTTI_UINT8, TUTTI_SUM, &label,
-                          0, NULL);
+    rc = tt_coll_run_plan(comm, bufs, comm->memregs && !device ? regs : NULL, TUTTI_UINT8,
+                          TUTTI_SUM, &label, device, after);
     if (tt_trace_on) {
         char args[64];
         snprintf(args, sizeof(args), "{\"seq\":%llu,\"ops\":%d}", label.seq, nops);
         tt_trace_add("p2p", label.name, t0, tt_trace_us() - t0, -1, args);
     }
-    if (rc == TUTTI_SUCCESS && ndev)
+    if (rc == TUTTI_SUCCESS && ndev && !device)
         rc = tt_cuda_p2p_finish(comm, order, nops, bufs, direct);
 out:
     free(order);
     free(bufs);
     free(regs);
     free(direct);
+    return rc;
+}
+
+/*
+ * A batch: its operations that take the device path (cuda_dev.c: device memory on both ends,
+ * from TUTTI_CUDA_P2P_MIN bytes) first, then the others. Every rank splits its batch the
+ * same way, so each half meets its peers' half.
+ */
+tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops, void *after)
+{
+    struct tt_p2p_op *split;
+    int ndev = 0, k = 0;
+    tutti_result_t rc;
+
+    for (int i = 0; i < nops; i++)
+        ndev += tt_cuda_direct_p2p(comm, &ops[i]);
+    if (ndev == 0)
+        return run_batch(comm, ops, nops, 0, NULL);
+    if (ndev == nops)
+        return run_batch(comm, ops, nops, 1, after);
+    split = malloc((size_t)nops * sizeof(*split));
+    if (!split)
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
+    for (int pass = 1; pass >= 0; pass--)
+        for (int i = 0; i < nops; i++)
+            if (tt_cuda_direct_p2p(comm, &ops[i]) == pass)
+                split[k++] = ops[i];
+    rc = run_batch(comm, split, ndev, 1, after);
+    if (rc == TUTTI_SUCCESS)
+        rc = run_batch(comm, split + ndev, nops - ndev, 0, NULL);
+    free(split);
     return rc;
 }
 
@@ -135,6 +175,7 @@ static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype
     op = (struct tt_p2p_op){is_send, peer, buf, count * tutti_dtype_size(dtype), 0};
     /* Device memory: staged through pinned memory when the batch runs (cuda.c). */
     op.device = count > 0 && tt_cuda_ready() && tt_cuda_kind(buf) != TT_MEM_HOST;
+    TT_CHECK(tt_cuda_direct_check_p2p(comm, fn, &op));
     if (group.depth == 0) {
         struct tt_work w = {.kind = TT_WORK_P2P, .comm = comm, .nops = 1};
         if (peer == comm->rank)

@@ -42,7 +42,7 @@ enum tt_work_kind { TT_WORK_COLL, TT_WORK_P2P, TT_WORK_HOST, TT_WORK_WAIT };
 struct tt_work {
     enum tt_work_kind kind;
     struct tutti_comm *comm; /* COLL, P2P */
-    struct tt_call call;     /* COLL */
+    struct tt_call call;     /* COLL; P2P: only call.after (the device path's start) */
     struct tt_p2p_op *ops;   /* P2P: owned by the item */
     int nops;
     tutti_host_fn_t fn; /* HOST */

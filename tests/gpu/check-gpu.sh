@@ -26,7 +26,7 @@ for n in 2 4 3 1; do
         { echo "$out"; echo "FAILED: matrix on $n rank(s) did not take the device path"; exit 1; }
     echo "$out" | grep -q "wrapped CUDA streams return at once" ||
         { echo "$out"; echo "FAILED: wrapped CUDA streams do not wait on the GPU"; exit 1; }
-    "$run" -n $n "$check" p2p
+    TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$check" p2p
 done
 step "device path and staged calls interleaved on one CUDA stream; TUTTI_CUDA_ASYNC=0"
 TUTTI_CUDA_P2P_MIN=1M "$run" -n 2 "$check" order async
@@ -37,6 +37,9 @@ for n in 1 2 4; do
     TUTTI_CUDA_P2P=0 "$run" -n $n "$check" order async
 done
 TUTTI_CUDA_P2P=0 "$run" -n 2 "$check" matrix
+TUTTI_CUDA_P2P=0 "$run" -n 2 "$check" p2p
+step "point-to-point with the default TUTTI_CUDA_P2P_MIN (the largest size on the device path)"
+"$run" -n 4 "$check" p2p
 step "refused calls"
 "$run" -n 2 "$check" mix
 TUTTI_CUDA_P2P_MIN=0 TUTTI_CHECK_COLL=1 "$run" -n 3 "$check" kinds

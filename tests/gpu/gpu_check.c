@@ -12,7 +12,8 @@
  *                      filled values, a kernel queued after them must see their result; with
  *                      `async` the calls must also return before the fill has finished
  *   gpu_check p2p      tutti_send/tutti_recv on device buffers: a ring exchange in a group
- *                      (0, 1, 4099 and 3M+17 int32) and an all-to-all, on the NULL stream,
+ *                      (0, 1, 4099 and 3M+17 int32, beside 7 int32 on host memory) and an
+ *                      all-to-all (self included), on the NULL stream,
  *                      with the buffers registered (tutti_comm_register), and on a wrapped
  *                      CUDA stream, against values computed on the host from (rank, index)
  *   gpu_check mix      a device sendbuf with a host recvbuf is refused naming both kinds
@@ -311,14 +312,27 @@ static void p2p(void)
                 (tutti_comm_register(comm, ds, n * 4, &hs) != TUTTI_SUCCESS ||
                  tutti_comm_register(comm, dr, n * 4, &hr) != TUTTI_SUCCESS))
                 fail("p2p: tutti_comm_register: %s", tutti_last_error());
+            /* With the device buffers, a pair on host memory in the same group: on the
+             * device path the batch splits in two (device-path operations, then the rest). */
+            int32_t hsend[7], hrecv[7] = {0};
+            for (int i = 0; i < 7; i++)
+                hsend[i] = rank * 10 + i;
             tutti_group_start();
             tutti_send(ds, n, TUTTI_INT32, next, comm, st);
+            tutti_send(hsend, 7, TUTTI_INT32, next, comm, st);
             tutti_recv(dr, n, TUTTI_INT32, prev, comm, st);
+            tutti_recv(hrecv, 7, TUTTI_INT32, prev, comm, st);
             rc = tutti_group_end();
             if (rc == TUTTI_SUCCESS && st)
                 rc = tutti_stream_sync(st);
             if (rc != TUTTI_SUCCESS)
                 fail("p2p: ring exchange of %zu int32: %s", n, tutti_comm_last_error(comm));
+            for (int i = 0; i < 7; i++)
+                if (hrecv[i] != prev * 10 + i) {
+                    fail("p2p: the host pair beside %zu int32 (pass %d): element %d is %d", n, reg,
+                         i, hrecv[i]);
+                    break;
+                }
             CU(cudaMemcpy(h, dr, n * 4, cudaMemcpyDeviceToHost));
             for (size_t i = 0; i < n; i++)
                 if (h[i] != (int32_t)(prev * 100000 + (int)(i % 99991))) {
