@@ -26,7 +26,8 @@
  *                      AVG through the division kernel; against tools/values.c's expectations
  *                      (computed without tutti)
  *   gpu_check bench    reduction kernel (float32 sum, 256 MiB) bandwidth against
- *                      cudaMemcpy device-to-device on the same buffers
+ *                      cudaMemcpy device-to-device on the same buffers; the latency of one
+ *                      staging copy (cudaMemcpy to / from pinned memory, 8 B to 256 KiB)
  * Every rank uses device 0 (several ranks may share one GPU). Exit 0: all checks passed.
  */
 #include "tutti.h"
@@ -433,6 +434,45 @@ static void kernels(void)
     printf("kernels: %zu dtype x op x count x alignment x placement cases checked\n", checked);
 }
 
+/*
+ * What one staging copy costs by size (the staged path does two per call): blocking
+ * cudaMemcpy between device memory and pinned host memory, one process, median of 101.
+ */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void copy_latency(void)
+{
+    size_t sizes[] = {8, 512, 4096, 32768, 262144};
+    void *d, *h;
+    double t[101];
+
+    CU(cudaMalloc(&d, 262144));
+    CU(cudaHostAlloc(&h, 262144, cudaHostAllocDefault));
+    CU(cudaMemset(d, 0, 262144));
+    printf("copy latency (blocking cudaMemcpy, pinned host memory, median of 101):\n");
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        double med[2];
+        for (int dir = 0; dir < 2; dir++) {
+            for (int i = 0; i < 101; i++) {
+                double t0 = now();
+                CU(cudaMemcpy(dir ? d : h, dir ? h : d, sizes[k],
+                              dir ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
+                t[i] = now() - t0;
+            }
+            qsort(t, 101, sizeof(t[0]), cmp_double);
+            med[dir] = t[50] * 1e6;
+        }
+        printf("  %7zu B: device to host %8.2f us, host to device %8.2f us\n", sizes[k], med[0],
+               med[1]);
+    }
+    cudaFreeHost(h);
+    cudaFree(d);
+}
+
 static void bench(void)
 {
     size_t n = (size_t)64 << 20, bytes = n * sizeof(float); /* 256 MiB per buffer */
@@ -470,6 +510,7 @@ static void bench(void)
     cudaFree(a);
     cudaFree(b);
     cudaFree(c);
+    copy_latency();
 }
 
 int main(int argc, char **argv)
