@@ -198,8 +198,10 @@ static int show_comm(void)
         }
         if (c->cuda_direct) {
             printf("device buffers: p2p (CUDA IPC) between every pair from %zu bytes, staged "
-                   "below\n",
-                   c->cuda_min_bytes);
+                   "below (collectives and messages); on a wrapped CUDA stream rank 0's calls "
+                   "%s\n",
+                   c->cuda_min_bytes,
+                   c->cuda_async ? "return at once" : "return once done (TUTTI_CUDA_ASYNC)");
         } else {
             int all = 1;
             for (int r = 0; r < c->nranks; r++)
