@@ -17,7 +17,11 @@
  * the collective succeeded or not (a failure is kept by the wrapper for tutti_stream_sync and
  * puts the communicator in its error state), so a failed collective never leaves the user's
  * stream waiting for ever. No host function holds the user's stream: that design deadlocked
- * on an H200 (CUDA forbids a host function to wait for CUDA work not ordered before it).
+ * on an H200 (CUDA forbids a host function to wait for CUDA work not ordered before it; the
+ * driver runs host functions on its own thread, which may hold locks that the thread running
+ * the collective needs for its next CUDA call). And the runner waits for the event on the
+ * host before it queues anything behind it, so the device stream never waits on the GPU for
+ * a user's stream that a staged call's host function may still hold.
  * The counter is cyclic (the wait compares (int32_t)(counter - n) >= 0), so numbers wrap.
  *
  * Returning once done (TUTTI_CUDA_ASYNC=0, or no stream memory operations): the collective
