@@ -131,4 +131,18 @@ void tt_broadcast_chain(struct tt_plan *p, const struct tt_ring *rings,
                         const struct tt_coll_args *a);
 void tt_reduce_chain(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
 
+/* A message of a point-to-point batch, as its plan sees it. */
+struct tt_msg {
+    int is_send;
+    int peer;
+    size_t bytes;
+};
+
+/*
+ * The plan of a point-to-point batch of n (< 65536) messages (p2p.c): one lane per (peer,
+ * direction) on channel 0, in call order within a lane. Step i moves buffer i, which is
+ * message perm[i] (filled here). Sets p->oom if it cannot allocate.
+ */
+void tt_plan_p2p(struct tt_plan *p, const struct tt_msg *msgs, int n, int *perm);
+
 #endif

@@ -32,18 +32,6 @@ int tt_group_open(void)
     return group.depth > 0;
 }
 
-/* Order of lanes: by peer, sends before receives; stable within a key (call order). */
-static int op_key_cmp(const void *pa, const void *pb)
-{
-    const struct tt_p2p_op *a = *(struct tt_p2p_op *const *)pa, *b = *(struct tt_p2p_op *const *)pb;
-
-    if (a->peer != b->peer)
-        return a->peer < b->peer ? -1 : 1;
-    if (a->is_send != b->is_send)
-        return a->is_send ? -1 : 1;
-    return a < b ? -1 : a > b;
-}
-
 /*
  * Run point-to-point operations concurrently: one lane per (peer, direction). `device`: every
  * operation takes the device path (p2p connections, the device mover, after the cudaEvent_t
@@ -53,6 +41,8 @@ static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, 
                                 int device, void *after)
 {
     struct tt_p2p_op **order = malloc((size_t)nops * sizeof(*order));
+    struct tt_msg *msgs = malloc((size_t)nops * sizeof(*msgs));
+    int *perm = malloc((size_t)nops * sizeof(*perm));
     void **bufs = malloc((size_t)nops * sizeof(*bufs));
     struct tt_memreg **regs = calloc((size_t)nops, sizeof(*regs));
     unsigned char *direct = calloc((size_t)nops, 1);
@@ -60,7 +50,7 @@ static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, 
     struct tt_label label;
     int ndev = 0;
 
-    if (!order || !bufs || !regs || !direct) {
+    if (!order || !msgs || !perm || !bufs || !regs || !direct) {
         rc = tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
         goto out;
     }
@@ -68,21 +58,19 @@ static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, 
     if (rc != TUTTI_SUCCESS)
         goto out;
     for (int i = 0; i < nops; i++)
-        order[i] = &ops[i];
-    qsort(order, (size_t)nops, sizeof(*order), op_key_cmp);
+        msgs[i] = (struct tt_msg){ops[i].is_send, ops[i].peer, ops[i].bytes};
     tt_plan_reset(&comm->plan);
+    tt_plan_p2p(&comm->plan, msgs, nops, perm); /* step i moves ops[perm[i]] */
+    if (comm->plan.oom) {
+        rc = tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory building the plan");
+        goto out;
+    }
     for (int i = 0; i < nops; i++) {
-        const struct tt_p2p_op *o = order[i];
-        struct tt_step s = {.count = o->bytes, .src = (uint16_t)i, .dst = (uint16_t)i};
+        const struct tt_p2p_op *o = order[i] = &ops[perm[i]];
 
-        if (i == 0 || o->peer != order[i - 1]->peer || o->is_send != order[i - 1]->is_send)
-            tt_plan_lane(&comm->plan, 0);
         bufs[i] = o->buf;
         if (o->is_send)
             regs[i] = tt_memreg_find(comm, o->buf, o->bytes);
-        s.prim = o->is_send ? TT_PRIM_SEND : TT_PRIM_RECV;
-        s.send_peer = s.recv_peer = o->peer;
-        tt_plan_step(&comm->plan, &s);
         ndev += o->device;
     }
     if (ndev && !device) {
@@ -118,6 +106,8 @@ static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, 
         rc = tt_cuda_p2p_finish(comm, order, nops, bufs, direct);
 out:
     free(order);
+    free(msgs);
+    free(perm);
     free(bufs);
     free(regs);
     free(direct);
