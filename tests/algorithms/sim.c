@@ -263,20 +263,10 @@ tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
                        tutti_op_t op)
 {
     int n = cfg->nranks, nch = cfg->nchannels;
-    size_t nconn = (size_t)n * 2 * (size_t)nch; /* two connection channels per data channel */
-    struct tt_transport_ctx ctx = {
-        .job_tag = "sim", .slot_bytes = cfg->slot_bytes, .nslots = cfg->nslots};
-    struct tt_exec_conns *conns = calloc((size_t)n, sizeof(*conns));
     struct tt_plan *plans = calloc((size_t)n, sizeof(*plans));
-    struct tt_exec *x = calloc((size_t)n, sizeof(*x));
-    struct tt_exec_mem *mem = calloc((size_t)n, sizeof(*mem));
     struct tt_ring *rings = calloc((size_t)n * (size_t)nch, sizeof(*rings));
     int *order = malloc((size_t)n * sizeof(int)), *pos = malloc((size_t)n * sizeof(int));
-    struct sim_queue *queues = cfg->deferred ? calloc((size_t)n, sizeof(*queues)) : NULL;
-    struct tt_mover *movers = cfg->deferred ? calloc((size_t)n, sizeof(*movers)) : NULL;
-    const struct tt_transport *tp = cfg->deferred ? &dmem : &tt_transport_mem;
-    unsigned seed = cfg->seed * 2654435761u + 1;
-    void *bufs[64][2];
+    void *bufs[64][2], *const *per_rank[64] = {0};
     tutti_result_t rc = TUTTI_SUCCESS;
 
     if (n > 64)
@@ -287,20 +277,52 @@ tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
         pos[order[k]] = k;
     a.nchannels = nch;
     a.topo = cfg->topo;
-    for (int r = 0; r < n; r++) {
-        conns[r] = (struct tt_exec_conns){.nranks = n,
-                                          .nchannels = 2 * nch,
-                                          .send = calloc(nconn, sizeof(void *)),
-                                          .recv = calloc(nconn, sizeof(void *))};
+    for (int r = 0; r < n; r++)
         for (int ch = 0; ch < nch; ch++)
             rings[(size_t)r * (size_t)nch + (size_t)ch] =
                 (struct tt_ring){.nranks = n, .pos = pos[r], .order = order};
-    }
     for (int r = 0; r < n && rc == TUTTI_SUCCESS; r++) {
         algo->build(&plans[r], &rings[(size_t)r * (size_t)nch], &a);
         if (plans[r].oom)
             rc = tt_fail_quiet(NULL, TUTTI_ERR_SYSTEM, "sim: plan out of memory");
+        bufs[r][TT_BUF_SEND] = send[r];
+        bufs[r][TT_BUF_RECV] = recv[r];
+        per_rank[r] = bufs[r];
     }
+    if (rc == TUTTI_SUCCESS)
+        rc = sim_run_plans(cfg, plans, per_rank, dtype, op);
+    for (int r = 0; r < n; r++)
+        tt_plan_free(&plans[r]);
+    free(plans);
+    free(rings);
+    free(order);
+    free(pos);
+    return rc;
+}
+
+tutti_result_t sim_run_plans(const struct sim_config *cfg, const struct tt_plan *plans,
+                             void *const *const *bufs, tutti_dtype_t dtype, tutti_op_t op)
+{
+    int n = cfg->nranks, nch = cfg->nchannels;
+    size_t nconn = (size_t)n * 2 * (size_t)nch; /* two connection channels per data channel */
+    struct tt_transport_ctx ctx = {
+        .job_tag = "sim", .slot_bytes = cfg->slot_bytes, .nslots = cfg->nslots};
+    struct tt_exec_conns *conns = calloc((size_t)n, sizeof(*conns));
+    struct tt_exec *x = calloc((size_t)n, sizeof(*x));
+    struct tt_exec_mem *mem = calloc((size_t)n, sizeof(*mem));
+    struct sim_queue *queues = cfg->deferred ? calloc((size_t)n, sizeof(*queues)) : NULL;
+    struct tt_mover *movers = cfg->deferred ? calloc((size_t)n, sizeof(*movers)) : NULL;
+    const struct tt_transport *tp = cfg->deferred ? &dmem : &tt_transport_mem;
+    unsigned seed = cfg->seed * 2654435761u + 1;
+    tutti_result_t rc = TUTTI_SUCCESS;
+
+    if (n > 64)
+        return tt_fail_quiet(NULL, TUTTI_ERR_INVALID_ARG, "sim: at most 64 ranks");
+    for (int r = 0; r < n; r++)
+        conns[r] = (struct tt_exec_conns){.nranks = n,
+                                          .nchannels = 2 * nch,
+                                          .send = calloc(nconn, sizeof(void *)),
+                                          .recv = calloc(nconn, sizeof(void *))};
     /* Connect the pairs the plans use, both ends at once. */
     for (int r = 0; r < n && rc == TUTTI_SUCCESS; r++)
         for (int l = 0; l < plans[r].nlanes && rc == TUTTI_SUCCESS; l++) {
@@ -315,8 +337,6 @@ tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
             }
         }
     for (int r = 0; r < n && rc == TUTTI_SUCCESS; r++) {
-        bufs[r][TT_BUF_SEND] = send[r];
-        bufs[r][TT_BUF_RECV] = recv[r];
         rc = tt_exec_init(&x[r], &plans[r], bufs[r], dtype, op, n, cfg->slot_bytes, &conns[r],
                           &mem[r]);
         if (queues) {
@@ -366,16 +386,11 @@ tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
                 tp->close(conns[r].recv[i]);
         free(conns[r].send);
         free(conns[r].recv);
-        tt_plan_free(&plans[r]);
         tt_exec_mem_free(&mem[r]);
     }
     free(conns);
-    free(plans);
     free(x);
     free(mem);
-    free(rings);
-    free(order);
-    free(pos);
     for (int r = 0; queues && r < n; r++)
         free(queues[r].ops);
     free(queues);

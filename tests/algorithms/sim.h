@@ -34,4 +34,11 @@ tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
                        struct tt_coll_args a, void **send, void **recv, tutti_dtype_t dtype,
                        tutti_op_t op);
 
+/*
+ * Run plans[r] on every rank r (cfg->nchannels: the channels they use), over buffers
+ * bufs[r][i] (the steps' buffer indices). sim_run builds its plans and calls this.
+ */
+tutti_result_t sim_run_plans(const struct sim_config *cfg, const struct tt_plan *plans,
+                             void *const *const *bufs, tutti_dtype_t dtype, tutti_op_t op);
+
 #endif

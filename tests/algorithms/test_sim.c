@@ -324,3 +324,104 @@ Test(sim, detects_deadlock)
     cr_assert_eq(sim_run(&cfg, &bad, a, send, recv, TUTTI_INT32, TUTTI_SUM), TUTTI_ERR_INTERNAL);
     cr_assert(strstr(tutti_last_error(), "deadlock") != NULL, "%s", tutti_last_error());
 }
+
+/*
+ * Point-to-point batches (algorithms/p2p.c), as a group of tutti_send/tutti_recv runs them:
+ * every rank sends two messages to every peer (self included on the host path; the device
+ * path leaves self out) and receives theirs, sizes from 0 to a few slots that differ by
+ * (sender, receiver, k), each rank listing its calls in its own order (peers rotated,
+ * receives first on odd ranks). On the host protocol and on the device path's (deferred).
+ * Every byte must arrive where the matching receive put it: a lane out of call order swaps
+ * a peer's two messages, which differ in size.
+ */
+static size_t msg_bytes(int from, int to, int k, size_t slot)
+{
+    return (size_t)((from * 7 + to * 13 + k * 5) % 6) * slot / 2 + (size_t)((from + to + k) % 3);
+}
+
+static unsigned char msg_byte(int from, int to, int k, size_t i)
+{
+    return (unsigned char)(from * 41 + to * 17 + k * 101 + (int)(i % 251));
+}
+
+static void run_p2p(int n, int deferred, size_t slot, int nslots, unsigned seed)
+{
+    struct sim_config cfg = {.nranks = n,
+                             .nchannels = 1,
+                             .slot_bytes = slot,
+                             .nslots = nslots,
+                             .deferred = deferred,
+                             .seed = seed};
+    struct tt_plan *plans = calloc((size_t)n, sizeof(*plans));
+    struct tt_msg(*msgs)[128] = calloc((size_t)n, sizeof(*msgs));
+    int(*perm)[128] = calloc((size_t)n, sizeof(*perm));
+    void *(*bufs)[128] = calloc((size_t)n, sizeof(*bufs));
+    void *const *per_rank[64];
+    int nmsg[64] = {0};
+    tutti_result_t rc;
+
+    cr_assert(n <= 32 && plans && msgs && perm && bufs);
+    for (int r = 0; r < n; r++) {
+        for (int j = 0; j < n; j++) {
+            int p = (r + j) % n; /* peers rotated: every rank lists them in its own order */
+            if (deferred && p == r)
+                continue;
+            for (int k = 0; k < 2; k++)
+                for (int d = 0; d < 2; d++) {
+                    int is_send = (d + r) % 2 == 0;
+                    struct tt_msg m = {
+                        is_send, p, is_send ? msg_bytes(r, p, k, slot) : msg_bytes(p, r, k, slot)};
+                    msgs[r][nmsg[r]++] = m;
+                }
+        }
+        tt_plan_p2p(&plans[r], msgs[r], nmsg[r], perm[r]);
+        cr_assert(!plans[r].oom);
+        /* Buffer i of the plan is message perm[i]: sends filled, receives zeroed. */
+        int sent[64] = {0}, got[64] = {0};
+        for (int i = 0; i < nmsg[r]; i++) {
+            const struct tt_msg *m = &msgs[r][perm[r][i]];
+            unsigned char *b = calloc(m->bytes + 1, 1);
+            int k = m->is_send ? sent[m->peer]++ : got[m->peer]++;
+            cr_assert(b);
+            for (size_t e = 0; m->is_send && e < m->bytes; e++)
+                b[e] = msg_byte(r, m->peer, k, e);
+            bufs[r][i] = b;
+        }
+        per_rank[r] = bufs[r];
+    }
+    rc = sim_run_plans(&cfg, plans, per_rank, TUTTI_UINT8, TUTTI_SUM);
+    cr_assert_eq(rc, TUTTI_SUCCESS, "p2p n=%d deferred=%d slot=%zux%d seed=%u: %s", n, deferred,
+                 slot, nslots, seed, tutti_last_error());
+    for (int r = 0; r < n; r++) {
+        int got[64] = {0};
+        for (int i = 0; i < nmsg[r]; i++) {
+            const struct tt_msg *m = &msgs[r][perm[r][i]];
+            const unsigned char *b = bufs[r][i];
+            if (!m->is_send) {
+                int k = got[m->peer]++;
+                for (size_t e = 0; e < m->bytes; e++)
+                    cr_assert_eq(b[e], msg_byte(m->peer, r, k, e),
+                                 "p2p n=%d deferred=%d seed=%u: rank %d, message %d from rank "
+                                 "%d, byte %zu is %u, want %u",
+                                 n, deferred, seed, r, k, m->peer, e, b[e],
+                                 msg_byte(m->peer, r, k, e));
+            }
+            free(bufs[r][i]);
+        }
+        tt_plan_free(&plans[r]);
+    }
+    free(plans);
+    free(msgs);
+    free(perm);
+    free(bufs);
+}
+
+Test(sim, p2p, .timeout = 60)
+{
+    int ns[] = {1, 2, 3, 5, 8};
+
+    for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++)
+        for (int deferred = 0; deferred < 2; deferred++)
+            for (unsigned seed = 1; seed <= 3; seed++)
+                run_p2p(ns[k], deferred, seed == 1 ? 64 : 256, seed == 2 ? 4 : 2, seed);
+}
