@@ -79,6 +79,8 @@ step "point-to-point with the default TUTTI_CUDA_P2P_MIN (the largest size on th
 t "p2p, default threshold, 4 ranks" "$run" -n 4 "$check" p2p
 step "refused calls"
 t "mix" "$run" -n 2 "$check" mix
+t "capture, device path" env TUTTI_CUDA_P2P_MIN=0 "$run" -n 2 "$check" capture
+t "capture, staged" env TUTTI_CUDA_P2P=0 "$run" -n 2 "$check" capture
 t "kinds" env TUTTI_CUDA_P2P_MIN=0 TUTTI_CHECK_COLL=1 "$run" -n 3 "$check" kinds
 step done
 if [ -n "$failed" ]; then

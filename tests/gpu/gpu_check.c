@@ -17,6 +17,9 @@
  *                      with the buffers registered (tutti_comm_register), and on a wrapped
  *                      CUDA stream, against values computed on the host from (rank, index)
  *   gpu_check mix      a device sendbuf with a host recvbuf is refused naming both kinds
+ *   gpu_check capture  an all-reduce and a send/recv group on a wrapped CUDA stream being
+ *                      captured into a CUDA graph are refused (TUTTI_ERR_UNSUPPORTED); after
+ *                      the capture an all-reduce on that stream is right
  *   gpu_check kinds    (TUTTI_CHECK_COLL=1) rank 0 passes device buffers, the others host
  *                      buffers: on the device path that would wait on different connections;
  *                      every rank must fail the call naming the disagreement, and the
@@ -240,6 +243,52 @@ static void order(int async)
     cudaFree(d2);
     cudaStreamDestroy(cs);
     free(h);
+}
+
+/* Calls on a wrapped CUDA stream that is being captured into a graph are refused, and the
+ * communicator stays usable. */
+static void capture(void)
+{
+    size_t n = 1 << 20;
+    float *d, h[4];
+    cudaStream_t cs;
+    cudaGraph_t g;
+    tutti_stream_t ws;
+    tutti_result_t rc;
+
+    CU(cudaStreamCreate(&cs));
+    CU(cudaMalloc((void **)&d, n * sizeof(float)));
+    if (tutti_stream_wrap_cuda(&ws, cs) != TUTTI_SUCCESS) {
+        fail("tutti_stream_wrap_cuda: %s", tutti_last_error());
+        return;
+    }
+    CU(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+    rc = tutti_all_reduce(d, d, n, TUTTI_FLOAT32, TUTTI_SUM, comm, ws);
+    if (rc != TUTTI_ERR_UNSUPPORTED || !strstr(tutti_last_error(), "captured"))
+        fail("capture: all_reduce under capture gave %s: %s", tutti_strerror(rc),
+             tutti_last_error());
+    tutti_group_start();
+    tutti_send(d, n, TUTTI_FLOAT32, (rank + 1) % nranks, comm, ws);
+    tutti_recv(d, n, TUTTI_FLOAT32, (rank + nranks - 1) % nranks, comm, ws);
+    rc = tutti_group_end();
+    if (nranks > 1 && (rc != TUTTI_ERR_UNSUPPORTED || !strstr(tutti_last_error(), "captured")))
+        fail("capture: a send/recv group under capture gave %s: %s", tutti_strerror(rc),
+             tutti_last_error());
+    CU(cudaStreamEndCapture(cs, &g));
+    CU(cudaGraphDestroy(g));
+    /* Still usable: a call after the capture is right. */
+    for (size_t i = 0; i < 4; i++)
+        h[i] = (float)(rank + 1);
+    CU(cudaMemcpy(d, h, sizeof(h), cudaMemcpyHostToDevice));
+    if (tutti_all_reduce(d, d, 4, TUTTI_FLOAT32, TUTTI_SUM, comm, ws) != TUTTI_SUCCESS ||
+        tutti_stream_sync(ws) != TUTTI_SUCCESS)
+        fail("capture: all_reduce after the capture: %s", tutti_last_error());
+    CU(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+    if (h[0] != (float)(nranks * (nranks + 1) / 2))
+        fail("capture: after the capture the sum is %g, want %d", h[0], nranks * (nranks + 1) / 2);
+    tutti_stream_destroy(ws);
+    cudaFree(d);
+    cudaStreamDestroy(cs);
 }
 
 static void mix(void)
@@ -551,9 +600,11 @@ int main(int argc, char **argv)
         p2p();
     else if (!strcmp(mode, "kinds"))
         kinds();
+    else if (!strcmp(mode, "capture"))
+        capture();
     else {
-        fprintf(stderr,
-                "usage: gpu_check probe|kernels|matrix|order [async]|p2p|mix|kinds|bench\n");
+        fprintf(stderr, "usage: gpu_check "
+                        "probe|kernels|matrix|order [async]|p2p|mix|kinds|capture|bench\n");
         return 2;
     }
     tutti_comm_destroy(comm);
