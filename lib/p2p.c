@@ -40,20 +40,23 @@ int tt_group_open(void)
 static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops,
                                 int device, void *after)
 {
-    struct tt_p2p_op **order = malloc((size_t)nops * sizeof(*order));
-    struct tt_msg *msgs = malloc((size_t)nops * sizeof(*msgs));
-    int *perm = malloc((size_t)nops * sizeof(*perm));
-    void **bufs = malloc((size_t)nops * sizeof(*bufs));
-    struct tt_memreg **regs = calloc((size_t)nops, sizeof(*regs));
-    unsigned char *direct = calloc((size_t)nops, 1);
+    /* One allocation for the batch's working arrays (pointers first, for alignment). */
+    size_t n = (size_t)nops;
+    char *mem =
+        calloc(n ? n : 1, sizeof(struct tt_p2p_op *) + sizeof(void *) + sizeof(struct tt_memreg *) +
+                              sizeof(struct tt_msg) + sizeof(int) + 1);
+    struct tt_p2p_op **order = (struct tt_p2p_op **)mem;
+    void **bufs = (void **)(order + n);
+    struct tt_memreg **regs = (struct tt_memreg **)(bufs + n);
+    struct tt_msg *msgs = (struct tt_msg *)(regs + n);
+    int *perm = (int *)(msgs + n);
+    unsigned char *direct = (unsigned char *)(perm + n);
     tutti_result_t rc;
     struct tt_label label;
     int ndev = 0;
 
-    if (!order || !msgs || !perm || !bufs || !regs || !direct) {
-        rc = tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
-        goto out;
-    }
+    if (!mem)
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
     rc = tt_coll_check_health(comm, "point-to-point");
     if (rc != TUTTI_SUCCESS)
         goto out;
@@ -105,12 +108,7 @@ static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, 
     if (rc == TUTTI_SUCCESS && ndev && !device)
         rc = tt_cuda_p2p_finish(comm, order, nops, bufs, direct);
 out:
-    free(order);
-    free(msgs);
-    free(perm);
-    free(bufs);
-    free(regs);
-    free(direct);
+    free(mem);
     return rc;
 }
 
