@@ -33,7 +33,8 @@ static struct knob knobs[] = {
      NULL, 0, 0},
     {"TUTTI_CHECK_COLL", "0",
      "1: before each collective, check that every rank calls the same one (kind, count, dtype, "
-     "op, root, sequence); costs an all-gather per call",
+     "op, root, sequence; an all-gather per call), and before each point-to-point batch that "
+     "both ends of each message agree (size, direction, device path; a message per peer)",
      NULL, 0, 0},
     {"TUTTI_DETERMINISTIC", "0",
      "1: all-reduce, reduce-scatter and reduce sum in one fixed order (bitwise reproducible "

@@ -112,6 +112,107 @@ out:
     return rc;
 }
 
+/* What TUTTI_CHECK_COLL compares between the two ends of a message. */
+struct msg_desc {
+    uint64_t bytes;
+    uint32_t is_send;
+    uint32_t device_path; /* takes the device path (tt_cuda_direct_p2p) */
+};
+
+static struct msg_desc describe(const struct tutti_comm *comm, const struct tt_p2p_op *op)
+{
+    return (struct msg_desc){op->bytes, (uint32_t)op->is_send,
+                             (uint32_t)tt_cuda_direct_p2p(comm, op)};
+}
+
+static const char *desc_str(const struct msg_desc *d, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s of %llu bytes (%s)", d->is_send ? "send" : "receive",
+             (unsigned long long)d->bytes, d->device_path ? "device path" : "not the device path");
+    return buf;
+}
+
+/*
+ * TUTTI_CHECK_COLL for a batch: before it runs, each rank sends every peer it names one
+ * message describing its operations with that peer (its sends to the peer in call order, then
+ * its receives from it) and receives the peer's; the k-th send to a peer meets that peer's
+ * k-th receive from this rank. A pair that disagrees (size, or one end on the device path
+ * and the other not, which would wait on different connections) fails the batch on both
+ * ends, before anything of it is sent, with TUTTI_ERR_INVALID_ARG naming both; ends that
+ * list different numbers of operations fail the check's own exchange (its sizes differ).
+ */
+static tutti_result_t check_p2p(struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops)
+{
+    size_t n = (size_t)comm->nranks, nn = (size_t)nops;
+    size_t *off = calloc(n + 1, sizeof(*off)), *fill = calloc(n, sizeof(*fill));
+    size_t *at = malloc((nn ? nn : 1) * sizeof(*at));
+    struct msg_desc *out = calloc(nn ? nn : 1, sizeof(*out)),
+                    *in = calloc(nn ? nn : 1, sizeof(*in));
+    struct tt_p2p_op *chk = calloc(2 * n, sizeof(*chk));
+    tutti_result_t rc = TUTTI_SUCCESS;
+    int nchk = 0, bad = 0, first = -1;
+
+    if (!off || !fill || !at || !out || !in || !chk) {
+        rc = tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory for TUTTI_CHECK_COLL");
+        goto out;
+    }
+    for (int i = 0; i < nops; i++)
+        off[ops[i].peer + 1]++;
+    for (size_t p = 0; p < n; p++)
+        off[p + 1] += off[p];
+    /* Outgoing, per peer: sends, then receives. Incoming: the peer's sends answer this rank's
+     * receives, so receives first, then sends. */
+    for (int pass = 1; pass >= 0; pass--)
+        for (int i = 0; i < nops; i++)
+            if (ops[i].is_send == pass) {
+                size_t p = (size_t)ops[i].peer;
+                out[off[p] + fill[p]++] = describe(comm, &ops[i]);
+            }
+    memset(fill, 0, n * sizeof(*fill));
+    for (int pass = 0; pass <= 1; pass++)
+        for (int i = 0; i < nops; i++)
+            if (ops[i].is_send == pass) {
+                size_t p = (size_t)ops[i].peer;
+                at[i] = off[p] + fill[p]++;
+            }
+    for (size_t p = 0; p < n; p++) {
+        size_t bytes = (off[p + 1] - off[p]) * sizeof(*out);
+        if (!bytes)
+            continue;
+        chk[nchk++] = (struct tt_p2p_op){1, (int)p, out + off[p], bytes, 0};
+        chk[nchk++] = (struct tt_p2p_op){0, (int)p, in + off[p], bytes, 0};
+    }
+    rc = run_batch(comm, chk, nchk, 0, NULL);
+    if (rc != TUTTI_SUCCESS)
+        goto out;
+    for (int i = 0; i < nops; i++) {
+        struct msg_desc me = describe(comm, &ops[i]), *theirs = &in[at[i]];
+        if (theirs->is_send == me.is_send || theirs->bytes != me.bytes ||
+            theirs->device_path != me.device_path) {
+            bad++;
+            if (first < 0)
+                first = i;
+        }
+    }
+    if (bad) {
+        char a[96], b[96];
+        struct msg_desc me = describe(comm, &ops[first]);
+        rc = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                     "point-to-point: TUTTI_CHECK_COLL: this rank's %s with rank %d meets that "
+                     "rank's %s (%d of this rank's %d operation(s) disagree with their peer's)",
+                     desc_str(&me, a, sizeof(a)), ops[first].peer,
+                     desc_str(&in[at[first]], b, sizeof(b)), bad, nops);
+    }
+out:
+    free(off);
+    free(fill);
+    free(at);
+    free(out);
+    free(in);
+    free(chk);
+    return rc;
+}
+
 /*
  * A batch: its operations that take the device path (cuda_dev.c: device memory on both ends,
  * from TUTTI_CUDA_P2P_MIN bytes) first, then the others. Every rank splits its batch the
@@ -123,6 +224,8 @@ tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int n
     int ndev = 0, k = 0;
     tutti_result_t rc;
 
+    if (comm->check_coll)
+        TT_CHECK(check_p2p(comm, ops, nops));
     for (int i = 0; i < nops; i++)
         ndev += tt_cuda_direct_p2p(comm, &ops[i]);
     if (ndev == 0)

@@ -23,7 +23,8 @@
  *   gpu_check kinds    (TUTTI_CHECK_COLL=1) rank 0 passes device buffers, the others host
  *                      buffers: on the device path that would wait on different connections;
  *                      every rank must fail the call naming the disagreement, and the
- *                      communicator must stay usable
+ *                      communicator must stay usable; then rank 0 sends from device memory
+ *                      to rank 1's host memory: both must fail naming the device path
  *   gpu_check kernels  the CUDA reduction kernels alone (one process): every dtype x op, counts
  *                      1 to 1M+3, vector-aligned and not, the fused second output, in place;
  *                      AVG through the division kernel; against tools/values.c's expectations
@@ -326,6 +327,17 @@ static void kinds(void)
     if (rc != TUTTI_SUCCESS || h[63] != (float)(nranks * (nranks + 1) / 2))
         fail("kinds: the next all-reduce gave %s, %g: %s", tutti_strerror(rc), (double)h[63],
              tutti_last_error());
+    /* A message from device memory on rank 0 into host memory on rank 1: the sender takes the
+     * device path, the receiver could not; both ends must fail naming it. */
+    if (rank < 2 && nranks > 1) {
+        rc = rank == 0 ? tutti_send(d, 64, TUTTI_FLOAT32, 1, comm, NULL)
+                       : tutti_recv(h, 64, TUTTI_FLOAT32, 0, comm, NULL);
+        if (rc != TUTTI_ERR_INVALID_ARG || !strstr(tutti_last_error(), "(device path)"))
+            fail("kinds: a device-to-host message gave %s: %s", tutti_strerror(rc),
+                 tutti_last_error());
+        else
+            printf("rank %d: refused: %s\n", rank, tutti_last_error());
+    }
     cudaFree(d);
 }
 

@@ -218,6 +218,22 @@ Test(faults, mismatched_collectives_are_named_on_every_rank, .init = setup, .tim
     printf("%s", strstr(output(0), "RESULT"));
 }
 
+Test(faults, mismatched_messages_fail_both_ends, .init = setup, .timeout = 60)
+{
+    pid_t p[3];
+    int port = free_port();
+
+    extra_env = "TUTTI_CHECK_COLL=1";
+    for (int r = 0; r < 3; r++)
+        p[r] = start(r, 3, port, "p2pmismatch", NULL);
+    for (int r = 0; r < 3; r++) {
+        int code = wait_exit(p[r], 30);
+        cr_assert_eq(code, 0, "rank %d: exit %d:\n%s", r, code, output(r));
+    }
+    for (int r = 0; r < 2; r++)
+        printf("%s", strstr(output(r), "RESULT"));
+}
+
 Test(faults, stall_inspector_names_the_missing_rank, .init = setup, .timeout = 60)
 {
     char cmd[1024];

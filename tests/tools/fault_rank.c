@@ -11,6 +11,9 @@
  *   fault_rank DIR mismatch with TUTTI_CHECK_COLL=1: rank 2 passes another count, rank 1
  *                           (of 4+) another collective; every rank must get
  *                           TUTTI_ERR_INVALID_ARG naming them, then matching calls work
+ *   fault_rank DIR p2pmismatch  with TUTTI_CHECK_COLL=1: ranks 0 and 1 disagree on a
+ *                           message's size, then on its direction: both fail naming it, then
+ *                           a ring exchange works
  * Each rank writes DIR/pid.RANK when ready and prints one line "RESULT rank R code C after
  * T s: message". Exit 0 if the rank saw the error it should, 1 if not.
  */
@@ -40,6 +43,56 @@ static void *aborter(void *arg)
     abort_at = now();
     tutti_comm_abort(comm);
     return NULL;
+}
+
+/* The first rank's RESULT line and whether it is the wanted error naming `want`. */
+static int expect_check(int rank, const char *what, tutti_result_t rc, const char *want)
+{
+    const char *msg = tutti_comm_last_error(comm);
+    printf("RESULT rank %d code %s after 0 s: %s: %s\n", rank, tutti_strerror(rc), what, msg);
+    return rc == TUTTI_ERR_INVALID_ARG && strstr(msg, "TUTTI_CHECK_COLL") && strstr(msg, want);
+}
+
+/* p2pmismatch (TUTTI_CHECK_COLL=1): ranks 0 and 1 disagree on a message's size, then on a
+ * message's direction; both must fail naming it, and a matching exchange must then work. */
+static int p2p_mismatch(int rank, int size)
+{
+    float v[101], w[101];
+    int ok = 1, next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    tutti_result_t rc;
+
+    for (int i = 0; i < 101; i++)
+        v[i] = (float)rank;
+    if (rank == 0) {
+        rc = tutti_send(v, 100, TUTTI_FLOAT32, 1, comm, NULL);
+        ok &= expect_check(rank, "size", rc,
+                           "send of 400 bytes (not the device path) with rank "
+                           "1 meets that rank's receive of 404 bytes");
+        tutti_group_start();
+        tutti_send(v, 10, TUTTI_FLOAT32, 1, comm, NULL);
+        tutti_send(w, 10, TUTTI_FLOAT32, 1, comm, NULL);
+        rc = tutti_group_end();
+        ok &= expect_check(rank, "direction", rc, "meets that rank's send");
+    } else if (rank == 1) {
+        rc = tutti_recv(w, 101, TUTTI_FLOAT32, 0, comm, NULL);
+        ok &= expect_check(rank, "size", rc,
+                           "receive of 404 bytes (not the device path) with "
+                           "rank 0 meets that rank's send of 400 bytes");
+        tutti_group_start();
+        tutti_recv(w, 10, TUTTI_FLOAT32, 0, comm, NULL);
+        tutti_send(v, 10, TUTTI_FLOAT32, 0, comm, NULL);
+        rc = tutti_group_end();
+        ok &= expect_check(rank, "direction", rc, "meets that rank's send");
+    }
+    /* Nothing was sent: a ring exchange is in step and right. */
+    tutti_group_start();
+    tutti_send(v, 101, TUTTI_FLOAT32, next, comm, NULL);
+    tutti_recv(w, 101, TUTTI_FLOAT32, prev, comm, NULL);
+    rc = tutti_group_end();
+    printf("then: %s, w[0] = %g\n", tutti_strerror(rc), w[0]);
+    ok &= rc == TUTTI_SUCCESS && w[0] == (float)prev && w[100] == (float)prev;
+    tutti_comm_destroy(comm);
+    return ok ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -87,6 +140,8 @@ int main(int argc, char **argv)
         free(y);
         return rc == TUTTI_SUCCESS && v[0] == (float)(size * (size - 1) / 2) ? 0 : 1;
     }
+    if (strcmp(argv[2], "p2pmismatch") == 0)
+        return p2p_mismatch(rank, size);
     if (strcmp(argv[2], "abort") == 0) {
         pthread_t t;
         if (rank == 0) {
