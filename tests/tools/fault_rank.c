@@ -140,8 +140,11 @@ int main(int argc, char **argv)
         free(y);
         return rc == TUTTI_SUCCESS && v[0] == (float)(size * (size - 1) / 2) ? 0 : 1;
     }
-    if (strcmp(argv[2], "p2pmismatch") == 0)
+    if (strcmp(argv[2], "p2pmismatch") == 0) {
+        free(x);
+        free(y);
         return p2p_mismatch(rank, size);
+    }
     if (strcmp(argv[2], "abort") == 0) {
         pthread_t t;
         if (rank == 0) {
