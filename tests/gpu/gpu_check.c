@@ -30,8 +30,9 @@
  *                      AVG through the division kernel; against tools/values.c's expectations
  *                      (computed without tutti)
  *   gpu_check bench    reduction kernel (float32 sum, 256 MiB) bandwidth against
- *                      cudaMemcpy device-to-device on the same buffers; the latency of one
- *                      staging copy (cudaMemcpy to / from pinned memory, 8 B to 256 KiB)
+ *                      cudaMemcpy device-to-device on the same buffers
+ *   gpu_check copylat  the latency of one staging copy (cudaMemcpy to / from pinned memory,
+ *                      8 B to 256 KiB), every rank at once (ranks share the GPU)
  * Every rank uses device 0 (several ranks may share one GPU). Exit 0: all checks passed.
  */
 #include "tutti.h"
@@ -497,7 +498,8 @@ static void kernels(void)
 
 /*
  * What one staging copy costs by size (the staged path does two per call): blocking
- * cudaMemcpy between device memory and pinned host memory, one process, median of 101.
+ * cudaMemcpy between device memory and pinned host memory, median of 101, every rank at
+ * once (ranks sharing the GPU take turns on it: run on 1 and on 2 ranks to see the cost).
  */
 static int cmp_double(const void *a, const void *b)
 {
@@ -514,10 +516,10 @@ static void copy_latency(void)
     CU(cudaMalloc(&d, 262144));
     CU(cudaHostAlloc(&h, 262144, cudaHostAllocDefault));
     CU(cudaMemset(d, 0, 262144));
-    printf("copy latency (blocking cudaMemcpy, pinned host memory, median of 101):\n");
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
         double med[2];
         for (int dir = 0; dir < 2; dir++) {
+            tutti_barrier(comm, NULL);
             for (int i = 0; i < 101; i++) {
                 double t0 = now();
                 CU(cudaMemcpy(dir ? d : h, dir ? h : d, sizes[k],
@@ -527,8 +529,9 @@ static void copy_latency(void)
             qsort(t, 101, sizeof(t[0]), cmp_double);
             med[dir] = t[50] * 1e6;
         }
-        printf("  %7zu B: device to host %8.2f us, host to device %8.2f us\n", sizes[k], med[0],
-               med[1]);
+        printf("copy latency, rank %d of %d: %7zu B: device to host %8.2f us, host to device "
+               "%8.2f us (blocking cudaMemcpy, pinned, median of 101)\n",
+               rank, nranks, sizes[k], med[0], med[1]);
     }
     cudaFreeHost(h);
     cudaFree(d);
@@ -571,7 +574,6 @@ static void bench(void)
     cudaFree(a);
     cudaFree(b);
     cudaFree(c);
-    copy_latency();
 }
 
 int main(int argc, char **argv)
@@ -614,9 +616,11 @@ int main(int argc, char **argv)
         kinds();
     else if (!strcmp(mode, "capture"))
         capture();
+    else if (!strcmp(mode, "copylat"))
+        copy_latency();
     else {
         fprintf(stderr, "usage: gpu_check "
-                        "probe|kernels|matrix|order [async]|p2p|mix|kinds|capture|bench\n");
+                        "probe|kernels|matrix|order [async]|p2p|mix|kinds|capture|copylat|bench\n");
         return 2;
     }
     tutti_comm_destroy(comm);
