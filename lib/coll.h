@@ -28,6 +28,11 @@ tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w)
 /* Run a batch of point-to-point operations (p2p.c); comm's run lock is held. `after`: where
  * its device-path operations start (a cudaEvent_t; NULL: after CUDA's default stream). */
 tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops, void *after);
+/* The order a batch runs in: its device-path operations (tt_cuda_direct_p2p) first, then the
+ * others, each part in call order, into out (nops entries; NULL: only count). Returns how
+ * many take the device path. Every rank splits alike, so each part meets its peers'. */
+int tt_p2p_split(const struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
+                 struct tt_p2p_op *out);
 /* Is a group open on this thread (between tutti_group_start and tutti_group_end)? */
 int tt_group_open(void);
 

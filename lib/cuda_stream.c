@@ -10,6 +10,7 @@
 #include "cuda.h"
 #include "cuda_stage.h"
 
+#include "coll.h"
 #include "comm.h"
 #include "error.h"
 
@@ -167,14 +168,14 @@ tutti_result_t tt_cuda_enqueue_p2p(struct tutti_comm *comm, const struct tt_p2p_
 {
     struct tt_work w = {.kind = TT_WORK_P2P, .comm = comm};
     struct tt_p2p_op *dev, *rest;
-    int ndev = 0, nrest = 0;
+    int ndev, nrest;
     tutti_result_t rc;
 
     TT_CHECK(not_capturing(comm, s, "point-to-point"));
-    for (int i = 0; i < nops; i++)
-        ndev += tt_cuda_direct_p2p(comm, &ops[i]);
+    ndev = tt_p2p_split(comm, ops, nops, NULL);
     if (ndev == 0)
         return enqueue_p2p_staged(comm, ops, nops, s);
+    /* Two arrays: the runner owns (and may free) the device part while the rest is queued. */
     dev = malloc((size_t)ndev * sizeof(*dev));
     rest = malloc((size_t)nops * sizeof(*rest));
     if (!dev || !rest) {
@@ -182,18 +183,14 @@ tutti_result_t tt_cuda_enqueue_p2p(struct tutti_comm *comm, const struct tt_p2p_
         free(rest);
         return tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
     }
-    ndev = 0;
-    for (int i = 0; i < nops; i++) {
-        if (tt_cuda_direct_p2p(comm, &ops[i]))
-            dev[ndev++] = ops[i];
-        else
-            rest[nrest++] = ops[i];
-    }
+    tt_p2p_split(comm, ops, nops, rest);
+    memcpy(dev, rest, (size_t)ndev * sizeof(*dev));
+    nrest = nops - ndev;
     w.ops = dev;
     w.nops = ndev;
     rc = tt_cuda_dev_on_stream(comm, &w, s); /* takes dev */
     if (rc == TUTTI_SUCCESS && nrest > 0)
-        rc = enqueue_p2p_staged(comm, rest, nrest, s);
+        rc = enqueue_p2p_staged(comm, rest + ndev, nrest, s);
     free(rest);
     return rc;
 }

@@ -213,32 +213,36 @@ out:
     return rc;
 }
 
-/*
- * A batch: its operations that take the device path (cuda_dev.c: device memory on both ends,
- * from TUTTI_CUDA_P2P_MIN bytes) first, then the others. Every rank splits its batch the
- * same way, so each half meets its peers' half.
- */
+int tt_p2p_split(const struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
+                 struct tt_p2p_op *out)
+{
+    int ndev = 0, k = 0;
+
+    for (int i = 0; i < nops; i++)
+        ndev += tt_cuda_direct_p2p(comm, &ops[i]);
+    for (int pass = 1; out && pass >= 0; pass--)
+        for (int i = 0; i < nops; i++)
+            if (tt_cuda_direct_p2p(comm, &ops[i]) == pass)
+                out[k++] = ops[i];
+    return ndev;
+}
+
+/* A batch: its device-path operations first, then the others (tt_p2p_split). */
 tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops, void *after)
 {
     struct tt_p2p_op *split;
-    int ndev = 0, k = 0;
+    int ndev;
     tutti_result_t rc;
 
     if (comm->check_coll)
         TT_CHECK(check_p2p(comm, ops, nops));
-    for (int i = 0; i < nops; i++)
-        ndev += tt_cuda_direct_p2p(comm, &ops[i]);
-    if (ndev == 0)
-        return run_batch(comm, ops, nops, 0, NULL);
-    if (ndev == nops)
-        return run_batch(comm, ops, nops, 1, after);
+    ndev = tt_p2p_split(comm, ops, nops, NULL);
+    if (ndev == 0 || ndev == nops)
+        return run_batch(comm, ops, nops, ndev > 0, ndev > 0 ? after : NULL);
     split = malloc((size_t)nops * sizeof(*split));
     if (!split)
         return tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
-    for (int pass = 1; pass >= 0; pass--)
-        for (int i = 0; i < nops; i++)
-            if (tt_cuda_direct_p2p(comm, &ops[i]) == pass)
-                split[k++] = ops[i];
+    tt_p2p_split(comm, ops, nops, split);
     rc = run_batch(comm, split, ndev, 1, after);
     if (rc == TUTTI_SUCCESS)
         rc = run_batch(comm, split + ndev, nops - ndev, 0, NULL);
