@@ -47,6 +47,8 @@ const struct tt_algo tt_algos[] = {
      TT_COLL_REDUCE_SCATTER, tt_reducescatter_det, NULL},
     {15, "det", "fixed rank-order reduction at the root (TUTTI_DETERMINISTIC)", TT_COLL_REDUCE,
      tt_reduce_det, NULL},
+    {16, "direct", "every rank sends each block straight to its owner: one hop",
+     TT_COLL_REDUCE_SCATTER, tt_reducescatter_direct, tt_fits_direct},
 };
 const int tt_num_algos = (int)(sizeof(tt_algos) / sizeof(tt_algos[0]));
 

@@ -97,6 +97,9 @@ const struct tt_algo *tt_algo_find(enum tt_coll coll, const char *name, int nran
 /* Fits: a power-of-two rank count / nodes of equal size, more than one, each with > 1 rank. */
 int tt_fits_pow2(int nranks, const struct tt_topo_view *topo);
 int tt_fits_hier(int nranks, const struct tt_topo_view *topo);
+/* Fits: 1 to TT_DIRECT_MAX_RANKS ranks (every rank connects to every other). */
+#define TT_DIRECT_MAX_RANKS 8
+int tt_fits_direct(int nranks, const struct tt_topo_view *topo);
 
 /* Channels a call on `nchannels` data channels uses (the double tree: two per channel). */
 int tt_algo_channels(const struct tt_algo *a, int nchannels);
@@ -124,6 +127,8 @@ void tt_allgather_ring(struct tt_plan *p, const struct tt_ring *rings,
                        const struct tt_coll_args *a);
 void tt_reducescatter_ring(struct tt_plan *p, const struct tt_ring *rings,
                            const struct tt_coll_args *a);
+void tt_reducescatter_direct(struct tt_plan *p, const struct tt_ring *rings,
+                             const struct tt_coll_args *a);
 void tt_broadcast_tree(struct tt_plan *p, const struct tt_ring *rings,
                        const struct tt_coll_args *a);
 void tt_allgather_rd(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);

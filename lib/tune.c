@@ -14,6 +14,10 @@
  *   double binary tree    2 depth (a_x + C b_x) + 2 S b_x
  *   hierarchical          2 (L-1)(a_i + S/L b_i) + 2 (N-1)(a_e + S/(L N) b_e)
  *   ring all-gather / reduce-scatter   (n-1)(a_x + S/n b_x)
+ *   direct reduce-scatter             a_x + (n-2) a_i0 + (L-1) S/n b_i + L (n-L) S/n b_e
+ *                                     (a_i0: a message without a context switch, as all leave
+ *                                     at once; across nodes a node's L ranks share its link, so
+ *                                     large calls stay on the ring, which crosses it once)
  *   recursive-doubling all-gather      sum over rounds of (a + 2^k S/n b)
  *   hierarchical all-gather            (N-1)(a_e + S/n b_e) + N (L-1)(a_i + S/n b_i)
  *   chain broadcast / reduce           (n-1) a + (n-1) C b + S b_x   (pipelined)
@@ -64,6 +68,7 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
     double L = m->per_node > 0 ? m->per_node : 1;
     double ai = m->links.intra_us * 1e-6, bi = 1e-9 / m->links.intra_gbs;
     double ae = m->links.inter_us * 1e-6, be = 1e-9 / m->links.inter_gbs;
+    double a0 = ai; /* a message's own cost, without a context switch */
     double ax, bx;
     int p = 1, rounds, intra_rounds;
 
@@ -119,7 +124,12 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
         if (!strcmp(a->name, "hier"))
             return (N - 1) * (ae + S / n * be) + N * (L - 1) * (ai + S / n * bi);
         break;
-    case TT_COLL_REDUCE_SCATTER: return (n - 1) * (ax + S / n * bx);
+    case TT_COLL_REDUCE_SCATTER:
+        if (!strcmp(a->name, "direct")) /* one hop; each further message costs a send */
+            return ax + (n - 2) * a0 + (L - 1) * S / n * bi + L * (n - L) * S / n * be;
+        if (!strcmp(a->name, "ring"))
+            return (n - 1) * (ax + S / n * bx);
+        break;
     case TT_COLL_BROADCAST:
     case TT_COLL_REDUCE:
         if (!strcmp(a->name, "chain"))
