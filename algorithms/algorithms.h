@@ -127,6 +127,10 @@ void tt_allgather_ring(struct tt_plan *p, const struct tt_ring *rings,
                        const struct tt_coll_args *a);
 void tt_reducescatter_ring(struct tt_plan *p, const struct tt_ring *rings,
                            const struct tt_coll_args *a);
+void tt_allreduce_direct(struct tt_plan *p, const struct tt_ring *rings,
+                         const struct tt_coll_args *a);
+void tt_allgather_direct(struct tt_plan *p, const struct tt_ring *rings,
+                         const struct tt_coll_args *a);
 void tt_reducescatter_direct(struct tt_plan *p, const struct tt_ring *rings,
                              const struct tt_coll_args *a);
 void tt_broadcast_tree(struct tt_plan *p, const struct tt_ring *rings,

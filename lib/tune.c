@@ -14,10 +14,13 @@
  *   double binary tree    2 depth (a_x + C b_x) + 2 S b_x
  *   hierarchical          2 (L-1)(a_i + S/L b_i) + 2 (N-1)(a_e + S/(L N) b_e)
  *   ring all-gather / reduce-scatter   (n-1)(a_x + S/n b_x)
- *   direct reduce-scatter             a_x + (n-2) a_i0 + (L-1) S/n b_i + L (n-L) S/n b_e
+ *   direct reduce-scatter, all-gather a_x + (n-2) a_i0 + (n-1) S/n b_i on one node
  *                                     (a_i0: a message without a context switch, as all leave
- *                                     at once; across nodes a node's L ranks share its link, so
- *                                     large calls stay on the ring, which crosses it once)
+ *                                     at once); across nodes a_x + (L-1) a_i0 + (n-L-1) a_e
+ *                                     + (L-1) S/n b_i + L (n-L) S/n b_e: a node's L ranks share
+ *                                     its link (the ring crosses it once), and each message to
+ *                                     another node costs the sender a network send
+ *   direct all-reduce                 twice the direct reduce-scatter's
  *   recursive-doubling all-gather      sum over rounds of (a + 2^k S/n b)
  *   hierarchical all-gather            (N-1)(a_e + S/n b_e) + N (L-1)(a_i + S/n b_i)
  *   chain broadcast / reduce           (n-1) a + (n-1) C b + S b_x   (pipelined)
@@ -88,6 +91,10 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
     if ((m->per_node & (m->per_node - 1)) != 0)
         intra_rounds = 0; /* partners cross nodes from the first round */
 
+    if (!strcmp(a->name, "direct")) /* one hop; each further message costs a send */
+        return (a->coll == TT_COLL_ALL_REDUCE ? 2 : 1) *
+               (ax + (L - 1 - (N > 1 ? 0 : 1)) * a0 + (N > 1 ? n - L - 1 : 0) * ae +
+                (L - 1) * S / n * bi + L * (n - L) * S / n * be);
     switch (a->coll) {
     case TT_COLL_ALL_REDUCE:
         if (!strcmp(a->name, "ring"))
@@ -125,8 +132,6 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
             return (N - 1) * (ae + S / n * be) + N * (L - 1) * (ai + S / n * bi);
         break;
     case TT_COLL_REDUCE_SCATTER:
-        if (!strcmp(a->name, "direct")) /* one hop; each further message costs a send */
-            return ax + (n - 2) * a0 + (L - 1) * S / n * bi + L * (n - L) * S / n * be;
         if (!strcmp(a->name, "ring"))
             return (n - 1) * (ax + S / n * bx);
         break;
@@ -229,8 +234,11 @@ static void log_choice(struct tt_tuner *t, enum tt_coll coll, size_t bytes,
         const struct tt_algo *a = &tt_algos[i];
         if (a->coll != coll || (a->fits && !a->fits(t->model.nranks, t->topo)))
             continue;
-        n += snprintf(line + n, sizeof(line) - (size_t)n, " %s %.1f us;", a->name,
-                      tt_tune_cost(&t->model, a, bytes) * 1e6);
+        double cost = tt_tune_cost(&t->model, a, bytes);
+        if (cost >= 1e9) /* no formula: only when forced (det: TUTTI_DETERMINISTIC) */
+            n += snprintf(line + n, sizeof(line) - (size_t)n, " %s -;", a->name);
+        else
+            n += snprintf(line + n, sizeof(line) - (size_t)n, " %s %.1f us;", a->name, cost * 1e6);
     }
     TT_INFO(TT_SUB_TUNE, "%s of %zu bytes on %d ranks / %d nodes: %s%s (predicted:%s)",
             tt_coll_name(coll), bytes, t->model.nranks, t->model.nnodes, pick->name,

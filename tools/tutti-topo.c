@@ -118,6 +118,10 @@ static int simulate(int nodes, int per_node, const char *links, const char *coll
             printf("  %12zu", s);
             for (int k = 0; k < nfit; k++) {
                 double t = tt_tune_cost(&m, fit[k], s);
+                if (t >= 1e9) { /* no formula (det): taken only when asked for */
+                    printf(" %22s", "-");
+                    continue;
+                }
                 printf(" %11.1f %10.2f", t * 1e6,
                        t > 0 ? (double)s / t / 1e9 * bus_factor((enum tt_coll)c, n) : 0);
                 if (!best || t < bt) {
