@@ -48,11 +48,11 @@ const struct tt_algo tt_algos[] = {
     {15, "det", "fixed rank-order reduction at the root (TUTTI_DETERMINISTIC)", TT_COLL_REDUCE,
      tt_reduce_det, NULL},
     {16, "direct", "every rank sends each block straight to its owner: one hop",
-     TT_COLL_REDUCE_SCATTER, tt_reducescatter_direct, tt_fits_direct},
+     TT_COLL_REDUCE_SCATTER, tt_direct, tt_fits_direct},
     {17, "direct", "every rank sends its block straight to every other: one hop",
-     TT_COLL_ALL_GATHER, tt_allgather_direct, tt_fits_direct},
+     TT_COLL_ALL_GATHER, tt_direct, tt_fits_direct},
     {18, "direct", "direct reduce-scatter, then direct all-gather: two hops", TT_COLL_ALL_REDUCE,
-     tt_allreduce_direct, tt_fits_direct},
+     tt_direct, tt_fits_direct},
 };
 const int tt_num_algos = (int)(sizeof(tt_algos) / sizeof(tt_algos[0]));
 

@@ -125,14 +125,10 @@ void tt_allreduce_ring(struct tt_plan *p, const struct tt_ring *rings,
                        const struct tt_coll_args *a);
 void tt_allgather_ring(struct tt_plan *p, const struct tt_ring *rings,
                        const struct tt_coll_args *a);
+/* The direct reduce-scatter, all-gather and all-reduce (direct.c). */
+void tt_direct(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
 void tt_reducescatter_ring(struct tt_plan *p, const struct tt_ring *rings,
                            const struct tt_coll_args *a);
-void tt_allreduce_direct(struct tt_plan *p, const struct tt_ring *rings,
-                         const struct tt_coll_args *a);
-void tt_allgather_direct(struct tt_plan *p, const struct tt_ring *rings,
-                         const struct tt_coll_args *a);
-void tt_reducescatter_direct(struct tt_plan *p, const struct tt_ring *rings,
-                             const struct tt_coll_args *a);
 void tt_broadcast_tree(struct tt_plan *p, const struct tt_ring *rings,
                        const struct tt_coll_args *a);
 void tt_allgather_rd(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
