@@ -150,10 +150,10 @@ static tutti_result_t shm_send_connect(const struct tt_transport_ctx *ctx, int p
                      peer);
         goto undo_map;
     }
-    /* Fault in our writable view of the data slots (see shm_recv_setup); no message is in
-     * flight yet, so writing them races with nothing. */
-    for (size_t off = 0; off < c->map_len - TT_FIFO_DATA_OFFSET; off += 4096)
-        ((volatile char *)c->fifo.data)[off] = 0;
+    /* Fault in our writable view of the side areas and data slots (see shm_recv_setup); no message
+     * is in flight yet, so writing them races with nothing. */
+    for (size_t off = 0; off < c->map_len - TT_FIFO_SIDE_OFFSET; off += 4096)
+        ((volatile char *)c->fifo.side)[off] = 0;
     atomic_store(&c->fifo.ctrl->sender_attached, 1);
     c->peer_pid = ctx->pids ? ctx->pids[peer] : 0;
     c->base.tp = &tt_transport_shm;

@@ -248,6 +248,39 @@ Test(sim, reduce, .timeout = 120)
 }
 
 /*
+ * The FIFO's three kinds of message on one connection (transport/fifo.h): with 8 KiB slots,
+ * up to 48 bytes in the queue cell, up to 1 KiB in the cell's side area, more in a data slot.
+ * Uneven blocks put two kinds, alternating, on one connection; a message read from or
+ * released to the wrong place gives wrong elements or a deadlock.
+ */
+Test(sim, fifo_side_areas, .timeout = 120)
+{
+    int ran = 0;
+
+    for (int n = 2; n <= 5; n++)
+        for (int a = 0; a < tt_num_algos; a++) {
+            /* n blocks of 12 or 13 int32 (48 or 52 bytes: cell or side area), of 256 or 257
+             * (1024 or 1028 bytes: side area or slot), and larger messages */
+            size_t counts[] = {12 * (size_t)n + 1, 256 * (size_t)n + 1, 300, 2200};
+            if (tt_algos[a].fits && !tt_algos[a].fits(n, NULL))
+                continue;
+            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+                struct shape s = {.n = n,
+                                  .nch = 1 + (int)c % 2,
+                                  .inplace = (int)c / 2,
+                                  .count = counts[c],
+                                  .slot = 8192,
+                                  .nslots = 3,
+                                  .op = TUTTI_SUM,
+                                  .root = (int)c % n};
+                run_shape(&tt_algos[a], &s);
+            }
+            ran++;
+        }
+    cr_assert_geq(ran, 4 * 12);
+}
+
+/*
  * The device path's protocol on the CPU (sim.h, deferred): every algorithm of every
  * collective with its byte moves queued and run later in bites of 0 to 3, over connections
  * that publish a slot only once the queue has passed its fill or its use (dfifo.h, the p2p
