@@ -53,6 +53,8 @@ const struct tt_algo tt_algos[] = {
      TT_COLL_ALL_GATHER, tt_direct, tt_fits_direct},
     {18, "direct", "direct reduce-scatter, then direct all-gather: two hops", TT_COLL_ALL_REDUCE,
      tt_direct, tt_fits_direct},
+    {19, "flat", "every rank sends its vector to every rank and folds all n in rank order: one hop",
+     TT_COLL_ALL_REDUCE, tt_allreduce_flat, tt_fits_direct},
 };
 const int tt_num_algos = (int)(sizeof(tt_algos) / sizeof(tt_algos[0]));
 

@@ -117,6 +117,8 @@ void tt_allgather_hier(struct tt_plan *p, const struct tt_ring *rings,
 void tt_broadcast_hier(struct tt_plan *p, const struct tt_ring *rings,
                        const struct tt_coll_args *a);
 void tt_allreduce_det(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
+void tt_allreduce_flat(struct tt_plan *p, const struct tt_ring *rings,
+                       const struct tt_coll_args *a);
 void tt_reducescatter_det(struct tt_plan *p, const struct tt_ring *rings,
                           const struct tt_coll_args *a);
 void tt_reduce_det(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);

@@ -13,6 +13,11 @@
  * Chunk-major order is safe: a chunk of every send goes out before the same chunk is folded,
  * and in place the own contribution has left (to self) before the accumulator overwrites it.
  * Costs n messages per rank per chunk: for reproducibility, not speed.
+ *
+ * The flat all-reduce is the same fold with every rank owning the whole array: each rank
+ * sends its vector to every rank and folds all n in rank order. One hop deep, n copies of the
+ * data per rank: for small calls where ranks outnumber cores (a hop costs a context switch),
+ * and its results are bit for bit those of det on every rank.
  */
 #include "algorithms.h"
 
@@ -77,6 +82,28 @@ void tt_allreduce_det(struct tt_plan *p, const struct tt_ring *rings, const stru
             s.prim = k == 0 ? TT_PRIM_SEND : k < n - 1 ? TT_PRIM_RECV_COPY_SEND : TT_PRIM_RECV;
             tt_plan_step(p, &s);
         }
+    }
+}
+
+void tt_allreduce_flat(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a)
+{
+    for (int ch = 0; ch < a->nchannels; ch++) {
+        const struct tt_ring *r = &rings[ch];
+        int n = r->nranks, me = r->order[r->pos];
+        int owners[n];
+        size_t off, cnt, boff[n], blen[n];
+
+        tt_plan_channel(p, a, ch, &off, &cnt);
+        if (n == 1) {
+            tt_plan_self_copy(p, a, off, off, cnt, TT_STEP_POSTOP);
+            continue;
+        }
+        for (int b = 0; b < n; b++) {
+            owners[b] = (me + 1 + b) % n; /* no rank is everyone's first destination */
+            boff[b] = off;
+            blen[b] = cnt;
+        }
+        gather_fold(p, n, me, owners, n, boff, blen, off, cnt, 1);
     }
 }
 

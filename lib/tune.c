@@ -21,6 +21,8 @@
  *                                     its link (the ring crosses it once), and each message to
  *                                     another node costs the sender a network send
  *   direct all-reduce                 twice the direct reduce-scatter's
+ *   flat all-reduce                   a_x + (n-1) a_i0 + n S b_i on one node (every rank
+ *                                     sends its whole array to all, itself included)
  *   recursive-doubling all-gather      sum over rounds of (a + 2^k S/n b)
  *   hierarchical all-gather            (N-1)(a_e + S/n b_e) + N (L-1)(a_i + S/n b_i)
  *   chain broadcast / reduce           (n-1) a + (n-1) C b + S b_x   (pipelined)
@@ -95,6 +97,9 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
         return (a->coll == TT_COLL_ALL_REDUCE ? 2 : 1) *
                (ax + (L - 1 - (N > 1 ? 0 : 1)) * a0 + (N > 1 ? n - L - 1 : 0) * ae +
                 (L - 1) * S / n * bi + L * (n - L) * S / n * be);
+    if (!strcmp(a->name, "flat")) /* one hop, n sends of the whole array (one to self) */
+        return ax + (N > 1 ? L * a0 + (n - L - 1) * ae : (n - 1) * a0) + L * S * bi +
+               L * (n - L) * S * be;
     switch (a->coll) {
     case TT_COLL_ALL_REDUCE:
         if (!strcmp(a->name, "ring"))

@@ -51,9 +51,9 @@ Test(multinode, every_algorithm_forced_2x2, .timeout = 600)
         {"all_reduce", "ring"},       {"all_reduce", "rd"},     {"all_reduce", "rabenseifner"},
         {"all_reduce", "tree"},       {"all_reduce", "hier"},   {"all_gather", "ring"},
         {"all_gather", "rd"},         {"all_gather", "hier"},   {"reduce_scatter", "ring"},
-        {"reduce_scatter", "direct"}, {"all_reduce", "direct"}, {"all_gather", "direct"},
-        {"broadcast", "chain"},       {"broadcast", "tree"},    {"broadcast", "hier"},
-        {"reduce", "chain"},
+        {"reduce_scatter", "direct"}, {"all_reduce", "direct"}, {"all_reduce", "flat"},
+        {"all_gather", "direct"},     {"broadcast", "chain"},   {"broadcast", "tree"},
+        {"broadcast", "hier"},        {"reduce", "chain"},
     };
     for (size_t i = 0; i < sizeof(forced) / sizeof(forced[0]); i++) {
         char env[128], args[160];
@@ -68,9 +68,10 @@ Test(multinode, every_algorithm_forced_2x2, .timeout = 600)
 Test(multinode, every_algorithm_every_dtype_and_op_2x2, .timeout = 900)
 {
     static const char *forced[] = {
-        "all_reduce:ring", "all_reduce:rd",         "all_reduce:rabenseifner", "all_reduce:tree",
-        "all_reduce:hier", "all_gather:rd",         "all_gather:hier",         "broadcast:tree",
-        "broadcast:hier",  "reduce_scatter:direct", "all_reduce:direct",       "all_gather:direct",
+        "all_reduce:ring",   "all_reduce:rd",         "all_reduce:rabenseifner", "all_reduce:tree",
+        "all_reduce:hier",   "all_gather:rd",         "all_gather:hier",         "broadcast:tree",
+        "broadcast:hier",    "reduce_scatter:direct", "all_reduce:direct",       "all_reduce:flat",
+        "all_gather:direct",
     };
     for (size_t i = 0; i < sizeof(forced) / sizeof(forced[0]); i++) {
         char env[128];
