@@ -93,13 +93,14 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
     if ((m->per_node & (m->per_node - 1)) != 0)
         intra_rounds = 0; /* partners cross nodes from the first round */
 
-    if (!strcmp(a->name, "direct")) /* one hop; each further message costs a send */
+    if (!strcmp(a->name, "direct") || !strcmp(a->name, "flat")) {
+        /* One hop; each further message costs a send (flat sends one more, to itself). */
+        double lat = ax + (N > 1 ? (L - 1) * a0 + (n - L - 1) * ae : (n - 2) * a0);
+        if (!strcmp(a->name, "flat"))
+            return lat + a0 + L * S * bi + L * (n - L) * S * be;
         return (a->coll == TT_COLL_ALL_REDUCE ? 2 : 1) *
-               (ax + (L - 1 - (N > 1 ? 0 : 1)) * a0 + (N > 1 ? n - L - 1 : 0) * ae +
-                (L - 1) * S / n * bi + L * (n - L) * S / n * be);
-    if (!strcmp(a->name, "flat")) /* one hop, n sends of the whole array (one to self) */
-        return ax + (N > 1 ? L * a0 + (n - L - 1) * ae : (n - 1) * a0) + L * S * bi +
-               L * (n - L) * S * be;
+               (lat + (L - 1) * S / n * bi + L * (n - L) * S / n * be);
+    }
     switch (a->coll) {
     case TT_COLL_ALL_REDUCE:
         if (!strcmp(a->name, "ring"))

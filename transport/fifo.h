@@ -3,17 +3,16 @@
  * transports.
  *
  * Layout (one allocation or shared segment): a control block with TT_FIFO_CELLS cells of 64
- * bytes, then one side area of TT_FIFO_SIDE bytes per cell, then nslots data slots of
- * slot_bytes each. Every message takes the next cell; a cell holds the message's sequence
- * number, its byte count and, up to TT_FIFO_INLINE bytes, the payload itself, so a small
- * message costs one cache-line transfer and up to TT_FIFO_CELLS small messages can be in
- * flight (a sender runs that far ahead). A medium message (up to TT_FIFO_SIDE bytes, where
- * slots hold at least 8 KiB) goes in its cell's side area, which is free when the cell is: as
- * many in flight as small ones. A
- * larger message also takes the next data slot, in order, so at most nslots large messages
- * are in flight. (With only nslots in flight, a 128-byte broadcast on 4 ranks / 2 cores took
- * 1.8 us a call against 0.55 us at 32 bytes: the root could not run ahead of a descheduled
- * receiver.)
+ * bytes, then (where slots hold at least 8 KiB) one side area of TT_FIFO_SIDE bytes per cell,
+ * then nslots data slots of slot_bytes each. Every message takes the next cell; a cell holds
+ * the message's sequence number, its byte count and, up to TT_FIFO_INLINE bytes, the payload
+ * itself, so a small message costs one cache-line transfer and up to TT_FIFO_CELLS small
+ * messages can be in flight (a sender runs that far ahead). A medium message (up to
+ * TT_FIFO_SIDE bytes) goes in its cell's side area, free when the cell is: as many in flight
+ * as small ones. A larger message also takes the next data slot, in order, so at most nslots
+ * large messages are in flight. (With only nslots in flight, a 128-byte broadcast on 4 ranks /
+ * 2 cores took 1.8 us a call against 0.55 us at 32 bytes: the root could not run ahead of a
+ * descheduled receiver.)
  * The sender writes the payload, then the cell's sequence number with release; the receiver
  * polls the cell it expects with acquire. The receiver owns `tail` (cells released) and
  * `data_tail` (data slots released), which the sender rereads only when its cached copies
@@ -94,6 +93,17 @@ struct tt_fifo {
     uint32_t sleepy;      /* copy of ctrl->sleepy */
 };
 
+/* Where the payload of the message in cell pos % TT_FIFO_CELLS goes if it is `bytes` long:
+ * the cell, its side area, or (NULL) a data slot. */
+static inline void *tt_fifo_cell_payload(const struct tt_fifo *f, uint64_t pos, size_t bytes)
+{
+    if (bytes <= TT_FIFO_INLINE)
+        return f->ctrl->cells[pos % TT_FIFO_CELLS].data;
+    if (bytes <= f->side_bytes)
+        return f->side + (size_t)(pos % TT_FIFO_CELLS) * f->side_bytes;
+    return NULL;
+}
+
 static inline size_t tt_fifo_bytes(uint32_t nslots, size_t slot_bytes)
 {
     return tt_fifo_data_offset(slot_bytes) + (size_t)nslots * slot_bytes;
@@ -134,15 +144,15 @@ static inline void tt_fifo_view(struct tt_fifo *f, void *region)
 /* Where the next message of `bytes` goes, or NULL while the queue is full. */
 static inline void *tt_fifo_send_slot(struct tt_fifo *f, size_t bytes)
 {
+    void *p;
+
     if (f->pos - f->cached >= TT_FIFO_CELLS) {
         f->cached = atomic_load_explicit(&f->ctrl->tail, memory_order_acquire);
         if (f->pos - f->cached >= TT_FIFO_CELLS)
             return NULL;
     }
-    if (bytes <= TT_FIFO_INLINE)
-        return f->ctrl->cells[f->pos % TT_FIFO_CELLS].data;
-    if (bytes <= f->side_bytes)
-        return f->side + (size_t)(f->pos % TT_FIFO_CELLS) * f->side_bytes;
+    if ((p = tt_fifo_cell_payload(f, f->pos, bytes)))
+        return p;
     if (f->data_pos - f->data_cached >= f->nslots) {
         f->data_cached = atomic_load_explicit(&f->ctrl->data_tail, memory_order_acquire);
         if (f->data_pos - f->data_cached >= f->nslots)
@@ -156,7 +166,7 @@ static inline void tt_fifo_send_commit(struct tt_fifo *f, size_t bytes)
     struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
 
     c->bytes = bytes;
-    if (bytes > TT_FIFO_INLINE && bytes > f->side_bytes)
+    if (!tt_fifo_cell_payload(f, f->pos, bytes))
         f->data_pos++;
     f->pos++;
     atomic_store_explicit(&c->seq, f->pos, memory_order_release);
@@ -173,14 +183,13 @@ static inline void tt_fifo_send_commit(struct tt_fifo *f, size_t bytes)
 static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes)
 {
     struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
+    const void *p;
 
     if (atomic_load_explicit(&c->seq, memory_order_acquire) != f->pos + 1)
         return NULL;
     *bytes = c->bytes;
-    if (c->bytes <= TT_FIFO_INLINE)
-        return c->data;
-    if (c->bytes <= f->side_bytes)
-        return f->side + (size_t)(f->pos % TT_FIFO_CELLS) * f->side_bytes;
+    if ((p = tt_fifo_cell_payload(f, f->pos, c->bytes)))
+        return p;
     return f->data + (size_t)(f->data_pos % f->nslots) * f->slot_bytes;
 }
 
@@ -218,7 +227,7 @@ static inline void tt_fifo_recv_release(struct tt_fifo *f)
 {
     struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
 
-    if (c->bytes > TT_FIFO_INLINE && c->bytes > f->side_bytes) {
+    if (!tt_fifo_cell_payload(f, f->pos, c->bytes)) {
         f->data_pos++;
         atomic_store_explicit(&f->ctrl->data_tail, f->data_pos, memory_order_release);
     }
