@@ -258,6 +258,10 @@ const struct tt_algo *tt_tune_pick(struct tt_tuner *t, enum tt_coll coll, size_t
     size_t ch = bytes / TT_MIN_CHANNEL_BYTES;
     double best = 0;
 
+    if (t->last[coll].algo && t->last[coll].bytes == bytes) {
+        *nchannels = t->last[coll].nchannels;
+        return t->last[coll].algo;
+    }
     for (int i = 0; !t->forced[coll] && i < tt_num_algos; i++) {
         const struct tt_algo *c = &tt_algos[i];
         double cost;
@@ -271,5 +275,8 @@ const struct tt_algo *tt_tune_pick(struct tt_tuner *t, enum tt_coll coll, size_t
     }
     log_choice(t, coll, bytes, a, t->forced[coll] != NULL);
     *nchannels = ch < 1 ? 1 : ch > (size_t)t->max_channels ? t->max_channels : (int)ch;
+    t->last[coll].bytes = bytes;
+    t->last[coll].algo = a;
+    t->last[coll].nchannels = *nchannels;
     return a;
 }

@@ -44,6 +44,11 @@ struct tt_tuner {
     int max_channels;
     int deterministic;                      /* TUTTI_DETERMINISTIC: reductions take "det" */
     unsigned char logged[TT_NUM_COLLS][64]; /* choices already logged, per log2(bytes) */
+    struct {                                /* the last pick per collective: a loop of */
+        size_t bytes;                       /* same-sized calls skips the model */
+        const struct tt_algo *algo;
+        int nchannels;
+    } last[TT_NUM_COLLS];
 };
 
 /* Read TUTTI_ALGO ("all_reduce:ring;all_gather:ring") and the link table. */
