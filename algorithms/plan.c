@@ -9,6 +9,7 @@ void tt_plan_reset(struct tt_plan *p)
     p->nlanes = 0;
     p->oom = 0;
     p->next_phase = 0;
+    p->resets++;
 }
 
 void tt_plan_free(struct tt_plan *p)

@@ -72,8 +72,10 @@ struct tt_plan {
     size_t nsteps, steps_cap;
     struct tt_lane *lanes;
     int nlanes, lanes_cap;
-    int oom;        /* an append failed: the plan is incomplete */
-    int next_phase; /* the next step appended starts a phase */
+    int oom;              /* an append failed: the plan is incomplete */
+    int next_phase;       /* the next step appended starts a phase */
+    unsigned long resets; /* tt_plan_reset calls so far: a caller that remembers what it
+                             built can tell whether the plan still holds it */
 };
 
 /* Forget the contents, keep the memory. */

@@ -307,6 +307,23 @@ static tutti_result_t check_match(struct tutti_comm *comm, const struct tt_call 
     return TUTTI_SUCCESS;
 }
 
+/* comm->plan := algo's plan for a, unless it holds it already (a loop of the same call). */
+static void build_plan(struct tutti_comm *comm, const struct tt_algo *algo,
+                       const struct tt_coll_args *a)
+{
+    const struct tt_coll_args *was = &comm->plan_for.args;
+
+    if (comm->plan_for.algo == algo && comm->plan_for.resets == comm->plan.resets &&
+        was->coll == a->coll && was->count == a->count && was->root == a->root &&
+        was->inplace == a->inplace && was->nchannels == a->nchannels && was->topo == a->topo)
+        return;
+    tt_plan_reset(&comm->plan);
+    algo->build(&comm->plan, comm->rings, a);
+    comm->plan_for.algo = comm->plan.oom ? NULL : algo;
+    comm->plan_for.resets = comm->plan.resets;
+    comm->plan_for.args = *a;
+}
+
 /* Run a checked collective on host buffers on this thread; comm's run lock is held. */
 static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_call *c)
 {
@@ -342,8 +359,7 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
         TT_TRACE(TT_SUB_COLL, "%s #%llu: %zu x %s, %s, %d channel(s)%s", label.name,
                  (unsigned long long)label.seq, c->count, tutti_dtype_name(c->dtype), algo->name,
                  a.nchannels, a.inplace ? ", in place" : "");
-    tt_plan_reset(&comm->plan);
-    algo->build(&comm->plan, comm->rings, &a);
+    build_plan(comm, algo, &a);
     bufs[TT_BUF_SEND] = (void *)c->sendbuf;
     bufs[TT_BUF_RECV] = c->recvbuf;
     if (comm->memregs) { /* tutti_comm_register: zero-copy sends where a transport can */

@@ -83,6 +83,11 @@ struct tutti_comm {
 
     /* Reused between calls so the hot path does not allocate. */
     struct tt_plan plan;
+    struct { /* the collective plan holds, while plan.resets says nothing rebuilt it */
+        unsigned long resets;
+        const struct tt_algo *algo; /* NULL: none */
+        struct tt_coll_args args;
+    } plan_for;
     struct tt_exec_mem exec_mem;
 };
 
