@@ -48,7 +48,13 @@ static void gather_fold(struct tt_plan *p, int n, int me, const int *owners, int
     }
 }
 
-void tt_allreduce_det(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a)
+/*
+ * det (flat = 0): block b of the channel's part owned by rank b, folded there, then the
+ * finished blocks around the ring. flat: every rank owns the whole part (sent to me+1, me+2,
+ * ... first, so no rank is everyone's first destination) and folds it itself.
+ */
+static void allreduce_fold(struct tt_plan *p, const struct tt_ring *rings,
+                           const struct tt_coll_args *a, int flat)
 {
     for (int ch = 0; ch < a->nchannels; ch++) {
         const struct tt_ring *r = &rings[ch];
@@ -62,9 +68,13 @@ void tt_allreduce_det(struct tt_plan *p, const struct tt_ring *rings, const stru
             continue;
         }
         for (int b = 0; b < n; b++) {
-            owners[b] = b;
-            tt_split(cnt, n, b, &boff[b], &blen[b]);
+            owners[b] = flat ? (me + 1 + b) % n : b;
+            tt_split(cnt, flat ? 1 : n, flat ? 0 : b, &boff[b], &blen[b]);
             boff[b] += off;
+        }
+        if (flat) {
+            gather_fold(p, n, me, owners, n, boff, blen, off, cnt, 1);
+            continue;
         }
         gather_fold(p, n, me, owners, n, boff, blen, boff[me], blen[me], 1);
         /* The finished blocks around the ring (blocks of uneven size: each step moves the
@@ -85,26 +95,14 @@ void tt_allreduce_det(struct tt_plan *p, const struct tt_ring *rings, const stru
     }
 }
 
+void tt_allreduce_det(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a)
+{
+    allreduce_fold(p, rings, a, 0);
+}
+
 void tt_allreduce_flat(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a)
 {
-    for (int ch = 0; ch < a->nchannels; ch++) {
-        const struct tt_ring *r = &rings[ch];
-        int n = r->nranks, me = r->order[r->pos];
-        int owners[n];
-        size_t off, cnt, boff[n], blen[n];
-
-        tt_plan_channel(p, a, ch, &off, &cnt);
-        if (n == 1) {
-            tt_plan_self_copy(p, a, off, off, cnt, TT_STEP_POSTOP);
-            continue;
-        }
-        for (int b = 0; b < n; b++) {
-            owners[b] = (me + 1 + b) % n; /* no rank is everyone's first destination */
-            boff[b] = off;
-            blen[b] = cnt;
-        }
-        gather_fold(p, n, me, owners, n, boff, blen, off, cnt, 1);
-    }
+    allreduce_fold(p, rings, a, 1);
 }
 
 void tt_reducescatter_det(struct tt_plan *p, const struct tt_ring *rings,
