@@ -153,19 +153,104 @@ static void shm_cleanup(const char *tag)
     closedir(d);
 }
 
-static pid_t spawn(int r, char **argv, const sigset_t *oldmask, pid_t parent)
+/*
+ * The program's path, as execvp would find it (NULL and errno set if not). Looked up before
+ * fork, like everything a child needs: see spawn.
+ */
+static char *find_program(const char *name)
+{
+    const char *path = getenv("PATH"), *p;
+    size_t len = strlen(name);
+
+    if (strchr(name, '/'))
+        return access(name, X_OK) == 0 ? strdup(name) : NULL;
+    errno = ENOENT;
+    for (p = path && *path ? path : "/bin:/usr/bin"; p;
+         p = strchr(p, ':') ? strchr(p, ':') + 1 : NULL) {
+        size_t dl = strcspn(p, ":");
+        char *full = malloc(dl + len + 2);
+        if (!full)
+            return NULL;
+        snprintf(full, dl + len + 2, "%.*s%s%s", (int)dl, dl ? p : "", dl ? "/" : "", name);
+        if (access(full, X_OK) == 0)
+            return full;
+        free(full);
+    }
+    errno = ENOENT;
+    return NULL;
+}
+
+/* Rank r's environment: ours with its TUTTI_RANK, TUTTI_LOCAL_RANK (and TUTTI_HOSTID). */
+static char **rank_env(int r)
+{
+    extern char **environ;
+    size_t n = 0, k = 0;
+    char **env;
+    /* Node k holds ranks [k*n/K, (k+1)*n/K). */
+    int node = (int)(((long long)r * nnodes) / nranks);
+    int first = (int)(((long long)node * nranks + nnodes - 1) / nnodes);
+
+    while (environ[n])
+        n++;
+    env = calloc(n + 4, sizeof(*env));
+    if (!env)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "TUTTI_RANK=", 11) != 0 &&
+            strncmp(environ[i], "TUTTI_LOCAL_RANK=", 17) != 0 &&
+            (nnodes == 1 || strncmp(environ[i], "TUTTI_HOSTID=", 13) != 0))
+            env[k++] = environ[i];
+    env[k] = malloc(3 * 64);
+    if (!env[k]) {
+        free(env);
+        return NULL;
+    }
+    snprintf(env[k], 64, "TUTTI_RANK=%d", r);
+    env[k + 1] = env[k] + 64;
+    snprintf(env[k + 1], 64, "TUTTI_LOCAL_RANK=%d", r - first);
+    if (nnodes > 1) {
+        env[k + 2] = env[k] + 128;
+        snprintf(env[k + 2], 64, "TUTTI_HOSTID=node%d", node);
+    }
+    return env;
+}
+
+/* Frees what rank_env made (the strings it copied from environ are environ's). */
+static void rank_env_free(char **env)
+{
+    size_t k = 0;
+
+    while (env[k] && strncmp(env[k], "TUTTI_RANK=", 11) != 0)
+        k++;
+    free(env[k]);
+    free(env);
+}
+
+/*
+ * Start rank r. The child makes only async-signal-safe calls between fork and exec:
+ * tutti-run has a thread (the rendezvous) that may hold the allocator's lock when we fork,
+ * and a child that allocated (setenv, snprintf) would wait for it forever, a rank that never
+ * reaches the rendezvous (seen once under ASan). So its environment is made here.
+ */
+static pid_t spawn(int r, const char *path, char **argv, const sigset_t *oldmask, pid_t parent)
 {
     int out[2], err[2];
     pid_t pid;
-    char val[32];
+    char **env = rank_env(r);
 
+    if (!env) {
+        fprintf(stderr, "tutti-run: out of memory\n");
+        return -1;
+    }
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
         perror("tutti-run: pipe");
+        rank_env_free(env);
         return -1;
     }
     pid = fork();
     if (pid < 0) {
         perror("tutti-run: fork");
+        rank_env_free(env);
         return -1;
     }
     if (pid == 0) {
@@ -180,22 +265,14 @@ static pid_t spawn(int r, char **argv, const sigset_t *oldmask, pid_t parent)
             if (devnull >= 0)
                 dup2(devnull, 0);
         }
-        /* Node k holds ranks [k*n/K, (k+1)*n/K). */
-        int node = (int)(((long long)r * nnodes) / nranks);
-        int first = (int)(((long long)node * nranks + nnodes - 1) / nnodes);
-        snprintf(val, sizeof(val), "%d", r);
-        setenv("TUTTI_RANK", val, 1);
-        snprintf(val, sizeof(val), "%d", r - first);
-        setenv("TUTTI_LOCAL_RANK", val, 1);
-        if (nnodes > 1) {
-            snprintf(val, sizeof(val), "node%d", node);
-            setenv("TUTTI_HOSTID", val, 1);
-        }
         sigprocmask(SIG_SETMASK, oldmask, NULL);
-        execvp(argv[0], argv);
-        fprintf(stderr, "tutti-run: cannot run %s: %s\n", argv[0], strerror(errno));
+        execve(path, argv, env);
+        write_all(2, "tutti-run: cannot run ", 22);
+        write_all(2, path, strlen(path));
+        write_all(2, "\n", 1);
         _exit(127);
     }
+    rank_env_free(env);
     setpgid(pid, pid); /* also here, so the group exists before we might signal it */
     close(out[1]);
     close(err[1]);
@@ -218,7 +295,7 @@ int main(int argc, char **argv)
     double grace = 3.0, kill_at = 0;
     int first = -1, result = 0, live, argi = 1, sfd, interrupted = 0;
     sigset_t mask, oldmask;
-    char tag[32], idstr[TUTTI_ID_STRLEN], val[32];
+    char tag[32], idstr[TUTTI_ID_STRLEN], val[32], *program;
     tutti_id_t id;
     struct pollfd *pfd;
     pid_t self = getpid();
@@ -275,6 +352,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "tutti-run: --nodes %d is more than the %d ranks\n", nnodes, nranks);
         return 2;
     }
+    program = find_program(argv[argi]);
+    if (!program) {
+        fprintf(stderr, "tutti-run: cannot run %s: %s\n", argv[argi], strerror(errno));
+        return 127;
+    }
 
     /* Before any thread exists (the rendezvous runs in one): signals must reach signalfd. */
     sigemptyset(&mask);
@@ -306,7 +388,7 @@ int main(int argc, char **argv)
     }
     for (int r = 0; r < nranks; r++) {
         ranks[r].s[0].fd = ranks[r].s[1].fd = -1;
-        ranks[r].pid = spawn(r, argv + argi, &oldmask, self);
+        ranks[r].pid = spawn(r, program, argv + argi, &oldmask, self);
         if (ranks[r].pid < 0) {
             signal_all(SIGKILL);
             result = 1;

@@ -42,33 +42,46 @@ static int free_port(void)
 
 static const char *extra_env;
 
+/* The child only opens, dups and execs (env(1) sets the variables): a forked child of a
+ * process with threads must not allocate before exec. */
 static pid_t start(int rank, int n, int port, const char *mode, const char *hostid)
 {
-    pid_t pid = fork();
+    char out[128], vr[32], vn[32], vp[32], vt[64], vh[96];
+    const char *argv[16];
+    int k = 0;
+    pid_t pid;
 
+    snprintf(out, sizeof(out), "%s/out.%d", dir, rank);
+    snprintf(vr, sizeof(vr), "RANK=%d", rank);
+    snprintf(vn, sizeof(vn), "WORLD_SIZE=%d", n);
+    snprintf(vp, sizeof(vp), "MASTER_PORT=%d", port);
+    snprintf(vt, sizeof(vt), "TUTTI_JOB_TAG=fault%d", (int)getpid());
+    snprintf(vh, sizeof(vh), "TUTTI_HOSTID=%s", hostid ? hostid : "");
+    argv[k++] = "env";
+    argv[k++] = "-u";
+    argv[k++] = "TUTTI_TIMEOUT"; /* the defaults are what is tested */
+    argv[k++] = vr;
+    argv[k++] = vn;
+    argv[k++] = "MASTER_ADDR=127.0.0.1";
+    argv[k++] = vp;
+    argv[k++] = vt;
+    argv[k++] = "TUTTI_SOCKET_IFNAME==lo";
+    if (hostid)
+        argv[k++] = vh;
+    if (extra_env)
+        argv[k++] = extra_env;
+    argv[k++] = getenv("FAULT_RANK");
+    argv[k++] = dir;
+    argv[k++] = mode;
+    argv[k] = NULL;
+    cr_assert_not_null(argv[k - 3], "FAULT_RANK is not set");
+    pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
-        char v[64], out[128];
-        snprintf(out, sizeof(out), "%s/out.%d", dir, rank);
         int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fd, 1);
         dup2(fd, 2);
-        snprintf(v, sizeof(v), "%d", rank);
-        setenv("RANK", v, 1);
-        snprintf(v, sizeof(v), "%d", n);
-        setenv("WORLD_SIZE", v, 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1);
-        snprintf(v, sizeof(v), "%d", port);
-        setenv("MASTER_PORT", v, 1);
-        snprintf(v, sizeof(v), "fault%d", (int)getppid());
-        setenv("TUTTI_JOB_TAG", v, 1);
-        setenv("TUTTI_SOCKET_IFNAME", "=lo", 1);
-        unsetenv("TUTTI_TIMEOUT"); /* the defaults are what is tested */
-        if (hostid)
-            setenv("TUTTI_HOSTID", hostid, 1);
-        if (extra_env)
-            putenv((char *)extra_env);
-        execl(getenv("FAULT_RANK"), "fault_rank", dir, mode, (char *)NULL);
+        execv("/usr/bin/env", (char *const *)argv);
         _exit(126);
     }
     return pid;
