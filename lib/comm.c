@@ -115,25 +115,29 @@ tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc)
     return rc;
 }
 
+/* work_pending changes under work_lock; wait_idle's first look is a lock-free read, so a
+ * communicator without queued work (every NULL-stream call) takes no lock for it. */
 void tt_comm_work_queued(struct tutti_comm *comm)
 {
     pthread_mutex_lock(&comm->work_lock);
-    comm->work_pending++;
+    __atomic_add_fetch(&comm->work_pending, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&comm->work_lock);
 }
 
 void tt_comm_work_done(struct tutti_comm *comm)
 {
     pthread_mutex_lock(&comm->work_lock);
-    if (--comm->work_pending == 0)
+    if (__atomic_sub_fetch(&comm->work_pending, 1, __ATOMIC_RELEASE) == 0)
         pthread_cond_broadcast(&comm->work_cv);
     pthread_mutex_unlock(&comm->work_lock);
 }
 
 void tt_comm_wait_idle(struct tutti_comm *comm)
 {
+    if (__atomic_load_n(&comm->work_pending, __ATOMIC_ACQUIRE) == 0)
+        return;
     pthread_mutex_lock(&comm->work_lock);
-    while (comm->work_pending > 0)
+    while (__atomic_load_n(&comm->work_pending, __ATOMIC_RELAXED) > 0)
         pthread_cond_wait(&comm->work_cv, &comm->work_lock);
     pthread_mutex_unlock(&comm->work_lock);
 }

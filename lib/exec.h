@@ -65,6 +65,7 @@ struct tt_mover {
     void *ctx;
 };
 
+/* tt_exec_init sets every field by name (no memset): a new field needs its line there. */
 struct tt_exec {
     const struct tt_plan *plan;
     void *const *bufs; /* buffers named by steps' src/dst */
