@@ -3,16 +3,18 @@
  * transports.
  *
  * Layout (one allocation or shared segment): a control block with TT_FIFO_CELLS cells of 64
- * bytes, then (where slots hold at least 8 KiB) one side area of TT_FIFO_SIDE bytes per cell,
- * then nslots data slots of slot_bytes each. Every message takes the next cell; a cell holds
- * the message's sequence number, its byte count and, up to TT_FIFO_INLINE bytes, the payload
- * itself, so a small message costs one cache-line transfer and up to TT_FIFO_CELLS small
- * messages can be in flight (a sender runs that far ahead). A medium message (up to
- * TT_FIFO_SIDE bytes) goes in its cell's side area, free when the cell is: as many in flight
- * as small ones. A larger message also takes the next data slot, in order, so at most nslots
- * large messages are in flight. (With only nslots in flight, a 128-byte broadcast on 4 ranks /
- * 2 cores took 1.8 us a call against 0.55 us at 32 bytes: the root could not run ahead of a
- * descheduled receiver.)
+ * bytes, then (where slots hold at least 8 KiB) TT_FIFO_SIDES side areas of TT_FIFO_SIDE
+ * bytes, then nslots data slots of slot_bytes each. Every message takes the next cell; a cell
+ * holds the message's sequence number, its byte count and, up to TT_FIFO_INLINE bytes, the
+ * payload itself, so a small message costs one cache-line transfer and up to TT_FIFO_CELLS
+ * (256) small messages can be in flight (a sender runs that far ahead). A medium message (up
+ * to TT_FIFO_SIDE bytes) goes in side area pos % TT_FIFO_SIDES, free once the cell
+ * TT_FIFO_SIDES before it is released: 64 in flight. A larger message also takes the next
+ * data slot, in order, so at most nslots large messages are in flight. Why so many: where
+ * ranks outnumber cores, every time a sender fills the queue or a receiver drains it, it
+ * yields its core, and those context switches were most of a small broadcast's cost (4 ranks
+ * on 2 cores, 8 bytes: about one switch per 14 calls with 64 cells; with only nslots in
+ * flight a 128-byte broadcast took 1.8 us against 0.55 us at 32 bytes).
  * The sender writes the payload, then the cell's sequence number with release; the receiver
  * polls the cell it expects with acquire. The receiver owns `tail` (cells released) and
  * `data_tail` (data slots released), which the sender rereads only when its cached copies
@@ -38,8 +40,9 @@
 #include <unistd.h>
 
 #define TT_FIFO_MAGIC 0x74746667u /* "ttfg" */
-#define TT_FIFO_CELLS 64
+#define TT_FIFO_CELLS 256
 #define TT_FIFO_INLINE 48
+#define TT_FIFO_SIDES 64
 #define TT_FIFO_SIDE 1024
 
 struct tt_fifo_cell {
@@ -62,10 +65,12 @@ struct tt_fifo_ctrl {
     _Alignas(64) struct tt_fifo_cell cells[TT_FIFO_CELLS];
 };
 
-#define TT_FIFO_SIDE_OFFSET 8192
+#define TT_FIFO_SIDE_OFFSET (20 * 1024)
 _Static_assert(sizeof(struct tt_fifo_cell) == 64, "a cell is one cache line");
 _Static_assert(sizeof(struct tt_fifo_ctrl) <= TT_FIFO_SIDE_OFFSET, "fifo control block too big");
-_Static_assert((TT_FIFO_CELLS * TT_FIFO_SIDE) % 4096 == 0, "data slots start on a page");
+_Static_assert((TT_FIFO_SIDES * TT_FIFO_SIDE) % 4096 == 0, "data slots start on a page");
+_Static_assert(TT_FIFO_CELLS % TT_FIFO_SIDES == 0 && TT_FIFO_SIDES <= TT_FIFO_CELLS,
+               "side areas are used in cell order");
 
 /* Side areas where slots are at least 8 of them (a FIFO of small slots has none). */
 static inline size_t tt_fifo_side_bytes(size_t slot_bytes)
@@ -75,7 +80,7 @@ static inline size_t tt_fifo_side_bytes(size_t slot_bytes)
 
 static inline size_t tt_fifo_data_offset(size_t slot_bytes)
 {
-    return TT_FIFO_SIDE_OFFSET + TT_FIFO_CELLS * tt_fifo_side_bytes(slot_bytes);
+    return TT_FIFO_SIDE_OFFSET + TT_FIFO_SIDES * tt_fifo_side_bytes(slot_bytes);
 }
 
 /* One side's view. */
@@ -94,13 +99,13 @@ struct tt_fifo {
 };
 
 /* Where the payload of the message in cell pos % TT_FIFO_CELLS goes if it is `bytes` long:
- * the cell, its side area, or (NULL) a data slot. */
+ * the cell, side area pos % TT_FIFO_SIDES, or (NULL) a data slot. */
 static inline void *tt_fifo_cell_payload(const struct tt_fifo *f, uint64_t pos, size_t bytes)
 {
     if (bytes <= TT_FIFO_INLINE)
         return f->ctrl->cells[pos % TT_FIFO_CELLS].data;
     if (bytes <= f->side_bytes)
-        return f->side + (size_t)(pos % TT_FIFO_CELLS) * f->side_bytes;
+        return f->side + (size_t)(pos % TT_FIFO_SIDES) * f->side_bytes;
     return NULL;
 }
 
@@ -149,6 +154,13 @@ static inline void *tt_fifo_send_slot(struct tt_fifo *f, size_t bytes)
     if (f->pos - f->cached >= TT_FIFO_CELLS) {
         f->cached = atomic_load_explicit(&f->ctrl->tail, memory_order_acquire);
         if (f->pos - f->cached >= TT_FIFO_CELLS)
+            return NULL;
+    }
+    if (bytes > TT_FIFO_INLINE && bytes <= f->side_bytes &&
+        f->pos - f->cached >= TT_FIFO_SIDES) { /* side area pos % SIDES: free once cell
+                                                  pos - SIDES is released (cells go in order) */
+        f->cached = atomic_load_explicit(&f->ctrl->tail, memory_order_acquire);
+        if (f->pos - f->cached >= TT_FIFO_SIDES)
             return NULL;
     }
     if ((p = tt_fifo_cell_payload(f, f->pos, bytes)))
