@@ -49,6 +49,7 @@ struct tt_algo {
     enum tt_coll coll;
     tt_build_fn build;
     tt_fits_fn fits; /* NULL: any rank count */
+    int to_self;     /* sends to its own rank (the device path connects to itself for it) */
 };
 
 /* Open channel ch's lane and give this channel's part [*off, *off + *cnt) of a->count. */

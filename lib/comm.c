@@ -419,11 +419,12 @@ tutti_result_t tt_comm_connect_plan(struct tutti_comm *c, const struct tt_plan *
 /*
  * The device path sets up everything at init (cuda_dev.c says why: nothing that may wait
  * for the whole GPU can run once a collective holds a CUDA stream): its stream, its kernels
- * loaded, and a p2p connection to every other rank on every channel.
+ * loaded, and a p2p connection to every other rank on every channel, and to this rank itself
+ * where the tuner may pick an algorithm that sends to it (det, flat).
  */
 static tutti_result_t connect_device_mesh(struct tutti_comm *c)
 {
-    int nch = c->dconns.nchannels, n = 0;
+    int nch = c->dconns.nchannels, n = 0, self = tt_tune_may_send_to_self(&c->tuner);
     struct link *links = malloc((size_t)c->nranks * (size_t)nch * sizeof(*links));
     tutti_result_t rc;
 
@@ -432,7 +433,7 @@ static tutti_result_t connect_device_mesh(struct tutti_comm *c)
     rc = tt_cuda_dev_prepare(c);
     for (int ch = 0; ch < nch; ch++)
         for (int p = 0; p < c->nranks; p++)
-            if (p != c->rank)
+            if (p != c->rank || self)
                 links[n++] = (struct link){p, ch};
     if (rc == TUTTI_SUCCESS)
         rc = connect_links(c, 1, links, n, links, n);

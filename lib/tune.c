@@ -225,6 +225,24 @@ tutti_result_t tt_tune_init(struct tt_tuner *t, int nranks, int max_channels,
     return TUTTI_SUCCESS;
 }
 
+int tt_tune_may_send_to_self(const struct tt_tuner *t)
+{
+    for (int i = 0; i < tt_num_algos; i++) {
+        const struct tt_algo *a = &tt_algos[i];
+        if (!a->to_self)
+            continue;
+        /* Unforced, the model takes flat only where ranks outnumber cores (with a core per
+         * rank its latency term, a send per rank, never beats log-depth rd); det has no
+         * formula, so only TUTTI_ALGO or TUTTI_DETERMINISTIC take it. */
+        if (t->forced[a->coll]
+                ? t->forced[a->coll] == a
+                : t->model.oversub && (!a->fits || a->fits(t->model.nranks, t->topo)) &&
+                      tt_tune_cost(&t->model, a, 8) < 1e9)
+            return 1;
+    }
+    return 0;
+}
+
 static void log_choice(struct tt_tuner *t, enum tt_coll coll, size_t bytes,
                        const struct tt_algo *pick, int forced)
 {

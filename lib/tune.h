@@ -55,6 +55,10 @@ struct tt_tuner {
 tutti_result_t tt_tune_init(struct tt_tuner *t, int nranks, int max_channels,
                             const struct tt_topo_view *topo, size_t chunk, int oversub);
 
+/* Might a pick send to its own rank (an algorithm with to_self: det, flat)? Where ranks
+ * outnumber cores the model may take flat; TUTTI_ALGO and TUTTI_DETERMINISTIC force them. */
+int tt_tune_may_send_to_self(const struct tt_tuner *t);
+
 /* Algorithm and data channels for a call moving `bytes` (the whole array). */
 const struct tt_algo *tt_tune_pick(struct tt_tuner *t, enum tt_coll coll, size_t bytes,
                                    int *nchannels);

@@ -4,6 +4,7 @@
  * place and shuffled ring orders, checked exactly against values computed from (rank, index).
  */
 #include "sim.h"
+#include "lib/tune.h"
 
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -346,8 +347,8 @@ static void bad_build(struct tt_plan *p, const struct tt_ring *rings, const stru
 
 Test(sim, detects_deadlock)
 {
-    struct tt_algo bad = {99,        "bad", "receives before anyone sends", TT_COLL_ALL_REDUCE,
-                          bad_build, NULL};
+    struct tt_algo bad = {
+        99, "bad", "receives before anyone sends", TT_COLL_ALL_REDUCE, bad_build, NULL, 0};
     struct sim_config cfg = {.nranks = 3, .nchannels = 1, .slot_bytes = 64, .nslots = 2};
     int32_t bufs[3][2][4] = {{{0}}};
     void *send[3] = {bufs[0][0], bufs[1][0], bufs[2][0]};
@@ -356,6 +357,82 @@ Test(sim, detects_deadlock)
 
     cr_assert_eq(sim_run(&cfg, &bad, a, send, recv, TUTTI_INT32, TUTTI_SUM), TUTTI_ERR_INTERNAL);
     cr_assert(strstr(tutti_last_error(), "deadlock") != NULL, "%s", tutti_last_error());
+}
+
+/*
+ * tt_algo.to_self says which algorithms send to their own rank: the device path connects a
+ * rank to itself at init only where the tuner may pick one (tt_tune_may_send_to_self), so an
+ * algorithm that does it unflagged would connect lazily in the middle of a device call. Every
+ * rank's plan of every shape: a flagged algorithm must do it somewhere, an unflagged never.
+ */
+Test(sim, to_self_flag_matches_plans, .timeout = 60)
+{
+    for (int a = 0; a < tt_num_algos; a++) {
+        const struct tt_algo *algo = &tt_algos[a];
+        int seen = 0;
+        for (int k = 0; k < NSHAPES; k++) {
+            int n = shapes[k].n, order[64];
+            struct view_store vs;
+            const struct tt_topo_view *v = make_view(&vs, n, shapes[k].nodes);
+            size_t counts[] = {1, (size_t)n + 1, 1001};
+            if (algo->fits && !algo->fits(n, v))
+                continue;
+            for (int i = 0; i < n; i++)
+                order[i] = i;
+            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+                for (int r = 0; r < n; r++) {
+                    struct tt_ring rings[2] = {{n, r, order}, {n, r, order}};
+                    struct tt_coll_args args = {.coll = algo->coll,
+                                                .count = counts[c],
+                                                .root = (int)c % n,
+                                                .nchannels = 2,
+                                                .topo = shapes[k].nodes > 1 ? v : NULL};
+                    struct tt_plan p = {0};
+                    algo->build(&p, rings, &args);
+                    cr_assert(!p.oom);
+                    for (size_t i = 0; i < p.nsteps; i++) {
+                        const struct tt_step *st = &p.steps[i];
+                        int self = (tt_prim_sends(st->prim) && st->send_peer == r) ||
+                                   (tt_prim_recvs(st->prim) && st->recv_peer == r);
+                        cr_assert(!self || algo->to_self,
+                                  "%s %s (to_self 0) sends to its own rank %d of %d", algo->name,
+                                  tt_coll_name(algo->coll), r, n);
+                        seen |= self && n > 1;
+                    }
+                    tt_plan_free(&p);
+                }
+        }
+        cr_assert(!algo->to_self || seen, "%s %s has to_self but never sends to itself", algo->name,
+                  tt_coll_name(algo->coll));
+    }
+}
+
+/* The tuner's side of it: each test runs in its own process, so its knobs are read fresh. */
+static int may_self(int n, int oversub)
+{
+    struct tt_tuner t;
+    cr_assert_eq(tt_tune_init(&t, n, 2, NULL, 131072, oversub), TUTTI_SUCCESS, "%s",
+                 tutti_last_error());
+    return tt_tune_may_send_to_self(&t);
+}
+
+Test(sim, tuner_self_default)
+{
+    cr_assert(!may_self(4, 0), "a core per rank: ring/rd/tree only, nobody sends to itself");
+    cr_assert(may_self(4, 1), "ranks outnumber cores: the model may take flat");
+    cr_assert(!may_self(16, 1), "flat fits up to 8 ranks only");
+}
+
+Test(sim, tuner_self_deterministic)
+{
+    setenv("TUTTI_DETERMINISTIC", "1", 1);
+    cr_assert(may_self(4, 0));
+}
+
+Test(sim, tuner_self_forced)
+{
+    setenv("TUTTI_ALGO", "all_reduce:flat", 1);
+    cr_assert(may_self(4, 0));
 }
 
 /*

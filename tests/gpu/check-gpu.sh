@@ -63,6 +63,11 @@ for n in 2 4 3 1; do
     t "matrix, device path, $n rank(s)" matrix_device $n
     t "p2p, device path, $n rank(s)" env TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$check" p2p
 done
+step "device path: algorithms that send to the rank itself (connected at init)"
+t "matrix, device path, TUTTI_DETERMINISTIC=1, 3 ranks" \
+    env TUTTI_DETERMINISTIC=1 TUTTI_CUDA_P2P_MIN=0 "$run" -n 3 "$check" matrix
+t "matrix, device path, flat all-reduce, 4 ranks" \
+    env TUTTI_ALGO=all_reduce:flat TUTTI_CUDA_P2P_MIN=0 "$run" -n 4 "$check" matrix
 step "device path and staged calls interleaved on one CUDA stream; TUTTI_CUDA_ASYNC=0"
 for n in 2 4; do
     t_async "order async, interleaved, $n ranks" \
