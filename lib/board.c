@@ -25,7 +25,9 @@ int tt_board_init(struct tutti_comm *c)
     if (first) {
         shm_unlink(name); /* a killed job's, with the same tag */
         fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-        if (fd >= 0 && ftruncate(fd, (off_t)b->map_len) != 0) {
+        /* fallocate: on a full /dev/shm, no board rather than SIGBUS at its first write */
+        if (fd >= 0 && (ftruncate(fd, (off_t)b->map_len) != 0 ||
+                        posix_fallocate(fd, 0, (off_t)b->map_len) != 0)) {
             close(fd);
             fd = -1;
         }

@@ -66,6 +66,21 @@ tutti_result_t tt_shm_map(const char *name, int create, size_t len, void **out)
         errno = err;
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "shm: ftruncate(%s, %zu) failed: %m", name, len);
     }
+    /* Take the pages now: on a full /dev/shm (a container's 64 MiB) the first touch of a page
+     * ftruncate only promised would kill the process with SIGBUS. */
+    if (create) {
+        int err = posix_fallocate(fd, 0, (off_t)len);
+        if (err != 0 && err != EOPNOTSUPP && err != EINVAL) {
+            close(fd);
+            shm_unlink(name);
+            errno = err;
+            return tt_fail(NULL, TUTTI_ERR_SYSTEM,
+                           "shm: no room for %zu bytes in /dev/shm (%s): %m; free some, give the "
+                           "machine or container more (docker run --shm-size), or lower "
+                           "TUTTI_BUFFSIZE (each connection's FIFO takes that much)",
+                           len, name);
+        }
+    }
     p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
