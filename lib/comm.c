@@ -12,6 +12,7 @@
 
 #include "tutti_build.h"
 #if TUTTI_HAVE_IBVERBS
+#include "../transport/fifo.h"
 #include "../transport/net_ib.h"
 #endif
 
@@ -500,6 +501,46 @@ static tutti_result_t read_config(struct tutti_comm *c, const tutti_config_t *cf
 }
 
 /*
+ * TUTTI_BUFFSIZE's default on a small /dev/shm (a container's 64 MiB): every rank's FIFOs
+ * are files there, and the algorithms that connect every pair of a node (direct, flat, det)
+ * make node_ranks x node_ranks x channels of them. Unless TUTTI_BUFFSIZE is set, the FIFOs
+ * shrink (by halves, to TUTTI_STEPS slots of 4 KiB at least) until that worst case takes at
+ * most half of the smallest /dev/shm of the job (its other users need room too); computed
+ * from every rank's record, so every rank picks the same slot size.
+ */
+static void fit_shm(struct tutti_comm *c)
+{
+    size_t buff = (size_t)c->nslots * c->slot_bytes, was = buff;
+    size_t floor = (size_t)c->nslots * 4096;
+    int tight = -1;
+
+    if (tt_env_is_set("TUTTI_BUFFSIZE"))
+        return;
+    for (int r = 0; r < c->nranks; r++) {
+        unsigned long long room = (unsigned long long)c->peers[r].shm_mib << 19; /* half */
+        unsigned long long fifos = 0;
+        if (c->peers[r].shm_mib <= 0)
+            continue;
+        for (int s = 0; s < c->nranks; s++) /* nodes emulated on one machine share its tmpfs */
+            fifos += c->peers[s].machine_hash == c->peers[r].machine_hash;
+        fifos *= (unsigned long long)c->topo.node_size[c->topo.node_of[r]] * c->nchannels;
+        while (buff > floor &&
+               fifos * tt_fifo_bytes((uint32_t)c->nslots, buff / (size_t)c->nslots) > room) {
+            buff /= 2;
+            tight = r;
+        }
+    }
+    if (buff == was)
+        return;
+    c->slot_bytes = (buff / (size_t)c->nslots) & ~(size_t)63;
+    if (c->rank == 0)
+        TT_INFO(TT_SUB_INIT,
+                "TUTTI_BUFFSIZE: %zu KiB FIFOs, not the default %zu KiB: /dev/shm of rank %d is %d "
+                "MiB (set TUTTI_BUFFSIZE to choose)",
+                buff >> 10, was >> 10, tight, c->peers[tight].shm_mib);
+}
+
+/*
  * Should waits block in the kernel? TUTTI_WAIT, or: do the ranks on this physical machine
  * (emulated nodes included) outnumber the cores this process may use?
  */
@@ -565,6 +606,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory for a communicator");
     for (size_t r = 0; r < n; r++)
         c->pids[r] = c->peers[r].pid;
+    fit_shm(c);
     c->local_rank = local_rank_hint >= 0 ? local_rank_hint : c->topo.local_of[c->rank];
     c->local_size = c->topo.node_size[c->topo.node_of[c->rank]];
     c->sleepy = oversubscribed(c->topo.machine_ranks, c->peers[c->rank].ncpus);

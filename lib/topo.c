@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #if TUTTI_HAVE_HWLOC
@@ -145,6 +146,7 @@ tutti_result_t tt_topo_self(struct tt_rank_info *me, int local_rank_hint, int ra
     const char *hostid = tt_env_str("TUTTI_HOSTID");
     char name[64] = "unknown", boot_id[64] = "";
     cpu_set_t set;
+    struct statvfs vfs;
     FILE *f;
 
     memset(me, 0, sizeof(*me));
@@ -168,6 +170,10 @@ tutti_result_t tt_topo_self(struct tt_rank_info *me, int local_rank_hint, int ra
         CPU_SET(0, &set);
     me->ncpus = CPU_COUNT(&set);
     me->machine_cpus = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
+    if (statvfs("/dev/shm", &vfs) == 0) {
+        unsigned long long mib = (unsigned long long)vfs.f_blocks * vfs.f_frsize >> 20;
+        me->shm_mib = (int32_t)(mib > INT32_MAX ? INT32_MAX : mib);
+    }
     cpuset_string(&set, me->cpuset, sizeof(me->cpuset));
 #if TUTTI_HAVE_HWLOC
     {

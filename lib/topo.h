@@ -23,14 +23,14 @@ struct tt_rank_info {
     int32_t numa;            /* NUMA node of the binding, -1 unknown */
     int32_t ncpus;           /* CPUs this process may run on */
     int32_t machine_cpus;    /* CPUs of the machine */
-    int32_t pad;
-    char host[64];     /* name shown in messages (TUTTI_HOSTID if set) */
-    char cpuset[48];   /* "0-1" */
-    char gpu_bus[16];  /* "0000:3b:00.0", "" if none */
-    char nic[32];      /* nearest network interface, "" if none */
-    char hca[32];      /* verbs HCA port this rank uses ("mlx5_0:1"), "" if none (comm.c) */
-    char cuda_bus[16]; /* PCI bus id of this rank's current CUDA device, "" if none or the
-                        * device path is off (cuda_dev.c) */
+    int32_t shm_mib;         /* size of /dev/shm in MiB, 0 if unknown */
+    char host[64];           /* name shown in messages (TUTTI_HOSTID if set) */
+    char cpuset[48];         /* "0-1" */
+    char gpu_bus[16];        /* "0000:3b:00.0", "" if none */
+    char nic[32];            /* nearest network interface, "" if none */
+    char hca[32];            /* verbs HCA port this rank uses ("mlx5_0:1"), "" if none (comm.c) */
+    char cuda_bus[16];       /* PCI bus id of this rank's current CUDA device, "" if none or the
+                              * device path is off (cuda_dev.c) */
 };
 
 struct tt_topo {
