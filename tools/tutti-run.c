@@ -373,6 +373,7 @@ int main(int argc, char **argv)
     if (tutti_get_id(&id) != TUTTI_SUCCESS ||
         tutti_id_to_string(&id, idstr, sizeof(idstr)) != TUTTI_SUCCESS) {
         fprintf(stderr, "tutti-run: cannot start the rendezvous: %s\n", tutti_last_error());
+        free(program);
         return 1;
     }
     setenv("TUTTI_ID", idstr, 1);
@@ -384,6 +385,7 @@ int main(int argc, char **argv)
     pfd = calloc(2 * (size_t)nranks + 1, sizeof(*pfd));
     if (sfd < 0 || !ranks || !pfd) {
         fprintf(stderr, "tutti-run: setup failed: %s\n", strerror(errno));
+        free(program);
         return 1;
     }
     for (int r = 0; r < nranks; r++) {
@@ -400,6 +402,7 @@ int main(int argc, char **argv)
             break;
         }
     }
+    free(program);
 
     live = 0;
     for (int r = 0; r < nranks; r++)
