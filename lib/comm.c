@@ -542,7 +542,7 @@ static void fit_shm(struct tutti_comm *c)
 
 /*
  * Should waits block in the kernel? TUTTI_WAIT, or: do the ranks on this physical machine
- * (emulated nodes included) outnumber the cores this process may use?
+ * (emulated nodes included) outnumber the cores they may use together (topo.h)?
  */
 static int oversubscribed(int machine_ranks, int cores)
 {
@@ -609,7 +609,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     fit_shm(c);
     c->local_rank = local_rank_hint >= 0 ? local_rank_hint : c->topo.local_of[c->rank];
     c->local_size = c->topo.node_size[c->topo.node_of[c->rank]];
-    c->sleepy = oversubscribed(c->topo.machine_ranks, c->peers[c->rank].ncpus);
+    c->sleepy = oversubscribed(c->topo.machine_ranks, c->topo.machine_cores);
     c->spin = wait_spin(c->sleepy);
     c->view = (struct tt_topo_view){.nnodes = c->topo.nnodes,
                                     .node_of = c->topo.node_of,

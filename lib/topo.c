@@ -169,6 +169,9 @@ tutti_result_t tt_topo_self(struct tt_rank_info *me, int local_rank_hint, int ra
     if (sched_getaffinity(0, sizeof(set), &set) != 0)
         CPU_SET(0, &set);
     me->ncpus = CPU_COUNT(&set);
+    for (int cpu = 0; cpu < 64 * TT_CPUMASK_WORDS && cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, &set))
+            me->cpumask[cpu / 64] |= 1ull << (cpu % 64);
     me->machine_cpus = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
     if (statvfs("/dev/shm", &vfs) == 0) {
         unsigned long long mib = (unsigned long long)vfs.f_blocks * vfs.f_frsize >> 20;
@@ -243,6 +246,24 @@ tutti_result_t tt_topo_derive(const struct tt_rank_info *all, int n, int me, str
         t->node_of[r] = node;
         t->local_of[r] = t->node_size[node]++;
         t->machine_ranks += all[r].machine_hash == all[me].machine_hash;
+    }
+    {
+        uint64_t cores[TT_CPUMASK_WORDS] = {0};
+        int wide = 0; /* a rank may run on CPUs beyond the mask's 1024 */
+        for (int r = 0; r < n; r++) {
+            int in_mask = 0;
+            if (all[r].machine_hash != all[me].machine_hash)
+                continue;
+            for (int i = 0; i < TT_CPUMASK_WORDS; i++) {
+                cores[i] |= all[r].cpumask[i];
+                in_mask += __builtin_popcountll(all[r].cpumask[i]);
+            }
+            wide |= in_mask < all[r].ncpus;
+        }
+        for (int i = 0; i < TT_CPUMASK_WORDS; i++)
+            t->machine_cores += __builtin_popcountll(cores[i]);
+        if (wide || t->machine_cores == 0)
+            t->machine_cores = all[me].machine_cpus > 0 ? all[me].machine_cpus : all[me].ncpus;
     }
     t->uniform = 1;
     for (int i = 1; i < t->nnodes; i++)

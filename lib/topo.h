@@ -15,6 +15,8 @@
 
 #include <stdint.h>
 
+#define TT_CPUMASK_WORDS 16 /* CPUs 0..1023 in rank records */
+
 struct tt_rank_info {
     uint64_t host_hash;    /* node identity: TUTTI_HOSTID, or hostname + boot id */
     uint64_t machine_hash; /* the physical machine: hostname + boot id */
@@ -31,6 +33,7 @@ struct tt_rank_info {
     char hca[32];            /* verbs HCA port this rank uses ("mlx5_0:1"), "" if none (comm.c) */
     char cuda_bus[16];       /* PCI bus id of this rank's current CUDA device, "" if none or the
                               * device path is off (cuda_dev.c) */
+    uint64_t cpumask[TT_CPUMASK_WORDS]; /* CPUs this process may run on (0..1023) */
 };
 
 struct tt_topo {
@@ -42,6 +45,10 @@ struct tt_topo {
     int *ring;         /* ring order: nodes in turn, within a node by NUMA node, then rank */
     int uniform;       /* every node has the same number of ranks */
     int machine_ranks; /* ranks on this rank's physical machine */
+    /* CPUs those ranks may run on together (the union of their affinity masks): ranks bound
+     * one per core (Slurm, mpirun --bind-to core, tutti-run --bind) see one CPU each, yet do
+     * not outnumber the cores */
+    int machine_cores;
 };
 
 /* Fill this rank's record. */

@@ -1,7 +1,8 @@
 /*
  * tutti-run -- start N local ranks of a tutti program.
  *
- *   tutti-run -n N [--nodes K] [--no-prefix] [--grace S] [--] program [args...]
+ *   tutti-run -n N [--nodes K] [--bind core|none] [--no-prefix] [--grace S] [--] program
+ *             [args...]
  *   tutti-run --env
  *
  * Each rank gets TUTTI_ID, TUTTI_RANK, TUTTI_WORLD_SIZE and TUTTI_LOCAL_RANK; the rendezvous
@@ -12,7 +13,9 @@
  * memory joins ranks of one block and the network joins blocks. SIGINT, SIGTERM
  * and SIGHUP are forwarded to every rank. Ranks run in their own process groups and die with
  * tutti-run (PR_SET_PDEATHSIG), so nothing is left behind; shared-memory names a killed rank
- * did not get to remove are removed at the end.
+ * did not get to remove are removed at the end. --bind core pins rank r to the r-th CPU this
+ * launcher may use (modulo their count; threads of a rank share its core); the default,
+ * none, leaves placement to the kernel.
  */
 #include "tutti.h"
 
@@ -20,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +54,7 @@ struct rank {
 
 static struct rank *ranks;
 static int nranks, nnodes = 1, prefix = 1;
+static int ncpus, *cpus; /* --bind core: the CPUs we may use, in order; 0: no binding */
 
 static double now(void)
 {
@@ -61,11 +66,12 @@ static double now(void)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: tutti-run -n N [--nodes K] [--no-prefix] [--grace SECONDS] [--] program "
-            "[args...]\n"
+            "usage: tutti-run -n N [--nodes K] [--bind core|none] [--no-prefix] [--grace SECONDS] "
+            "[--] program [args...]\n"
             "       tutti-run --env     print every TUTTI_* variable and exit\n"
             "Starts N ranks of program on this host, wired up through TUTTI_ID.\n"
-            "--nodes K: the ranks pose as K hosts (TUTTI_HOSTID), blocks of consecutive ranks.\n");
+            "--nodes K: the ranks pose as K hosts (TUTTI_HOSTID), blocks of consecutive ranks.\n"
+            "--bind core: rank r runs on the r-th CPU tutti-run may use (modulo their count).\n");
 }
 
 static void write_all(int fd, const char *p, size_t n)
@@ -237,6 +243,11 @@ static pid_t spawn(int r, const char *path, char **argv, const sigset_t *oldmask
     int out[2], err[2];
     pid_t pid;
     char **env = rank_env(r);
+    cpu_set_t core;
+
+    CPU_ZERO(&core);
+    if (ncpus > 0)
+        CPU_SET(cpus[r % ncpus], &core);
 
     if (!env) {
         fprintf(stderr, "tutti-run: out of memory\n");
@@ -265,6 +276,8 @@ static pid_t spawn(int r, const char *path, char **argv, const sigset_t *oldmask
             if (devnull >= 0)
                 dup2(devnull, 0);
         }
+        if (ncpus > 0 && sched_setaffinity(0, sizeof(core), &core) != 0)
+            write_all(2, "tutti-run: warning: --bind core: sched_setaffinity failed\n", 58);
         sigprocmask(SIG_SETMASK, oldmask, NULL);
         execve(path, argv, env);
         write_all(2, "tutti-run: cannot run ", 22);
@@ -293,7 +306,7 @@ static int status_code(int st)
 int main(int argc, char **argv)
 {
     double grace = 3.0, kill_at = 0;
-    int first = -1, result = 0, live, argi = 1, sfd, interrupted = 0;
+    int first = -1, result = 0, live, argi = 1, sfd, interrupted = 0, bind_core = 0;
     sigset_t mask, oldmask;
     char tag[32], idstr[TUTTI_ID_STRLEN], val[32], *program;
     tutti_id_t id;
@@ -319,6 +332,14 @@ int main(int argc, char **argv)
                 return 2;
             }
             nnodes = (int)k;
+        } else if (strcmp(argv[argi], "--bind") == 0 && argi + 1 < argc) {
+            const char *how = argv[++argi];
+            if (strcmp(how, "core") == 0) {
+                bind_core = 1;
+            } else if (strcmp(how, "none") != 0) {
+                fprintf(stderr, "tutti-run: --bind %s: want core or none\n", how);
+                return 2;
+            }
         } else if (strcmp(argv[argi], "--no-prefix") == 0) {
             prefix = 0;
         } else if (strcmp(argv[argi], "--grace") == 0 && argi + 1 < argc) {
@@ -352,9 +373,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "tutti-run: --nodes %d is more than the %d ranks\n", nnodes, nranks);
         return 2;
     }
+    if (bind_core) {
+        cpu_set_t mine;
+        if (sched_getaffinity(0, sizeof(mine), &mine) != 0 ||
+            !(cpus = malloc((size_t)CPU_COUNT(&mine) * sizeof(*cpus)))) {
+            fprintf(stderr, "tutti-run: --bind core: cannot read this process's CPUs: %s\n",
+                    strerror(errno));
+            return 1;
+        }
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &mine))
+                cpus[ncpus++] = c;
+    }
     program = find_program(argv[argi]);
     if (!program) {
         fprintf(stderr, "tutti-run: cannot run %s: %s\n", argv[argi], strerror(errno));
+        free(cpus);
         return 127;
     }
 
@@ -374,6 +408,7 @@ int main(int argc, char **argv)
         tutti_id_to_string(&id, idstr, sizeof(idstr)) != TUTTI_SUCCESS) {
         fprintf(stderr, "tutti-run: cannot start the rendezvous: %s\n", tutti_last_error());
         free(program);
+        free(cpus);
         return 1;
     }
     setenv("TUTTI_ID", idstr, 1);
@@ -386,6 +421,7 @@ int main(int argc, char **argv)
     if (sfd < 0 || !ranks || !pfd) {
         fprintf(stderr, "tutti-run: setup failed: %s\n", strerror(errno));
         free(program);
+        free(cpus);
         return 1;
     }
     for (int r = 0; r < nranks; r++) {
@@ -403,6 +439,7 @@ int main(int argc, char **argv)
         }
     }
     free(program);
+    free(cpus);
 
     live = 0;
     for (int r = 0; r < nranks; r++)
