@@ -10,9 +10,9 @@
 #include "log.h"
 #include "wait.h"
 
+#include "../transport/fifo.h"
 #include "tutti_build.h"
 #if TUTTI_HAVE_IBVERBS
-#include "../transport/fifo.h"
 #include "../transport/net_ib.h"
 #endif
 
