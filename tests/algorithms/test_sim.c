@@ -420,7 +420,7 @@ Test(sim, tuner_self_default)
 {
     cr_assert(!may_self(4, 0), "a core per rank: ring/rd/tree only, nobody sends to itself");
     cr_assert(may_self(4, 1), "ranks outnumber cores: the model may take flat");
-    cr_assert(!may_self(16, 1), "flat fits up to 8 ranks only");
+    cr_assert(!may_self(TT_DIRECT_MAX_RANKS + 1, 1), "flat fits up to 16 ranks only");
 }
 
 Test(sim, tuner_self_deterministic)
