@@ -100,9 +100,10 @@ int tt_fits_pow2(int nranks, const struct tt_topo_view *topo);
 int tt_fits_hier(int nranks, const struct tt_topo_view *topo);
 /* Fits: 1 to TT_DIRECT_MAX_RANKS ranks on one node, TT_DIRECT_MAX_RANKS_NODES across nodes
  * (every rank connects to every other: a FIFO per pair inside a node, a socket or queue pair
- * across; 16 ranks on 2 emulated nodes measured direct at 2x the ring's time). */
+ * across, each remote message a network send; bench/tuner-check on 2 emulated nodes: 4 ranks
+ * within 1.11x of the best, but 8 ranks 1.49x and 16 ranks 2.02x of the ring at 32 KiB). */
 #define TT_DIRECT_MAX_RANKS 16
-#define TT_DIRECT_MAX_RANKS_NODES 8
+#define TT_DIRECT_MAX_RANKS_NODES 4
 int tt_fits_direct(int nranks, const struct tt_topo_view *topo);
 
 /* Channels a call on `nchannels` data channels uses (the double tree: two per channel). */
