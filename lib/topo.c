@@ -221,6 +221,29 @@ static int ring_cmp(const void *a, const void *b, void *records)
     return x < y ? -1 : x > y;
 }
 
+/* CPUs the ranks on me's machine may run on together: the union of their affinity masks. */
+static int machine_cores(const struct tt_rank_info *all, int n, int me)
+{
+    uint64_t cores[TT_CPUMASK_WORDS] = {0};
+    int count = 0, wide = 0; /* wide: a rank may run on CPUs beyond the mask's 1024 */
+
+    for (int r = 0; r < n; r++) {
+        int in_mask = 0;
+        if (all[r].machine_hash != all[me].machine_hash)
+            continue;
+        for (int i = 0; i < TT_CPUMASK_WORDS; i++) {
+            cores[i] |= all[r].cpumask[i];
+            in_mask += __builtin_popcountll(all[r].cpumask[i]);
+        }
+        wide |= in_mask < all[r].ncpus;
+    }
+    for (int i = 0; i < TT_CPUMASK_WORDS; i++)
+        count += __builtin_popcountll(cores[i]);
+    if (wide || count == 0)
+        count = all[me].machine_cpus > 0 ? all[me].machine_cpus : all[me].ncpus;
+    return count;
+}
+
 tutti_result_t tt_topo_derive(const struct tt_rank_info *all, int n, int me, struct tt_topo *t)
 {
     int k = 0;
@@ -247,24 +270,7 @@ tutti_result_t tt_topo_derive(const struct tt_rank_info *all, int n, int me, str
         t->local_of[r] = t->node_size[node]++;
         t->machine_ranks += all[r].machine_hash == all[me].machine_hash;
     }
-    {
-        uint64_t cores[TT_CPUMASK_WORDS] = {0};
-        int wide = 0; /* a rank may run on CPUs beyond the mask's 1024 */
-        for (int r = 0; r < n; r++) {
-            int in_mask = 0;
-            if (all[r].machine_hash != all[me].machine_hash)
-                continue;
-            for (int i = 0; i < TT_CPUMASK_WORDS; i++) {
-                cores[i] |= all[r].cpumask[i];
-                in_mask += __builtin_popcountll(all[r].cpumask[i]);
-            }
-            wide |= in_mask < all[r].ncpus;
-        }
-        for (int i = 0; i < TT_CPUMASK_WORDS; i++)
-            t->machine_cores += __builtin_popcountll(cores[i]);
-        if (wide || t->machine_cores == 0)
-            t->machine_cores = all[me].machine_cpus > 0 ? all[me].machine_cpus : all[me].ncpus;
-    }
+    t->machine_cores = machine_cores(all, n, me);
     t->uniform = 1;
     for (int i = 1; i < t->nnodes; i++)
         t->uniform &= t->node_size[i] == t->node_size[0];

@@ -186,50 +186,33 @@ static char *find_program(const char *name)
     return NULL;
 }
 
-/* Rank r's environment: ours with its TUTTI_RANK, TUTTI_LOCAL_RANK (and TUTTI_HOSTID). */
+/* Rank r's environment: ours with its TUTTI_RANK, TUTTI_LOCAL_RANK (and TUTTI_HOSTID). One
+ * allocation (pointers, then the three new strings): free() releases it. */
 static char **rank_env(int r)
 {
     extern char **environ;
     size_t n = 0, k = 0;
-    char **env;
+    char **env, *own;
     /* Node k holds ranks [k*n/K, (k+1)*n/K). */
     int node = (int)(((long long)r * nnodes) / nranks);
     int first = (int)(((long long)node * nranks + nnodes - 1) / nnodes);
 
     while (environ[n])
         n++;
-    env = calloc(n + 4, sizeof(*env));
+    env = calloc(1, (n + 4) * sizeof(*env) + 3 * 64);
     if (!env)
         return NULL;
+    own = (char *)(env + n + 4);
     for (size_t i = 0; i < n; i++)
         if (strncmp(environ[i], "TUTTI_RANK=", 11) != 0 &&
             strncmp(environ[i], "TUTTI_LOCAL_RANK=", 17) != 0 &&
             (nnodes == 1 || strncmp(environ[i], "TUTTI_HOSTID=", 13) != 0))
             env[k++] = environ[i];
-    env[k] = malloc(3 * 64);
-    if (!env[k]) {
-        free(env);
-        return NULL;
-    }
-    snprintf(env[k], 64, "TUTTI_RANK=%d", r);
-    env[k + 1] = env[k] + 64;
-    snprintf(env[k + 1], 64, "TUTTI_LOCAL_RANK=%d", r - first);
-    if (nnodes > 1) {
-        env[k + 2] = env[k] + 128;
-        snprintf(env[k + 2], 64, "TUTTI_HOSTID=node%d", node);
-    }
+    snprintf(env[k++] = own, 64, "TUTTI_RANK=%d", r);
+    snprintf(env[k++] = own + 64, 64, "TUTTI_LOCAL_RANK=%d", r - first);
+    if (nnodes > 1)
+        snprintf(env[k++] = own + 128, 64, "TUTTI_HOSTID=node%d", node);
     return env;
-}
-
-/* Frees what rank_env made (the strings it copied from environ are environ's). */
-static void rank_env_free(char **env)
-{
-    size_t k = 0;
-
-    while (env[k] && strncmp(env[k], "TUTTI_RANK=", 11) != 0)
-        k++;
-    free(env[k]);
-    free(env);
 }
 
 /*
@@ -255,13 +238,13 @@ static pid_t spawn(int r, const char *path, char **argv, const sigset_t *oldmask
     }
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
         perror("tutti-run: pipe");
-        rank_env_free(env);
+        free(env);
         return -1;
     }
     pid = fork();
     if (pid < 0) {
         perror("tutti-run: fork");
-        rank_env_free(env);
+        free(env);
         return -1;
     }
     if (pid == 0) {
@@ -285,7 +268,7 @@ static pid_t spawn(int r, const char *path, char **argv, const sigset_t *oldmask
         write_all(2, "\n", 1);
         _exit(127);
     }
-    rank_env_free(env);
+    free(env);
     setpgid(pid, pid); /* also here, so the group exists before we might signal it */
     close(out[1]);
     close(err[1]);
