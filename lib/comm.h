@@ -100,6 +100,14 @@ tutti_result_t tt_comm_check(struct tutti_comm *comm, const char *fn);
  * sets up its connections at the same operation; peers meet in any order. device: the p2p
  * connections of the device path (comm->dconns) rather than comm->conns.
  */
+/* connect.c: TUTTI_TRANSPORTS allows transport `name`; this rank's HCA port (me->hca) or
+ * the reason it has none (c->ib_why); the ring's connections (init); the device path's
+ * connection to every rank (init). */
+int tt_comm_transport_allowed(const char *name);
+void tt_comm_probe_ib(struct tutti_comm *c, struct tt_rank_info *me, int local_rank_hint);
+tutti_result_t tt_comm_connect_ring(struct tutti_comm *c, int prev, int next);
+tutti_result_t tt_comm_connect_device_mesh(struct tutti_comm *c);
+
 tutti_result_t tt_comm_connect_plan(struct tutti_comm *comm, const struct tt_plan *plan,
                                     int device);
 
