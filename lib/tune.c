@@ -152,7 +152,7 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
         break;
     default: break;
     }
-    return 1e9; /* no formula: never preferred */
+    return TT_TUNE_NO_FORMULA;
 }
 
 static int coll_by_name(const char *s, size_t len)
@@ -237,7 +237,7 @@ int tt_tune_may_send_to_self(const struct tt_tuner *t)
         if (t->forced[a->coll]
                 ? t->forced[a->coll] == a
                 : t->model.oversub && (!a->fits || a->fits(t->model.nranks, t->topo)) &&
-                      tt_tune_cost(&t->model, a, 8) < 1e9)
+                      tt_tune_cost(&t->model, a, 8) < TT_TUNE_NO_FORMULA)
             return 1;
     }
     return 0;
@@ -259,7 +259,7 @@ static void log_choice(struct tt_tuner *t, enum tt_coll coll, size_t bytes,
         if (a->coll != coll || (a->fits && !a->fits(t->model.nranks, t->topo)))
             continue;
         double cost = tt_tune_cost(&t->model, a, bytes);
-        if (cost >= 1e9) /* no formula: only when forced (det: TUTTI_DETERMINISTIC) */
+        if (cost >= TT_TUNE_NO_FORMULA) /* only when forced (det: TUTTI_DETERMINISTIC) */
             n += snprintf(line + n, sizeof(line) - (size_t)n, " %s -;", a->name);
         else
             n += snprintf(line + n, sizeof(line) - (size_t)n, " %s %.1f us;", a->name, cost * 1e6);

@@ -31,6 +31,10 @@ struct tt_model {
     int oversub;                  /* ranks outnumber cores */
 };
 
+/* What tt_tune_cost returns for an algorithm without a formula (det): never preferred, taken
+ * only when forced. */
+#define TT_TUNE_NO_FORMULA 1e9
+
 /* Predicted seconds for algorithm a moving `bytes` (the whole array). */
 double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t bytes);
 

@@ -118,7 +118,7 @@ static int simulate(int nodes, int per_node, const char *links, const char *coll
             printf("  %12zu", s);
             for (int k = 0; k < nfit; k++) {
                 double t = tt_tune_cost(&m, fit[k], s);
-                if (t >= 1e9) { /* no formula (det): taken only when asked for */
+                if (t >= TT_TUNE_NO_FORMULA) { /* det: taken only when asked for */
                     printf(" %22s", "-");
                     continue;
                 }

@@ -146,23 +146,26 @@ static inline void tt_fifo_view(struct tt_fifo *f, void *region)
     f->sleepy = f->ctrl->sleepy;
 }
 
+/* Sender: are fewer than `limit` messages unreleased? Rereads tail only when the cached
+ * copy says no. */
+static inline int tt_fifo_below(struct tt_fifo *f, uint64_t limit)
+{
+    if (f->pos - f->cached < limit)
+        return 1;
+    f->cached = atomic_load_explicit(&f->ctrl->tail, memory_order_acquire);
+    return f->pos - f->cached < limit;
+}
+
 /* Where the next message of `bytes` goes, or NULL while the queue is full. */
 static inline void *tt_fifo_send_slot(struct tt_fifo *f, size_t bytes)
 {
     void *p;
 
-    if (f->pos - f->cached >= TT_FIFO_CELLS) {
-        f->cached = atomic_load_explicit(&f->ctrl->tail, memory_order_acquire);
-        if (f->pos - f->cached >= TT_FIFO_CELLS)
-            return NULL;
-    }
-    if (bytes > TT_FIFO_INLINE && bytes <= f->side_bytes &&
-        f->pos - f->cached >= TT_FIFO_SIDES) { /* side area pos % SIDES: free once cell
-                                                  pos - SIDES is released (cells go in order) */
-        f->cached = atomic_load_explicit(&f->ctrl->tail, memory_order_acquire);
-        if (f->pos - f->cached >= TT_FIFO_SIDES)
-            return NULL;
-    }
+    if (!tt_fifo_below(f, TT_FIFO_CELLS))
+        return NULL;
+    /* side area pos % SIDES is free once cell pos - SIDES is released (cells go in order) */
+    if (bytes > TT_FIFO_INLINE && bytes <= f->side_bytes && !tt_fifo_below(f, TT_FIFO_SIDES))
+        return NULL;
     if ((p = tt_fifo_cell_payload(f, f->pos, bytes)))
         return p;
     if (f->data_pos - f->data_cached >= f->nslots) {
