@@ -50,7 +50,19 @@ struct tt_algo {
     tt_build_fn build;
     tt_fits_fn fits; /* NULL: any rank count */
     int to_self;     /* sends to its own rank (the device path connects to itself for it) */
+    int scratch;     /* uses TT_BUF_SCRATCH (host memory, as large as the input: taken on
+                        host buffers up to TT_SCRATCH_MAX bytes) */
 };
+
+/* The largest input an algorithm with a scratch buffer is taken for (the communicator keeps
+ * a scratch buffer as large as the largest such call). */
+#define TT_SCRATCH_MAX ((size_t)64 << 20)
+
+/* Elements of a call's input (sendbuf): what a scratch buffer must hold. */
+static inline size_t tt_coll_in_elems(const struct tt_coll_args *a, int nranks)
+{
+    return a->coll == TT_COLL_REDUCE_SCATTER ? a->count * (size_t)nranks : a->count;
+}
 
 /* Open channel ch's lane and give this channel's part [*off, *off + *cnt) of a->count. */
 static inline void tt_plan_channel(struct tt_plan *p, const struct tt_coll_args *a, int ch,
@@ -98,12 +110,11 @@ const struct tt_algo *tt_algo_find(enum tt_coll coll, const char *name, int nran
 /* Fits: a power-of-two rank count / nodes of equal size, more than one, each with > 1 rank. */
 int tt_fits_pow2(int nranks, const struct tt_topo_view *topo);
 int tt_fits_hier(int nranks, const struct tt_topo_view *topo);
-/* Fits: 1 to TT_DIRECT_MAX_RANKS ranks on one node, TT_DIRECT_MAX_RANKS_NODES across nodes
- * (every rank connects to every other: a FIFO per pair inside a node, a socket or queue pair
- * across, each remote message a network send; bench/tuner-check on 2 emulated nodes: 4 ranks
- * within 1.11x of the best, but 8 ranks 1.49x and 16 ranks 2.02x of the ring at 32 KiB). */
+/* Fits: 1 to TT_DIRECT_MAX_RANKS ranks, all on one node (every rank connects to every other,
+ * a FIFO per pair). Across nodes each remote message is a network send, and on 2 emulated
+ * nodes (bench/tuner-check, BENCHMARKS.md) direct was never the fastest: 4 ranks, 8 B-1 MiB,
+ * every collective, 1.5-3.4x the best; 8 ranks 1.49x and 16 ranks 2.02x of the ring. */
 #define TT_DIRECT_MAX_RANKS 16
-#define TT_DIRECT_MAX_RANKS_NODES 4
 int tt_fits_direct(int nranks, const struct tt_topo_view *topo);
 
 /* Channels a call on `nchannels` data channels uses (the double tree: two per channel). */
@@ -136,6 +147,8 @@ void tt_allgather_ring(struct tt_plan *p, const struct tt_ring *rings,
 void tt_direct(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);
 void tt_reducescatter_ring(struct tt_plan *p, const struct tt_ring *rings,
                            const struct tt_coll_args *a);
+void tt_reducescatter_rh(struct tt_plan *p, const struct tt_ring *rings,
+                         const struct tt_coll_args *a);
 void tt_broadcast_tree(struct tt_plan *p, const struct tt_ring *rings,
                        const struct tt_coll_args *a);
 void tt_allgather_rd(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a);

@@ -8,8 +8,7 @@
  * switch (more ranks than cores) its calls pay n-1 of them, here about one (measured on 4
  * ranks / 2 cores: small reduce-scatter 10 us where the ring took 17-25 us, 2 MiB all-reduce
  * 1.4-1.8x faster; BENCHMARKS.md). Every rank talks to every other, so the table offers them
- * for up to TT_DIRECT_MAX_RANKS ranks on a node, TT_DIRECT_MAX_RANKS_NODES across nodes (a
- * connection per peer and channel).
+ * for up to TT_DIRECT_MAX_RANKS ranks on one node (a connection per peer and channel).
  *
  * Rank me sends to me+1, me+2, ... and receives from me-1, me-2, ... (rank numbers, not ring
  * positions): the first message each rank sends is the first its receiver takes, and no rank
@@ -22,8 +21,7 @@
 
 int tt_fits_direct(int nranks, const struct tt_topo_view *t)
 {
-    int max = t && t->nnodes > 1 ? TT_DIRECT_MAX_RANKS_NODES : TT_DIRECT_MAX_RANKS;
-    return nranks >= 1 && nranks <= max;
+    return nranks >= 1 && nranks <= TT_DIRECT_MAX_RANKS && !(t && t->nnodes > 1);
 }
 
 /* Send block b ([src[b], +len[b]) of sendbuf) to rank b; fold the others' block me into

@@ -12,9 +12,9 @@
  *   RECV_COPY_SEND         recv_peer                             -> dst and send_peer
  *   COPY                   src[src_off + i]                      -> dst[dst_off + i]
  *
- * src and dst name buffers by index (TT_BUF_SEND / TT_BUF_RECV for collectives; one index per
- * call in a point-to-point group). Offsets and counts are in elements. TT_STEP_POSTOP marks
- * the step that produces a final reduced value (where AVG divides).
+ * src and dst name buffers by index (TT_BUF_SEND / TT_BUF_RECV / TT_BUF_SCRATCH for
+ * collectives; one index per call in a point-to-point group). Offsets and counts are in elements.
+ * TT_STEP_POSTOP marks the step that produces a final reduced value (where AVG divides).
  *
  * The executor runs a lane chunk-major: chunk 0 of every step in order, then chunk 1 of every
  * step, and so on (a step with fewer chunks is skipped once it is done). Both ends of a
@@ -44,7 +44,9 @@ enum tt_prim {
     TT_NUM_PRIMS
 };
 
-enum { TT_BUF_SEND = 0, TT_BUF_RECV = 1 };
+/* A collective's buffers. TT_BUF_SCRATCH: memory the library provides, as large as the
+ * collective's input, for algorithms whose table entry says `scratch`. */
+enum { TT_BUF_SEND = 0, TT_BUF_RECV = 1, TT_BUF_SCRATCH = 2, TT_COLL_NBUFS = 3 };
 
 #define TT_STEP_POSTOP 1u
 #define TT_STEP_PHASE 2u /* the first step of a phase (see above) */

@@ -256,7 +256,10 @@ TUTTI_API tutti_result_t tutti_all_gather(const void *sendbuf, void *recvbuf, si
                                           tutti_dtype_t dtype, tutti_comm_t comm,
                                           tutti_stream_t stream);
 
-/* recvbuf[i] = op over ranks of sendbuf[rank * recvcount + i]; sendbuf holds nranks * recvcount. */
+/* recvbuf[i] = op over ranks of sendbuf[rank * recvcount + i]; sendbuf holds nranks * recvcount.
+ * Recursive halving (small calls on host buffers, inputs up to 64 MiB) keeps its partial sums
+ * in a scratch buffer of the communicator's, as large as the largest such input, freed with
+ * the communicator. */
 TUTTI_API tutti_result_t tutti_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                               tutti_dtype_t dtype, tutti_op_t op, tutti_comm_t comm,
                                               tutti_stream_t stream);

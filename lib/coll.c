@@ -324,6 +324,23 @@ static void build_plan(struct tutti_comm *comm, const struct tt_algo *algo,
     comm->plan_for.args = *a;
 }
 
+/* The scratch buffer of a host collective: grown (never shrunk) to `bytes`. */
+static tutti_result_t scratch_for(struct tutti_comm *comm, size_t bytes, const char *fn, void **out)
+{
+    if (bytes > comm->scratch_bytes) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, bytes) != 0)
+            return tt_comm_set_error(
+                comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
+                              "%s: out of memory for its %zu-byte scratch buffer", fn, bytes));
+        free(comm->scratch);
+        comm->scratch = p;
+        comm->scratch_bytes = bytes;
+    }
+    *out = comm->scratch;
+    return TUTTI_SUCCESS;
+}
+
 /* Run a checked collective on host buffers on this thread; comm's run lock is held. */
 static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_call *c)
 {
@@ -335,8 +352,8 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
     const struct tt_algo *algo;
     size_t bytes;
     struct tt_label label;
-    void *bufs[2];
-    struct tt_memreg *regs[2];
+    void *bufs[TT_COLL_NBUFS] = {NULL};
+    struct tt_memreg *regs[TT_COLL_NBUFS] = {NULL};
 
     double t0 = tt_trace_on ? tt_trace_us() : 0;
     tutti_result_t rc;
@@ -354,6 +371,8 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
     if (c->coll == TT_COLL_ALL_GATHER || c->coll == TT_COLL_REDUCE_SCATTER)
         bytes *= (size_t)comm->nranks;
     algo = tt_tune_pick(&comm->tuner, a.coll, bytes, &a.nchannels);
+    if (algo->scratch && c->device) /* the device path has no scratch buffer */
+        algo = tt_algo_find(a.coll, "ring", comm->nranks, &comm->view);
     label = (struct tt_label){tt_coll_name(a.coll), a.coll, comm->seq, c->count, c->dtype};
     if (tt_log_on(TT_LOG_TRACE, TT_SUB_COLL))
         TT_TRACE(TT_SUB_COLL, "%s #%llu: %zu x %s, %s, %d channel(s)%s", label.name,
@@ -362,6 +381,10 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
     build_plan(comm, algo, &a);
     bufs[TT_BUF_SEND] = (void *)c->sendbuf;
     bufs[TT_BUF_RECV] = c->recvbuf;
+    if (algo->scratch &&
+        (rc = scratch_for(comm, tt_coll_in_elems(&a, comm->nranks) * tutti_dtype_size(c->dtype),
+                          c->fn, &bufs[TT_BUF_SCRATCH])) != TUTTI_SUCCESS)
+        return rc;
     if (comm->memregs) { /* tutti_comm_register: zero-copy sends where a transport can */
         size_t es = tutti_dtype_size(c->dtype), n = (size_t)comm->nranks;
         size_t sbytes = c->count * es * (c->coll == TT_COLL_REDUCE_SCATTER ? n : 1);

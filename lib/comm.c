@@ -154,6 +154,7 @@ static void comm_free(struct tutti_comm *c)
     tt_boot_close(c->boot);
     tt_plan_free(&c->plan);
     tt_exec_mem_free(&c->exec_mem);
+    free(c->scratch);
     free(c->conns.send);
     free(c->conns.recv);
     free(c->dconns.send);

@@ -89,6 +89,8 @@ struct tutti_comm {
         struct tt_coll_args args;
     } plan_for;
     struct tt_exec_mem exec_mem;
+    void *scratch; /* TT_BUF_SCRATCH of host collectives, grown to the largest call's */
+    size_t scratch_bytes;
 };
 
 /* Validate a handle: NULL, destroyed or foreign pointers give TUTTI_ERR_INVALID_ARG. */

@@ -14,15 +14,19 @@
  *   double binary tree    2 depth (a_x + C b_x) + 2 S b_x
  *   hierarchical          2 (L-1)(a_i + S/L b_i) + 2 (N-1)(a_e + S/(L N) b_e)
  *   ring all-gather / reduce-scatter   (n-1)(a_x + S/n b_x)
- *   direct reduce-scatter, all-gather a_x + (n-2) a_i0 + (n-1) S/n b_i on one node
- *                                     (a_i0: a message without a context switch, as all leave
- *                                     at once); across nodes a_x + (L-1) a_i0 + (n-L-1) a_e
- *                                     + (L-1) S/n b_i + L (n-L) S/n b_e: a node's L ranks share
- *                                     its link (the ring crosses it once), and each message to
- *                                     another node costs the sender a network send
+ *   recursive-halving reduce-scatter  sum over rounds k = 0.. of (a + 2 S/2^(k+1) b), the
+ *                                     first rounds (partners farthest apart) between nodes,
+ *                                     where a node's L ranks share the link (L S/2^(k+1) b_e);
+ *                                     + a_x + S b_x + a_x + S/n b_x when folded. 2, not
+ *                                     Rabenseifner's 1.5: 32 ranks on 2 cores, 4 MiB took
+ *                                     12-14 ms against the ring's 8-9 ms, 1 MiB 2.9-3.8 ms
+ *                                     against 4.0-4.8 ms; 2 puts the crossover between
+ *   direct reduce-scatter, all-gather a_i + (n-2) a_i0 + (n-1) S/n b_i (one node only;
+ *                                     a_i0: a message without a context switch, as all leave
+ *                                     at once)
  *   direct all-reduce                 twice the direct reduce-scatter's
- *   flat all-reduce                   a_x + (n-1) a_i0 + n S b_i on one node (every rank
- *                                     sends its whole array to all, itself included)
+ *   flat all-reduce                   a_i + (n-1) a_i0 + n S b_i (every rank sends its whole
+ *                                     array to all, itself included)
  *   recursive-doubling all-gather      sum over rounds of (a + 2^k S/n b)
  *   hierarchical all-gather            (N-1)(a_e + S/n b_e) + N (L-1)(a_i + S/n b_i)
  *   chain broadcast / reduce           (n-1) a + (n-1) C b + S b_x   (pipelined)
@@ -93,13 +97,12 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
     if ((m->per_node & (m->per_node - 1)) != 0)
         intra_rounds = 0; /* partners cross nodes from the first round */
 
-    if (!strcmp(a->name, "direct") || !strcmp(a->name, "flat")) {
+    if (!strcmp(a->name, "direct") || !strcmp(a->name, "flat")) { /* one node (fits) */
         /* One hop; each further message costs a send (flat sends one more, to itself). */
-        double lat = ax + (N > 1 ? (L - 1) * a0 + (n - L - 1) * ae : (n - 2) * a0);
+        double lat = ai + (n - 2) * a0;
         if (!strcmp(a->name, "flat"))
-            return lat + a0 + L * S * bi + L * (n - L) * S * be;
-        return (a->coll == TT_COLL_ALL_REDUCE ? 2 : 1) *
-               (lat + (L - 1) * S / n * bi + L * (n - L) * S / n * be);
+            return lat + a0 + n * S * bi;
+        return (a->coll == TT_COLL_ALL_REDUCE ? 2 : 1) * (lat + (n - 1) * S / n * bi);
     }
     switch (a->coll) {
     case TT_COLL_ALL_REDUCE:
@@ -140,6 +143,15 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
     case TT_COLL_REDUCE_SCATTER:
         if (!strcmp(a->name, "ring"))
             return (n - 1) * (ax + S / n * bx);
+        if (!strcmp(a->name, "rh")) {
+            /* folded: the whole array to the buddy, the own block back */
+            double t = p < m->nranks ? 2 * ax + S * bx + S / n * bx : 0;
+            for (int k = 0; k < rounds; k++) { /* round k: partners p/2^(k+1) apart */
+                double half = S / (double)(2 << k);
+                t += k < rounds - intra_rounds ? ae + 2 * L * half * be : ai + 2 * half * bi;
+            }
+            return t;
+        }
         break;
     case TT_COLL_BROADCAST:
     case TT_COLL_REDUCE:
@@ -205,8 +217,10 @@ tutti_result_t tt_tune_init(struct tt_tuner *t, int nranks, int max_channels,
             for (int i = 0; i < tt_num_algos; i++)
                 if ((int)tt_algos[i].coll == c && !strcmp(tt_algos[i].name, colon + 1))
                     return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
-                                   "TUTTI_ALGO: %s cannot run %s on these %d ranks (%s)", colon + 1,
-                                   tt_coll_name((enum tt_coll)c), nranks, tt_algos[i].desc);
+                                   "TUTTI_ALGO: %s cannot run %s on these %d ranks on %d "
+                                   "node(s) (%s)",
+                                   colon + 1, tt_coll_name((enum tt_coll)c), nranks,
+                                   topo ? topo->nnodes : 1, tt_algos[i].desc);
             return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "TUTTI_ALGO: %s has no algorithm '%s'",
                            tt_coll_name((enum tt_coll)c), colon + 1);
         }
@@ -246,7 +260,7 @@ int tt_tune_may_send_to_self(const struct tt_tuner *t)
 static void log_choice(struct tt_tuner *t, enum tt_coll coll, size_t bytes,
                        const struct tt_algo *pick, int forced)
 {
-    char line[512];
+    char line[512], why[96];
     int n = 0, bucket = 0;
 
     while (bucket < 63 && ((size_t)1 << (bucket + 1)) <= bytes)
@@ -264,9 +278,13 @@ static void log_choice(struct tt_tuner *t, enum tt_coll coll, size_t bytes,
         else
             n += snprintf(line + n, sizeof(line) - (size_t)n, " %s %.1f us;", a->name, cost * 1e6);
     }
+    if (forced && pick != t->forced[coll]) /* tt_tune_pick's fallback */
+        snprintf(why, sizeof(why), " (TUTTI_ALGO's %s needs a scratch buffer: input over %zu MiB)",
+                 t->forced[coll]->name, TT_SCRATCH_MAX >> 20);
+    else
+        snprintf(why, sizeof(why), "%s", forced ? " (TUTTI_ALGO)" : "");
     TT_INFO(TT_SUB_TUNE, "%s of %zu bytes on %d ranks / %d nodes: %s%s (predicted:%s)",
-            tt_coll_name(coll), bytes, t->model.nranks, t->model.nnodes, pick->name,
-            forced ? " (TUTTI_ALGO)" : "", line);
+            tt_coll_name(coll), bytes, t->model.nranks, t->model.nnodes, pick->name, why, line);
 }
 
 const struct tt_algo *tt_tune_pick(struct tt_tuner *t, enum tt_coll coll, size_t bytes,
@@ -280,10 +298,13 @@ const struct tt_algo *tt_tune_pick(struct tt_tuner *t, enum tt_coll coll, size_t
         *nchannels = t->last[coll].nchannels;
         return t->last[coll].algo;
     }
+    if (a && a->scratch && bytes > TT_SCRATCH_MAX) /* forced, but too large for scratch */
+        a = tt_algo_find(coll, "ring", t->model.nranks, t->topo);
     for (int i = 0; !t->forced[coll] && i < tt_num_algos; i++) {
         const struct tt_algo *c = &tt_algos[i];
         double cost;
-        if (c->coll != coll || (c->fits && !c->fits(t->model.nranks, t->topo)))
+        if (c->coll != coll || (c->fits && !c->fits(t->model.nranks, t->topo)) ||
+            (c->scratch && bytes > TT_SCRATCH_MAX))
             continue;
         cost = tt_tune_cost(&t->model, c, bytes);
         if (!a || cost < best) {

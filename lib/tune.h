@@ -63,7 +63,8 @@ tutti_result_t tt_tune_init(struct tt_tuner *t, int nranks, int max_channels,
  * outnumber cores the model may take flat; TUTTI_ALGO and TUTTI_DETERMINISTIC force them. */
 int tt_tune_may_send_to_self(const struct tt_tuner *t);
 
-/* Algorithm and data channels for a call moving `bytes` (the whole array). */
+/* Algorithm and data channels for a call moving `bytes` (the whole array). Algorithms with a
+ * scratch buffer are candidates up to TT_SCRATCH_MAX bytes; forced above it, the ring runs. */
 const struct tt_algo *tt_tune_pick(struct tt_tuner *t, enum tt_coll coll, size_t bytes,
                                    int *nchannels);
 

@@ -266,7 +266,8 @@ tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
     struct tt_plan *plans = calloc((size_t)n, sizeof(*plans));
     struct tt_ring *rings = calloc((size_t)n * (size_t)nch, sizeof(*rings));
     int *order = malloc((size_t)n * sizeof(int)), *pos = malloc((size_t)n * sizeof(int));
-    void *bufs[64][2], *const *per_rank[64] = {0};
+    void *bufs[64][TT_COLL_NBUFS] = {{0}}, *const * per_rank[64] = {0};
+    size_t scratch = algo->scratch ? tt_coll_in_elems(&a, n) * tutti_dtype_size(dtype) : 0;
     tutti_result_t rc = TUTTI_SUCCESS;
 
     if (n > 64)
@@ -287,12 +288,19 @@ tutti_result_t sim_run(const struct sim_config *cfg, const struct tt_algo *algo,
             rc = tt_fail_quiet(NULL, TUTTI_ERR_SYSTEM, "sim: plan out of memory");
         bufs[r][TT_BUF_SEND] = send[r];
         bufs[r][TT_BUF_RECV] = recv[r];
+        /* garbage in the scratch buffer: a plan must write what it reads there */
+        if (scratch && (bufs[r][TT_BUF_SCRATCH] = malloc(scratch)) == NULL)
+            rc = tt_fail_quiet(NULL, TUTTI_ERR_SYSTEM, "sim: out of memory");
+        else if (scratch)
+            memset(bufs[r][TT_BUF_SCRATCH], 0xa5, scratch);
         per_rank[r] = bufs[r];
     }
     if (rc == TUTTI_SUCCESS)
         rc = sim_run_plans(cfg, plans, per_rank, dtype, op);
-    for (int r = 0; r < n; r++)
+    for (int r = 0; r < n; r++) {
         tt_plan_free(&plans[r]);
+        free(bufs[r][TT_BUF_SCRATCH]);
+    }
     free(plans);
     free(rings);
     free(order);

@@ -348,7 +348,7 @@ static void bad_build(struct tt_plan *p, const struct tt_ring *rings, const stru
 Test(sim, detects_deadlock)
 {
     struct tt_algo bad = {
-        99, "bad", "receives before anyone sends", TT_COLL_ALL_REDUCE, bad_build, NULL, 0};
+        99, "bad", "receives before anyone sends", TT_COLL_ALL_REDUCE, bad_build, NULL, 0, 0};
     struct sim_config cfg = {.nranks = 3, .nchannels = 1, .slot_bytes = 64, .nslots = 2};
     int32_t bufs[3][2][4] = {{{0}}};
     void *send[3] = {bufs[0][0], bufs[1][0], bufs[2][0]};

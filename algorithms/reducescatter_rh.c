@@ -1,0 +1,151 @@
+/*
+ * reducescatter_rh.c -- recursive-halving reduce-scatter, any number of ranks (fold.h).
+ *
+ * The ring moves partial sums n-1 hops; here the p = 2^k virtual ranks take log2(p) rounds,
+ * bit = p/2 .. 1, partner w = v ^ bit: the ranks held (2*bit virtual ranks' blocks, aligned)
+ * halve; send the half w keeps (from the input in the first round, from the scratch buffer
+ * later) and recv-reduce-copy w's contribution to the half v keeps into the scratch buffer.
+ * Each rank moves the ring's (n-1)/n of the data. Virtual rank v holds the blocks of its
+ * ring positions: 2v and 2v+1 where a rank folds into it, else v + r (fold.h). In the last
+ * round (one virtual rank's blocks) each block is its own step, so the own block lands in
+ * recvbuf (POSTOP) and a folded rank's in scratch, sent to it after.
+ *
+ * A fold's partial sums have nowhere to live but a buffer the size of the input: the
+ * scratch buffer (TT_BUF_SCRATCH, laid out as sendbuf; the algorithm table's `scratch`).
+ * A block range is cut into one step per run of blocks adjacent in memory (one run on one
+ * channel with the ring in rank order; a block each on several channels): both ends of a
+ * message cut the same range the same way, so their steps match (plan.h). Each round is
+ * a phase, as it sends elements the previous round wrote at other offsets, and a round of
+ * several runs a phase per (give, keep) pair of runs: a send and a receive per chunk each
+ * way, so a FIFO of two slots never holds a message its peer has not reached. In place,
+ * only the last round writes recvbuf (the own block, element by element from the same
+ * elements).
+ */
+#include "algorithms.h"
+#include "fold.h"
+
+/* The blocks of ring positions [q0, q1) as runs: one per block, or per run of blocks
+ * adjacent in memory where `merge` is set. */
+struct runs {
+    const struct tt_ring *r;
+    size_t count, off, cnt; /* block stride, the channel's part of each block */
+    int q, q1, merge;
+};
+
+static struct runs runs_of(const struct tt_ring *r, const struct tt_coll_args *a, size_t off,
+                           size_t cnt, int q0, int q1, int merge)
+{
+    return (struct runs){r, a->count, off, cnt, q0, q1, merge && cnt == a->count};
+}
+
+/* The next run: [*o, *o + *len), starting with the block of rank *rank. 0 when done. */
+static int run_next(struct runs *it, size_t *o, size_t *len, int *rank)
+{
+    if (it->q >= it->q1)
+        return 0;
+    *rank = it->r->order[it->q];
+    *o = (size_t)*rank * it->count + it->off;
+    *len = it->cnt;
+    for (it->q++; it->merge && it->q < it->q1 &&
+                  (size_t)it->r->order[it->q] * it->count + it->off == *o + *len;
+         it->q++)
+        *len += it->cnt;
+    return 1;
+}
+
+/* Fold: all blocks sent to, or reduced in from, the buddy (one direction: one phase). */
+static void fold(struct tt_plan *p, const struct tt_coll_args *a, const struct tt_ring *r,
+                 size_t off, size_t cnt, struct tt_step s)
+{
+    struct runs it = runs_of(r, a, off, cnt, 0, r->nranks, 1);
+    int rank;
+
+    while (run_next(&it, &s.src_off, &s.count, &rank)) {
+        s.dst_off = s.src_off;
+        tt_plan_step(p, &s);
+    }
+}
+
+void tt_reducescatter_rh(struct tt_plan *p, const struct tt_ring *rings,
+                         const struct tt_coll_args *a)
+{
+    for (int ch = 0; ch < a->nchannels; ch++) {
+        const struct tt_ring *r = &rings[ch];
+        int n = r->nranks, me = r->order[r->pos];
+        uint16_t src = TT_BUF_SEND;
+        struct tt_fold f;
+        size_t off, cnt;
+
+        tt_plan_channel(p, a, ch, &off, &cnt);
+        if (n == 1) {
+            tt_plan_self_copy(p, a, (size_t)me * a->count + off, off, cnt, TT_STEP_POSTOP);
+            continue;
+        }
+        tt_fold_init(&f, n, r->pos);
+        if (f.vrank < 0) { /* folded: the whole input to the buddy, the own block back */
+            int buddy = r->order[f.buddy];
+            fold(p, a, r, off, cnt,
+                 (struct tt_step){.prim = TT_PRIM_SEND, .src = TT_BUF_SEND, .send_peer = buddy});
+            tt_plan_phase(p);
+            tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_RECV,
+                                              .dst = TT_BUF_RECV,
+                                              .recv_peer = buddy,
+                                              .dst_off = off,
+                                              .count = cnt});
+            continue;
+        }
+        if (f.buddy >= 0) {
+            fold(p, a, r, off, cnt,
+                 (struct tt_step){.prim = TT_PRIM_RECV_REDUCE_COPY,
+                                  .src = TT_BUF_SEND,
+                                  .dst = TT_BUF_SCRATCH,
+                                  .recv_peer = r->order[f.buddy]});
+            src = TT_BUF_SCRATCH;
+        }
+        int lo = 0;
+        for (int bit = f.p / 2; bit >= 1; bit /= 2) {
+            int w = r->order[tt_fold_pos(&f, f.vrank ^ bit)], mid = lo + bit;
+            int keep = (f.vrank & bit) ? mid : lo, give = (f.vrank & bit) ? lo : mid;
+            struct runs g = runs_of(r, a, off, cnt, tt_fold_pos(&f, give),
+                                    tt_fold_pos(&f, give + bit), bit > 1);
+            struct runs k = runs_of(r, a, off, cnt, tt_fold_pos(&f, keep),
+                                    tt_fold_pos(&f, keep + bit), bit > 1);
+            size_t go, gn, ko, kn;
+            int grank, krank;
+
+            /* A phase per pair of runs: one send and one receive per chunk each way */
+            for (;;) {
+                int hg = run_next(&g, &go, &gn, &grank), hk = run_next(&k, &ko, &kn, &krank);
+                int mine = bit == 1 && hk && krank == me;
+                if (!hg && !hk)
+                    break;
+                tt_plan_phase(p);
+                if (hg)
+                    tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_SEND,
+                                                      .src = src,
+                                                      .send_peer = w,
+                                                      .src_off = go,
+                                                      .count = gn});
+                if (hk) /* the last round's: the final value, the own block into recvbuf */
+                    tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_RECV_REDUCE_COPY,
+                                                      .flags = bit == 1 ? TT_STEP_POSTOP : 0,
+                                                      .src = src,
+                                                      .dst = mine ? TT_BUF_RECV : TT_BUF_SCRATCH,
+                                                      .recv_peer = w,
+                                                      .src_off = ko,
+                                                      .dst_off = mine ? off : ko,
+                                                      .count = kn});
+            }
+            src = TT_BUF_SCRATCH;
+            lo = keep;
+        }
+        if (f.buddy >= 0) { /* the folded rank's block, reduced in the last round */
+            int buddy = r->order[f.buddy];
+            tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_SEND,
+                                              .src = TT_BUF_SCRATCH,
+                                              .send_peer = buddy,
+                                              .src_off = (size_t)buddy * a->count + off,
+                                              .count = cnt});
+        }
+    }
+}
