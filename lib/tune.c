@@ -94,7 +94,7 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
         p *= 2;
     rounds = ilog2_ceil(p);
     intra_rounds = ilog2_ceil(m->per_node > p ? p : (m->per_node > 0 ? m->per_node : 1));
-    if ((m->per_node & (m->per_node - 1)) != 0)
+    if (N > 1 && (m->per_node & (m->per_node - 1)) != 0)
         intra_rounds = 0; /* partners cross nodes from the first round */
 
     if (!strcmp(a->name, "direct") || !strcmp(a->name, "flat")) { /* one node (fits) */
