@@ -211,11 +211,6 @@ tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
     if (rc == TUTTI_SUCCESS) {
         x.regs = regs;
         x.mover = device ? &comm->cuda_mover : NULL;
-        if (comm->single_copy && !device &&
-            (what->coll == TT_COLL_ALL_GATHER || what->coll == TT_COLL_BROADCAST))
-            rc = tt_exec_single_copy(&x);
-    }
-    if (rc == TUTTI_SUCCESS) {
         struct stall_ctx sc = {comm, what};
         struct tt_wait_policy w = {.timeout_s = comm->timeout_s,
                                    .spin = comm->spin,

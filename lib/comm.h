@@ -89,9 +89,7 @@ struct tutti_comm {
         struct tt_coll_args args;
     } plan_for;
     struct tt_exec_mem exec_mem;
-    int single_copy; /* TUTTI_SHM_SINGLE_COPY where waits spin: all-gather and broadcast may
-                        go by address over shm (exec.h tt_exec_single_copy) */
-    void *scratch;   /* TT_BUF_SCRATCH of host collectives, grown to the largest call's */
+    void *scratch; /* TT_BUF_SCRATCH of host collectives, grown to the largest call's */
     size_t scratch_bytes;
 };
 

@@ -44,11 +44,6 @@ static struct knob knobs[] = {
     {"TUTTI_BUFFSIZE", "1M", "bytes of FIFO per connection (split into TUTTI_STEPS slots)", NULL, 0,
      0},
     {"TUTTI_STEPS", "8", "slots per connection FIFO; a chunk fills one slot", NULL, 0, 0},
-    {"TUTTI_SHM_SINGLE_COPY", "0",
-     "1: all-gather and broadcast chunks of 64 KiB and more go between ranks of a host in one "
-     "copy (the receiver reads the sender's memory, process_vm_readv); 0: two copies through "
-     "the FIFO",
-     NULL, 0, 0},
     {"TUTTI_CUDA_P2P", "1",
      "0: device buffers are always staged through pinned host memory; 1: when every rank is on "
      "one host and its GPU reaches the others', they move GPU to GPU (CUDA IPC)",

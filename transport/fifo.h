@@ -35,7 +35,6 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,13 +47,9 @@
 
 struct tt_fifo_cell {
     _Atomic uint64_t seq; /* message number + 1 once committed */
-    uint64_t bytes;       /* | TT_FIFO_REMOTE: the payload is still in the sender's memory */
+    uint64_t bytes;
     unsigned char data[TT_FIFO_INLINE];
 };
-
-/* A message committed by address (tt_fifo_send_commit_remote): its cell holds where the
- * payload lies in the sender's address space; its data slot is taken but not filled. */
-#define TT_FIFO_REMOTE ((uint64_t)1 << 63)
 
 struct tt_fifo_ctrl {
     _Alignas(64) _Atomic uint64_t tail;     /* cells released by the receiver */
@@ -67,9 +62,6 @@ struct tt_fifo_ctrl {
     uint64_t slot_bytes;
     uint32_t sleepy; /* the receiver may block: senders must check `sleeping` */
     _Atomic uint32_t sender_attached;
-    uint64_t sender_view;       /* where the sender mapped this control block (its address space) */
-    _Atomic uint32_t remote_ok; /* the receiver can read the sender's memory: 0 not tried yet,
-                                   1 yes, 2 no (shm.c) */
     _Alignas(64) struct tt_fifo_cell cells[TT_FIFO_CELLS];
 };
 
@@ -134,8 +126,6 @@ static inline void tt_fifo_format(void *region, uint32_t nslots, size_t slot_byt
     atomic_init(&c->tail, 0);
     atomic_init(&c->data_tail, 0);
     atomic_init(&c->sender_attached, 0);
-    atomic_init(&c->remote_ok, 0);
-    c->sender_view = 0;
     for (uint32_t i = 0; i < TT_FIFO_CELLS; i++)
         atomic_init(&c->cells[i].seq, 0);
     c->nslots = nslots;
@@ -186,11 +176,11 @@ static inline void *tt_fifo_send_slot(struct tt_fifo *f, size_t bytes)
     return f->data + (size_t)(f->data_pos % f->nslots) * f->slot_bytes;
 }
 
-static inline void tt_fifo_commit(struct tt_fifo *f, size_t bytes, uint64_t flags)
+static inline void tt_fifo_send_commit(struct tt_fifo *f, size_t bytes)
 {
     struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
 
-    c->bytes = bytes | flags;
+    c->bytes = bytes;
     if (!tt_fifo_cell_payload(f, f->pos, bytes))
         f->data_pos++;
     f->pos++;
@@ -205,30 +195,6 @@ static inline void tt_fifo_commit(struct tt_fifo *f, size_t bytes, uint64_t flag
     }
 }
 
-static inline void tt_fifo_send_commit(struct tt_fifo *f, size_t bytes)
-{
-    tt_fifo_commit(f, bytes, 0);
-}
-
-/* May a message of `bytes` go by address now? Only one that takes a data slot (which it
- * reserves unfilled, so both sides count slots alike), when one is free. */
-static inline int tt_fifo_remote_fits(struct tt_fifo *f, size_t bytes)
-{
-    return !tt_fifo_cell_payload(f, f->pos, bytes) && tt_fifo_send_slot(f, bytes) != NULL;
-}
-
-/* Commit the message of `bytes` by address (tt_fifo_remote_fits said yes): the receiver
- * copies it from src in the sender's memory. Returns its ticket: the message is read once
- * tail reaches it. */
-static inline uint64_t tt_fifo_send_commit_remote(struct tt_fifo *f, const void *src, size_t bytes)
-{
-    uint64_t addr = (uint64_t)(uintptr_t)src;
-
-    memcpy(f->ctrl->cells[f->pos % TT_FIFO_CELLS].data, &addr, sizeof(addr));
-    tt_fifo_commit(f, bytes, TT_FIFO_REMOTE);
-    return f->pos;
-}
-
 static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes)
 {
     struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
@@ -236,8 +202,8 @@ static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes)
 
     if (atomic_load_explicit(&c->seq, memory_order_acquire) != f->pos + 1)
         return NULL;
-    *bytes = c->bytes & ~TT_FIFO_REMOTE;
-    if ((p = tt_fifo_cell_payload(f, f->pos, *bytes)))
+    *bytes = c->bytes;
+    if ((p = tt_fifo_cell_payload(f, f->pos, c->bytes)))
         return p;
     return f->data + (size_t)(f->data_pos % f->nslots) * f->slot_bytes;
 }
@@ -272,23 +238,11 @@ static inline void tt_fifo_recv_wait(struct tt_fifo *f, long ns)
     atomic_store_explicit(&f->ctrl->sleeping, 0, memory_order_relaxed);
 }
 
-/* Receiver: where the peeked message's payload lies in the sender's memory, 0 if it is here. */
-static inline uint64_t tt_fifo_recv_remote(const struct tt_fifo *f)
-{
-    const struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
-    uint64_t addr;
-
-    if (!(c->bytes & TT_FIFO_REMOTE))
-        return 0;
-    memcpy(&addr, c->data, sizeof(addr));
-    return addr;
-}
-
 static inline void tt_fifo_recv_release(struct tt_fifo *f)
 {
     struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
 
-    if (!tt_fifo_cell_payload(f, f->pos, c->bytes & ~TT_FIFO_REMOTE)) {
+    if (!tt_fifo_cell_payload(f, f->pos, c->bytes)) {
         f->data_pos++;
         atomic_store_explicit(&f->ctrl->data_tail, f->data_pos, memory_order_release);
     }

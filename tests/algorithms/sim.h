@@ -23,9 +23,6 @@ struct sim_config {
      * a commit or release only once the queue has passed it. */
     int deferred;
     unsigned seed;
-    /* exec.h tt_exec_single_copy: a final send goes whole, by address (the mem transport
-     * reads it in place), and its receiver skips the chunks it took at once */
-    int single_copy;
 };
 
 /*
