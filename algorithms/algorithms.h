@@ -89,6 +89,18 @@ static inline void tt_plan_self_copy(struct tt_plan *p, const struct tt_coll_arg
                                           .count = cnt});
 }
 
+/* A folded rank's last step (fold.h): once all it sent has gone (a new phase), the result
+ * [off, off + cnt) from its buddy into recvbuf. */
+static inline void tt_plan_fold_result(struct tt_plan *p, int buddy, size_t off, size_t cnt)
+{
+    tt_plan_phase(p);
+    tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_RECV,
+                                      .dst = TT_BUF_RECV,
+                                      .recv_peer = buddy,
+                                      .dst_off = off,
+                                      .count = cnt});
+}
+
 /* Distance of this rank from `root` along the ring (0 at the root). */
 static inline int tt_ring_dist(const struct tt_ring *r, int root)
 {

@@ -50,12 +50,7 @@ void tt_allreduce_rabenseifner(struct tt_plan *p, const struct tt_ring *rings,
                                               .send_peer = buddy,
                                               .src_off = off,
                                               .count = cnt});
-            tt_plan_phase(p);
-            tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_RECV,
-                                              .dst = TT_BUF_RECV,
-                                              .recv_peer = buddy,
-                                              .dst_off = off,
-                                              .count = cnt});
+            tt_plan_fold_result(p, buddy, off, cnt);
             continue;
         }
         if (f.buddy >= 0) {

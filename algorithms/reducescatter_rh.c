@@ -86,12 +86,7 @@ void tt_reducescatter_rh(struct tt_plan *p, const struct tt_ring *rings,
             int buddy = r->order[f.buddy];
             fold(p, a, r, off, cnt,
                  (struct tt_step){.prim = TT_PRIM_SEND, .src = TT_BUF_SEND, .send_peer = buddy});
-            tt_plan_phase(p);
-            tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_RECV,
-                                              .dst = TT_BUF_RECV,
-                                              .recv_peer = buddy,
-                                              .dst_off = off,
-                                              .count = cnt});
+            tt_plan_fold_result(p, buddy, off, cnt);
             continue;
         }
         if (f.buddy >= 0) {
