@@ -36,6 +36,11 @@ asan|tsan)
         meson test -C "$dir" --no-rebuild --print-errorlogs launcher env perf streams ddp |
             tee -a "$out"
         want=12
+        # Recursive halving's scratch buffer on real ranks (one folds in), then a larger call
+        # that grows it.
+        TUTTI_ALGO=reduce_scatter:rh TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 3 \
+            "$dir/tests/coll_check" matrix 10007
+        echo "asan: recursive-halving reduce-scatter passed"
     else
         ninja -C "$dir" tests/tsan_ranks tests/stream_check tests/ddp_check tools/tutti-run >/dev/null
         TUTTI_SOCKET_IFNAME==lo "$dir/tests/tsan_ranks"
