@@ -8,12 +8,6 @@ static int fits_multinode(int nranks, const struct tt_topo_view *t)
     return t && t->nnodes > 1 && nranks > 2;
 }
 
-int tt_fits_pow2(int nranks, const struct tt_topo_view *t)
-{
-    (void)t;
-    return nranks > 0 && (nranks & (nranks - 1)) == 0;
-}
-
 const struct tt_algo tt_algos[] = {
     {0, "ring", "reduce-scatter then all-gather around a ring; bandwidth-optimal",
      TT_COLL_ALL_REDUCE, tt_allreduce_ring, NULL, 0, 0},
@@ -29,8 +23,9 @@ const struct tt_algo tt_algos[] = {
      TT_COLL_ALL_REDUCE, tt_allreduce_rd, NULL, 0, 0},
     {6, "tree", "binomial tree from the root: log2(n) hops", TT_COLL_BROADCAST, tt_broadcast_tree,
      NULL, 0, 0},
-    {7, "rd", "recursive doubling: log2(n) exchanges of the blocks gathered so far; 2^k ranks",
-     TT_COLL_ALL_GATHER, tt_allgather_rd, tt_fits_pow2, 0, 0},
+    {7, "rd",
+     "recursive doubling: log2(n) exchanges of the blocks gathered so far (extra ranks fold in)",
+     TT_COLL_ALL_GATHER, tt_allgather_rd, NULL, 0, 0},
     {8, "rabenseifner", "recursive halving reduce-scatter + recursive doubling all-gather",
      TT_COLL_ALL_REDUCE, tt_allreduce_rabenseifner, NULL, 0, 0},
     {9, "tree", "pipelined double binary tree (two trees, half the data each)", TT_COLL_ALL_REDUCE,

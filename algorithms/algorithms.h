@@ -119,8 +119,7 @@ extern const int tt_num_algos;
 const struct tt_algo *tt_algo_find(enum tt_coll coll, const char *name, int nranks,
                                    const struct tt_topo_view *topo);
 
-/* Fits: a power-of-two rank count / nodes of equal size, more than one, each with > 1 rank. */
-int tt_fits_pow2(int nranks, const struct tt_topo_view *topo);
+/* Fits: nodes of equal size, more than one, each with > 1 rank. */
 int tt_fits_hier(int nranks, const struct tt_topo_view *topo);
 /* Fits: 1 to TT_DIRECT_MAX_RANKS ranks, all on one node (every rank connects to every other,
  * a FIFO per pair). Across nodes each remote message is a network send, and on 2 emulated

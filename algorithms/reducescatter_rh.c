@@ -12,9 +12,8 @@
  *
  * A fold's partial sums have nowhere to live but a buffer the size of the input: the
  * scratch buffer (TT_BUF_SCRATCH, laid out as sendbuf; the algorithm table's `scratch`).
- * A block range is cut into one step per run of blocks adjacent in memory (one run on one
- * channel with the ring in rank order; a block each on several channels): both ends of a
- * message cut the same range the same way, so their steps match (plan.h). Each round is
+ * A block range is cut into one step per run of blocks adjacent in memory (runs.h: one run on
+ * one channel with the ring in rank order; a block each on several channels). Each round is
  * a phase, as it sends elements the previous round wrote at other offsets, and a round of
  * several runs a phase per (give, keep) pair of runs: a send and a receive per chunk each
  * way, so a FIFO of two slots never holds a message its peer has not reached. In place,
@@ -23,48 +22,7 @@
  */
 #include "algorithms.h"
 #include "fold.h"
-
-/* The blocks of ring positions [q0, q1) as runs: one per block, or per run of blocks
- * adjacent in memory where `merge` is set. */
-struct runs {
-    const struct tt_ring *r;
-    size_t count, off, cnt; /* block stride, the channel's part of each block */
-    int q, q1, merge;
-};
-
-static struct runs runs_of(const struct tt_ring *r, const struct tt_coll_args *a, size_t off,
-                           size_t cnt, int q0, int q1, int merge)
-{
-    return (struct runs){r, a->count, off, cnt, q0, q1, merge && cnt == a->count};
-}
-
-/* The next run: [*o, *o + *len), starting with the block of rank *rank. 0 when done. */
-static int run_next(struct runs *it, size_t *o, size_t *len, int *rank)
-{
-    if (it->q >= it->q1)
-        return 0;
-    *rank = it->r->order[it->q];
-    *o = (size_t)*rank * it->count + it->off;
-    *len = it->cnt;
-    for (it->q++; it->merge && it->q < it->q1 &&
-                  (size_t)it->r->order[it->q] * it->count + it->off == *o + *len;
-         it->q++)
-        *len += it->cnt;
-    return 1;
-}
-
-/* Fold: all blocks sent to, or reduced in from, the buddy (one direction: one phase). */
-static void fold(struct tt_plan *p, const struct tt_coll_args *a, const struct tt_ring *r,
-                 size_t off, size_t cnt, struct tt_step s)
-{
-    struct runs it = runs_of(r, a, off, cnt, 0, r->nranks, 1);
-    int rank;
-
-    while (run_next(&it, &s.src_off, &s.count, &rank)) {
-        s.dst_off = s.src_off;
-        tt_plan_step(p, &s);
-    }
-}
+#include "runs.h"
 
 void tt_reducescatter_rh(struct tt_plan *p, const struct tt_ring *rings,
                          const struct tt_coll_args *a)
@@ -84,53 +42,37 @@ void tt_reducescatter_rh(struct tt_plan *p, const struct tt_ring *rings,
         tt_fold_init(&f, n, r->pos);
         if (f.vrank < 0) { /* folded: the whole input to the buddy, the own block back */
             int buddy = r->order[f.buddy];
-            fold(p, a, r, off, cnt,
-                 (struct tt_step){.prim = TT_PRIM_SEND, .src = TT_BUF_SEND, .send_peer = buddy});
+            tt_runs_steps(
+                p, tt_runs_of(r->order, a, off, cnt, 0, n, 1),
+                (struct tt_step){.prim = TT_PRIM_SEND, .src = TT_BUF_SEND, .send_peer = buddy});
             tt_plan_fold_result(p, buddy, off, cnt);
             continue;
         }
         if (f.buddy >= 0) {
-            fold(p, a, r, off, cnt,
-                 (struct tt_step){.prim = TT_PRIM_RECV_REDUCE_COPY,
-                                  .src = TT_BUF_SEND,
-                                  .dst = TT_BUF_SCRATCH,
-                                  .recv_peer = r->order[f.buddy]});
+            tt_runs_steps(p, tt_runs_of(r->order, a, off, cnt, 0, n, 1),
+                          (struct tt_step){.prim = TT_PRIM_RECV_REDUCE_COPY,
+                                           .src = TT_BUF_SEND,
+                                           .dst = TT_BUF_SCRATCH,
+                                           .recv_peer = r->order[f.buddy]});
             src = TT_BUF_SCRATCH;
         }
         int lo = 0;
         for (int bit = f.p / 2; bit >= 1; bit /= 2) {
             int w = r->order[tt_fold_pos(&f, f.vrank ^ bit)], mid = lo + bit;
             int keep = (f.vrank & bit) ? mid : lo, give = (f.vrank & bit) ? lo : mid;
-            struct runs g = runs_of(r, a, off, cnt, tt_fold_pos(&f, give),
-                                    tt_fold_pos(&f, give + bit), bit > 1);
-            struct runs k = runs_of(r, a, off, cnt, tt_fold_pos(&f, keep),
-                                    tt_fold_pos(&f, keep + bit), bit > 1);
-            size_t go, gn, ko, kn;
-            int grank, krank;
-
-            /* A phase per pair of runs: one send and one receive per chunk each way */
-            for (;;) {
-                int hg = run_next(&g, &go, &gn, &grank), hk = run_next(&k, &ko, &kn, &krank);
-                int mine = bit == 1 && hk && krank == me;
-                if (!hg && !hk)
-                    break;
-                tt_plan_phase(p);
-                if (hg)
-                    tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_SEND,
-                                                      .src = src,
-                                                      .send_peer = w,
-                                                      .src_off = go,
-                                                      .count = gn});
-                if (hk) /* the last round's: the final value, the own block into recvbuf */
-                    tt_plan_step(p, &(struct tt_step){.prim = TT_PRIM_RECV_REDUCE_COPY,
-                                                      .flags = bit == 1 ? TT_STEP_POSTOP : 0,
-                                                      .src = src,
-                                                      .dst = mine ? TT_BUF_RECV : TT_BUF_SCRATCH,
-                                                      .recv_peer = w,
-                                                      .src_off = ko,
-                                                      .dst_off = mine ? off : ko,
-                                                      .count = kn});
-            }
+            struct tt_runs g = tt_runs_of(r->order, a, off, cnt, tt_fold_pos(&f, give),
+                                          tt_fold_pos(&f, give + bit), bit > 1);
+            struct tt_runs k = tt_runs_of(r->order, a, off, cnt, tt_fold_pos(&f, keep),
+                                          tt_fold_pos(&f, keep + bit), bit > 1);
+            /* the last round: the final value (POSTOP), the own block into recvbuf */
+            tt_runs_exchange(p, g,
+                             (struct tt_step){.prim = TT_PRIM_SEND, .src = src, .send_peer = w}, k,
+                             (struct tt_step){.prim = TT_PRIM_RECV_REDUCE_COPY,
+                                              .flags = bit == 1 ? TT_STEP_POSTOP : 0,
+                                              .src = src,
+                                              .dst = TT_BUF_SCRATCH,
+                                              .recv_peer = w},
+                             bit == 1 ? me : -1, TT_BUF_RECV, off);
             src = TT_BUF_SCRATCH;
             lo = keep;
         }

@@ -27,7 +27,8 @@
  *   direct all-reduce                 twice the direct reduce-scatter's
  *   flat all-reduce                   a_i + (n-1) a_i0 + n S b_i (every rank sends its whole
  *                                     array to all, itself included)
- *   recursive-doubling all-gather      sum over rounds of (a + 2^k S/n b)
+ *   recursive-doubling all-gather      sum over rounds of (a + 2^k S/p b) (+ a_x + S/n b_x +
+ *                                     a_x + S b_x when folded)
  *   hierarchical all-gather            (N-1)(a_e + S/n b_e) + N (L-1)(a_i + S/n b_i)
  *   chain broadcast / reduce           (n-1) a + (n-1) C b + S b_x   (pipelined)
  *   binomial tree broadcast            ceil(log2 n) (a_x + S b_x)
@@ -130,11 +131,11 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
     case TT_COLL_ALL_GATHER:
         if (!strcmp(a->name, "ring"))
             return (n - 1) * (ax + S / n * bx);
-        if (!strcmp(a->name, "rd")) {
-            double t = 0;
+        if (!strcmp(a->name, "rd")) { /* folded: a block to the buddy, all of them back */
+            double t = p < m->nranks ? 2 * ax + S / n * bx + S * bx : 0;
             for (int k = 0; k < rounds; k++)
-                t += (k < intra_rounds ? ai + (double)(1 << k) * S / n * bi
-                                       : ae + (double)(1 << k) * S / n * be);
+                t += (k < intra_rounds ? ai + (double)(1 << k) * S / p * bi
+                                       : ae + (double)(1 << k) * S / p * be);
             return t;
         }
         if (!strcmp(a->name, "hier"))

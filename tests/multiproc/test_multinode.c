@@ -46,18 +46,18 @@ SHAPE_TESTS(4, 2)
 SHAPE_TESTS(3, 3)
 
 /* Every algorithm forced in turn: on 2 x 2 nodes, the one-node algorithms (direct, flat) on
- * 4 ranks of one node, recursive halving also on 3 x 1 (a rank folds in). */
+ * 4 ranks of one node, recursive halving and doubling also on 3 x 1 (a rank folds in). */
 static const struct forced {
     const char *algo; /* TUTTI_ALGO's COLLECTIVE:ALGORITHM */
     int n, nodes;
 } forced[] = {
-    {"all_reduce:ring", 4, 2},   {"all_reduce:rd", 4, 2},     {"all_reduce:rabenseifner", 4, 2},
-    {"all_reduce:tree", 4, 2},   {"all_reduce:hier", 4, 2},   {"all_reduce:direct", 4, 1},
-    {"all_reduce:flat", 4, 1},   {"all_gather:ring", 4, 2},   {"all_gather:rd", 4, 2},
-    {"all_gather:hier", 4, 2},   {"all_gather:direct", 4, 1}, {"reduce_scatter:ring", 4, 2},
-    {"reduce_scatter:rh", 4, 2}, {"reduce_scatter:rh", 3, 3}, {"reduce_scatter:direct", 4, 1},
-    {"broadcast:chain", 4, 2},   {"broadcast:tree", 4, 2},    {"broadcast:hier", 4, 2},
-    {"reduce:chain", 4, 2},
+    {"all_reduce:ring", 4, 2},       {"all_reduce:rd", 4, 2},     {"all_reduce:rabenseifner", 4, 2},
+    {"all_reduce:tree", 4, 2},       {"all_reduce:hier", 4, 2},   {"all_reduce:direct", 4, 1},
+    {"all_reduce:flat", 4, 1},       {"all_gather:ring", 4, 2},   {"all_gather:rd", 4, 2},
+    {"all_gather:hier", 4, 2},       {"all_gather:direct", 4, 1}, {"reduce_scatter:ring", 4, 2},
+    {"reduce_scatter:rh", 4, 2},     {"reduce_scatter:rh", 3, 3}, {"all_gather:rd", 3, 3},
+    {"reduce_scatter:direct", 4, 1}, {"broadcast:chain", 4, 2},   {"broadcast:tree", 4, 2},
+    {"broadcast:hier", 4, 2},        {"reduce:chain", 4, 2},
 };
 #define NFORCED (sizeof(forced) / sizeof(forced[0]))
 
