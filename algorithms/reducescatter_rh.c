@@ -14,11 +14,9 @@
  * scratch buffer (TT_BUF_SCRATCH, laid out as sendbuf; the algorithm table's `scratch`).
  * A block range is cut into one step per run of blocks adjacent in memory (runs.h: one run on
  * one channel with the ring in rank order; a block each on several channels). Each round is
- * a phase, as it sends elements the previous round wrote at other offsets, and a round of
- * several runs a phase per (give, keep) pair of runs: a send and a receive per chunk each
- * way, so a FIFO of two slots never holds a message its peer has not reached. In place,
- * only the last round writes recvbuf (the own block, element by element from the same
- * elements).
+ * a phase (it sends elements the previous round wrote at other offsets), one per pair of
+ * runs where there are several (tt_runs_exchange). In place, only the last round writes
+ * recvbuf (the own block, element by element from the same elements).
  */
 #include "algorithms.h"
 #include "fold.h"

@@ -25,17 +25,21 @@ static inline struct tt_runs tt_runs_of(const int *order, const struct tt_coll_a
     return (struct tt_runs){order, a->count, off, cnt, q0, q1, merge && cnt == a->count};
 }
 
+/* Where the block at index q of the order starts. */
+static inline size_t tt_runs_at(const struct tt_runs *it, int q)
+{
+    return (size_t)(it->order ? it->order[q] : q) * it->count + it->off;
+}
+
 /* The next run: [*o, *o + *len), starting with the block of rank *rank. 0 when done. */
 static inline int tt_run_next(struct tt_runs *it, size_t *o, size_t *len, int *rank)
 {
     if (it->q >= it->q1)
         return 0;
     *rank = it->order ? it->order[it->q] : it->q;
-    *o = (size_t)*rank * it->count + it->off;
+    *o = tt_runs_at(it, it->q);
     *len = it->cnt;
-    for (it->q++; it->merge && it->q < it->q1 &&
-                  (size_t)(it->order ? it->order[it->q] : it->q) * it->count + it->off == *o + *len;
-         it->q++)
+    for (it->q++; it->merge && it->q < it->q1 && tt_runs_at(it, it->q) == *o + *len; it->q++)
         *len += it->cnt;
     return 1;
 }
@@ -55,7 +59,8 @@ static inline void tt_runs_steps(struct tt_plan *p, struct tt_runs it, struct tt
  * One exchange with a peer: give's runs sent as `send` steps, take's received as `recv` steps
  * (src_off and dst_off the run's), a phase per pair of runs: a send and a receive per chunk
  * each way, so a FIFO of two slots never holds a message its peer has not reached. The run
- * starting with rank mine's block (mine >= 0) goes to buffer mine_buf at mine_off instead.
+ * starting with rank mine's block (mine >= 0; take's runs then one block each, merge off)
+ * goes to buffer mine_buf at mine_off instead.
  */
 static inline void tt_runs_exchange(struct tt_plan *p, struct tt_runs give, struct tt_step send,
                                     struct tt_runs take, struct tt_step recv, int mine,
