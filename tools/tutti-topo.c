@@ -7,11 +7,14 @@
  *                                           the communicator: nodes and their ranks, the ring
  *                                           and the two trees of each channel, the transport
  *                                           of every pair of ranks
- *   tutti-topo --simulate [--nodes N] [--per-node L] [--links a,b,c,d] [--coll C]
- *              [-b MIN] [-e MAX] [-f F]     the cost model's predicted time and bus bandwidth
+ *   tutti-topo --simulate [--nodes N] [--per-node L] [--links a,b,c,d] [--oversub]
+ *              [--coll C] [-b MIN] [-e MAX] [-f F]
+ *                                           the cost model's predicted time and bus bandwidth
  *                                           of every algorithm over a size sweep, and the
  *                                           tuner's pick: the plan for clusters we cannot run
- *                                           (links: intra_us,intra_gbs,inter_us,inter_gbs)
+ *                                           (links: intra_us,intra_gbs,inter_us,inter_gbs;
+ *                                           --oversub: ranks outnumber cores, so every hop
+ *                                           waits for a context switch)
  *
  * A project tool: it links the library's internals (lib/comm.h, lib/tune.h).
  */
@@ -62,14 +65,15 @@ static double bus_factor(enum tt_coll c, int n)
     return 1;
 }
 
-static int simulate(int nodes, int per_node, const char *links, const char *coll, size_t minb,
-                    size_t maxb, double factor)
+static int simulate(int nodes, int per_node, const char *links, int oversub, const char *coll,
+                    size_t minb, size_t maxb, double factor)
 {
     int n = nodes * per_node;
     int *node_of = malloc((size_t)n * sizeof(int)), *local_of = malloc((size_t)n * sizeof(int));
     int *node_size = malloc((size_t)nodes * sizeof(int));
     struct tt_topo_view v = {nodes, node_of, local_of, node_size, 1};
-    struct tt_model m = {.nranks = n, .nnodes = nodes, .per_node = per_node, .chunk = 128 << 10};
+    struct tt_model m = {
+        .nranks = n, .nnodes = nodes, .per_node = per_node, .chunk = 128 << 10, .oversub = oversub};
 
     if (!node_of || !local_of || !node_size)
         return 1;
@@ -79,25 +83,28 @@ static int simulate(int nodes, int per_node, const char *links, const char *coll
     }
     for (int g = 0; g < nodes; g++)
         node_size[g] = per_node;
-    if (links) {
-        char env[128];
-        snprintf(env, sizeof(env), "%s", links);
-        if (sscanf(env, "%lf,%lf,%lf,%lf", &m.links.intra_us, &m.links.intra_gbs, &m.links.inter_us,
-                   &m.links.inter_gbs) != 4 ||
-            m.links.intra_gbs <= 0 || m.links.inter_gbs <= 0) {
-            fprintf(stderr, "tutti-topo: --links %s: need intra_us,intra_gbs,inter_us,inter_gbs\n",
-                    links);
-            return 2;
-        }
-        m.links.oversub_us = 0;
-    } else if (tt_tune_links(&m.links) != TUTTI_SUCCESS) {
+    if (tt_tune_links(&m.links) != TUTTI_SUCCESS) { /* TUTTI_TUNE_LINKS or the defaults */
         fprintf(stderr, "tutti-topo: %s\n", tutti_last_error());
         return 2;
     }
+    if (links && (sscanf(links, "%lf,%lf,%lf,%lf", &m.links.intra_us, &m.links.intra_gbs,
+                         &m.links.inter_us, &m.links.inter_gbs) != 4 ||
+                  m.links.intra_gbs <= 0 || m.links.inter_gbs <= 0 || m.links.intra_us < 0 ||
+                  m.links.inter_us < 0)) {
+        fprintf(
+            stderr,
+            "tutti-topo: --links %s: need intra_us,intra_gbs,inter_us,inter_gbs (bandwidths > 0, "
+            "latencies >= 0)\n",
+            links);
+        return 2;
+    }
     printf("# simulate: %d nodes x %d ranks = %d ranks; links: inside a node %.2f us, %.1f GB/s;"
-           " between nodes %.2f us, %.1f GB/s; chunk %zu B\n",
+           " between nodes %.2f us, %.1f GB/s; chunk %zu B",
            nodes, per_node, n, m.links.intra_us, m.links.intra_gbs, m.links.inter_us,
            m.links.inter_gbs, m.chunk);
+    if (oversub)
+        printf("; ranks outnumber cores: a hop takes at least %.2f us", m.links.oversub_us);
+    printf("\n");
     for (int c = 0; c < TT_NUM_COLLS; c++) {
         const struct tt_algo *fit[16];
         int nfit = 0;
@@ -228,6 +235,7 @@ int main(int argc, char **argv)
     int sim = 0, comm = 0, nodes = 512, per_node = 8;
     size_t minb = 8, maxb = 1ull << 30;
     double factor = 4;
+    int oversub = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -243,6 +251,8 @@ int main(int argc, char **argv)
             per_node = atoi(argv[++i]);
         else if (!strcmp(a, "--links") && v)
             links = argv[++i];
+        else if (!strcmp(a, "--oversub"))
+            oversub = 1;
         else if (!strcmp(a, "--coll") && v)
             coll = argv[++i];
         else if (!strcmp(a, "-b") && v && parse_size(argv[++i], &minb) == 0)
@@ -254,7 +264,8 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: tutti-topo [--xml FILE] | --comm | --simulate [--nodes N] "
-                    "[--per-node L] [--links a,b,c,d] [--coll C] [-b MIN] [-e MAX] [-f F]\n");
+                    "[--per-node L] [--links a,b,c,d] [--oversub] [--coll C] [-b MIN] [-e MAX] "
+                    "[-f F]\n");
             return 2;
         }
     }
@@ -263,7 +274,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (sim)
-        return simulate(nodes, per_node, links, coll, minb, maxb, factor);
+        return simulate(nodes, per_node, links, oversub, coll, minb, maxb, factor);
     if (comm)
         return show_comm();
     if (tt_topo_print_machine(stdout, xml) != TUTTI_SUCCESS) {

@@ -127,3 +127,19 @@ Test(multinode, topo_simulate_4096_ranks, .timeout = 60)
              getenv("TUTTI_TOPO"));
     cr_assert_eq(sh(cmd), 0, "tutti-topo --simulate for 512 x 8 ranks failed");
 }
+
+/* --oversub: the model for ranks outnumbering cores, where every hop waits for a context switch
+ * and the one-hop direct all-gather beats recursive doubling's two rounds on 4 ranks. */
+Test(multinode, topo_simulate_oversub, .timeout = 60)
+{
+    char cmd[1024];
+
+    snprintf(cmd, sizeof(cmd),
+             "t='%s'; a='--simulate --nodes 1 --per-node 4 --coll all_gather -b 8 -e 8'; "
+             "$t $a | grep -q '^ *8 .* rd$' || exit 1; "
+             "$t $a --oversub | grep -q '^ *8 .* direct$' || exit 2; "
+             "$t $a --oversub | grep -q 'a hop takes at least 7.00 us' || exit 3",
+             getenv("TUTTI_TOPO"));
+    cr_assert_eq(sh(cmd), 0,
+                 "tutti-topo --simulate --oversub did not take the oversubscribed model");
+}
