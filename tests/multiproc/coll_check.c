@@ -9,6 +9,13 @@
  *   coll_check large    every collective with >= 8M elements (all-gather / reduce-scatter:
  *                       8M across the whole array), in and out of place
  *   coll_check p2p      ring exchange, all-to-all in a group, chained send/recv
+ *   coll_check soak SECONDS [SEED]
+ *                       a random sequence of checked calls for about SECONDS: every
+ *                       collective, dtype and op, counts from 0 to 2^21 (log-uniform), in and
+ *                       out of place, random roots, values shifted per call (a stale message
+ *                       from an earlier call reads wrong), a quarter queued on a host stream,
+ *                       ring exchanges in between; every rank draws the same sequence from
+ *                       SEED (default: the time, printed, so a failure can be replayed)
  *   coll_check MODE --register   the same with every buffer registered with the
  *                       communicator (tutti_comm_register) while it is in use, so transports
  *                       that can send zero-copy from it (net_ib) do
@@ -29,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define GUARD 64
 #define GUARD_BYTE 0xa5
@@ -125,7 +133,10 @@ enum coll { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, REDUCE, NCOLL };
 static const char *coll_names[NCOLL] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
                                         "reduce"};
 
-static void run_one(enum coll c, tutti_dtype_t t, int op, size_t count, int inplace, int root)
+/* One call, checked. first: the value index of element 0 (values are periodic in the index, so
+ * a shift changes every element); stream: NULL, or a host stream to queue it on and sync. */
+static void run_one_at(enum coll c, tutti_dtype_t t, int op, size_t count, int inplace, int root,
+                       size_t first, tutti_stream_t stream, const char *tag)
 {
     size_t es = tutti_dtype_size(t), n = (size_t)nranks;
     size_t send_n = c == REDUCE_SCATTER ? count * n : count;
@@ -137,9 +148,9 @@ static void run_one(enum coll c, tutti_dtype_t t, int op, size_t count, int inpl
     void *send, *recv;
     tutti_result_t rc;
 
-    snprintf(what, sizeof(what), "%s %s %s count=%zu %s root=%d ranks=%d", coll_names[c],
+    snprintf(what, sizeof(what), "%s%s %s %s count=%zu %s root=%d ranks=%d%s", tag, coll_names[c],
              tutti_dtype_name(t), gop < 0 ? "-" : tutti_op_name((tutti_op_t)op), count,
-             inplace ? "in-place" : "out-of-place", root, nranks);
+             inplace ? "in-place" : "out-of-place", root, nranks, stream ? " on a stream" : "");
     /* Buffers: in place, the send data lives inside the receive buffer. */
     recv = buf_alloc(&rb, (c == REDUCE_SCATTER && inplace ? send_n : recv_n) * es);
     if (inplace) {
@@ -155,19 +166,23 @@ static void run_one(enum coll c, tutti_dtype_t t, int op, size_t count, int inpl
     } else {
         send = buf_alloc(&sb, send_n * es);
     }
-    val_fill(t, gop, rank, send, send_n, 0);
+    val_fill(t, gop, rank, send, send_n, first);
     if (c == BROADCAST && rank != root && inplace)
         memset(send, 0, send_n * es); /* non-roots' data must be overwritten */
 
     switch (c) {
-    case ALL_REDUCE: rc = tutti_all_reduce(send, recv, count, t, (tutti_op_t)op, comm, NULL); break;
-    case ALL_GATHER: rc = tutti_all_gather(send, recv, count, t, comm, NULL); break;
-    case REDUCE_SCATTER:
-        rc = tutti_reduce_scatter(send, recv, count, t, (tutti_op_t)op, comm, NULL);
+    case ALL_REDUCE:
+        rc = tutti_all_reduce(send, recv, count, t, (tutti_op_t)op, comm, stream);
         break;
-    case BROADCAST: rc = tutti_broadcast(send, recv, count, t, root, comm, NULL); break;
-    default: rc = tutti_reduce(send, recv, count, t, (tutti_op_t)op, root, comm, NULL); break;
+    case ALL_GATHER: rc = tutti_all_gather(send, recv, count, t, comm, stream); break;
+    case REDUCE_SCATTER:
+        rc = tutti_reduce_scatter(send, recv, count, t, (tutti_op_t)op, comm, stream);
+        break;
+    case BROADCAST: rc = tutti_broadcast(send, recv, count, t, root, comm, stream); break;
+    default: rc = tutti_reduce(send, recv, count, t, (tutti_op_t)op, root, comm, stream); break;
     }
+    if (rc == TUTTI_SUCCESS && stream)
+        rc = tutti_stream_sync(stream);
     if (rc != TUTTI_SUCCESS) {
         fail(what, "returned %s: %s", tutti_strerror(rc), tutti_comm_last_error(comm));
         goto out;
@@ -179,7 +194,7 @@ static void run_one(enum coll c, tutti_dtype_t t, int op, size_t count, int inpl
     case REDUCE:
         val_expect_reduce(t, op, nranks, table);
         if (c == ALL_REDUCE || rank == root)
-            check_elems(what, t, op, recv, count, 0, table);
+            check_elems(what, t, op, recv, count, first, table);
         else if (!inplace) {
             for (size_t k = 0; k < recv_n * es; k++)
                 if (((unsigned char *)recv)[k] != GUARD_BYTE) {
@@ -190,23 +205,23 @@ static void run_one(enum coll c, tutti_dtype_t t, int op, size_t count, int inpl
         break;
     case REDUCE_SCATTER:
         val_expect_reduce(t, op, nranks, table);
-        check_elems(what, t, op, recv, count, (size_t)rank * count, table);
+        check_elems(what, t, op, recv, count, first + (size_t)rank * count, table);
         break;
     case ALL_GATHER:
         for (int r = 0; r < nranks; r++) {
             val_expect_input(t, gop, r, table);
-            check_elems(what, t, gop, (char *)recv + (size_t)r * count * es, count, 0, table);
+            check_elems(what, t, gop, (char *)recv + (size_t)r * count * es, count, first, table);
         }
         break;
     default:
         val_expect_input(t, gop, root, table);
-        check_elems(what, t, gop, recv, count, 0, table);
+        check_elems(what, t, gop, recv, count, first, table);
         break;
     }
     /* Out of place, the send buffer is read-only. */
     if (!inplace && (c != BROADCAST || rank == root)) {
         unsigned char *again = malloc(send_n * es + 1);
-        val_fill(t, gop, rank, again, send_n, 0);
+        val_fill(t, gop, rank, again, send_n, first);
         if (memcmp(again, send, send_n * es) != 0)
             fail(what, "sendbuf was modified");
         free(again);
@@ -217,6 +232,11 @@ out:
     buf_free(&rb);
     if (!inplace)
         buf_free(&sb);
+}
+
+static void run_one(enum coll c, tutti_dtype_t t, int op, size_t count, int inplace, int root)
+{
+    run_one_at(c, t, op, count, inplace, root, 0, NULL, "");
 }
 
 static int big_counts_all;
@@ -345,15 +365,129 @@ static void p2p(void)
     }
 }
 
+/* ---- soak: a random sequence of checked calls ---- */
+
+static uint64_t rng_state;
+
+static uint64_t rng(void) /* splitmix64: every rank draws the same sequence from the seed */
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static size_t rng_below(size_t n)
+{
+    return n ? (size_t)(rng() % n) : 0;
+}
+
+/* A ring exchange of n elements of dtype t, values shifted by first. */
+static void soak_ring(tutti_dtype_t t, size_t n, size_t first, const char *tag)
+{
+    size_t es = tutti_dtype_size(t);
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    unsigned char table[VAL_MAX_PERIOD * 8];
+    char what[96];
+    struct buf sb, rb;
+    void *s = buf_alloc(&sb, n * es), *r = buf_alloc(&rb, n * es);
+
+    snprintf(what, sizeof(what), "%sring exchange of %zu %s", tag, n, tutti_dtype_name(t));
+    val_fill(t, VAL_NO_OP, rank, s, n, first);
+    tutti_group_start();
+    tutti_send(s, n, t, next, comm, NULL);
+    tutti_recv(r, n, t, prev, comm, NULL);
+    if (tutti_group_end() != TUTTI_SUCCESS) {
+        fail(what, "%s", tutti_comm_last_error(comm));
+    } else {
+        val_expect_input(t, VAL_NO_OP, prev, table);
+        check_elems(what, t, VAL_NO_OP, r, n, first, table);
+        if (!guards_ok(&sb) || !guards_ok(&rb))
+            fail(what, "wrote outside its buffers");
+    }
+    buf_free(&sb);
+    buf_free(&rb);
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+ * Every 8 calls the ranks agree (a MAX all-reduce, itself checked by its result's use) on
+ * whether to go on: past SECONDS on any rank, or a failure anywhere, all stop together.
+ */
+static void soak(double seconds, uint64_t seed)
+{
+    double t0 = mono_s();
+    tutti_stream_t stream = NULL;
+    long calls = 0;
+    char tag[64];
+
+    rng_state = seed;
+    if (tutti_stream_create(&stream) != TUTTI_SUCCESS) {
+        fail("soak", "tutti_stream_create: %s", tutti_last_error());
+        return;
+    }
+    for (;;) {
+        if (calls % 8 == 0) {
+            int32_t flags[2] = {mono_s() - t0 > seconds, failures > 0};
+            if (tutti_all_reduce(flags, flags, 2, TUTTI_INT32, TUTTI_MAX, comm, NULL) !=
+                TUTTI_SUCCESS) {
+                fail("soak", "the agreement all-reduce failed: %s", tutti_comm_last_error(comm));
+                break;
+            }
+            if (flags[0] || flags[1])
+                break;
+        }
+        /* Draw everything first, in a fixed order, so every rank draws the same values. */
+        int kind = (int)rng_below(NCOLL + 1);
+        tutti_dtype_t t = (tutti_dtype_t)rng_below(TUTTI_NUM_DTYPES);
+        int op = (int)rng_below(TUTTI_NUM_OPS);
+        size_t count = rng_below((size_t)1 << rng_below(22));
+        int inplace = (int)rng_below(2), root = (int)rng_below((size_t)nranks);
+        size_t first = rng_below(VAL_MAX_PERIOD);
+        int on_stream = rng_below(4) == 0;
+
+        snprintf(tag, sizeof(tag), "seed %llu call %ld: ", (unsigned long long)seed, calls);
+        if (kind == NCOLL) {
+            soak_ring(t, count, first, tag);
+        } else {
+            if (kind == ALL_GATHER || kind == REDUCE_SCATTER) /* about count in the whole array */
+                count /= (size_t)nranks;
+            run_one_at((enum coll)kind, t, op, count, inplace, root, first,
+                       on_stream ? stream : NULL, tag);
+        }
+        calls++;
+    }
+    if (tutti_stream_destroy(stream) != TUTTI_SUCCESS)
+        fail("soak", "tutti_stream_destroy: %s", tutti_last_error());
+    printf("soak: rank %d of %d: %ld calls in %.1f s (seed %llu)\n", rank, nranks, calls,
+           mono_s() - t0, (unsigned long long)seed);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "matrix";
 
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--register") == 0)
-            reg_on = 1;
-        else
-            matrix_big = strtoull(argv[i], NULL, 10);
+    double soak_s = 10;
+    uint64_t seed = (uint64_t)time(NULL);
+
+    if (strcmp(mode, "soak") == 0) {
+        if (argc > 2)
+            soak_s = atof(argv[2]);
+        if (argc > 3)
+            seed = strtoull(argv[3], NULL, 10);
+    } else {
+        for (int i = 2; i < argc; i++) {
+            if (strcmp(argv[i], "--register") == 0)
+                reg_on = 1;
+            else
+                matrix_big = strtoull(argv[i], NULL, 10);
+        }
     }
     if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS) {
         printf("FAIL init: %s\n", tutti_last_error());
@@ -370,8 +504,10 @@ int main(int argc, char **argv)
         large();
     else if (strcmp(mode, "p2p") == 0)
         p2p();
+    else if (strcmp(mode, "soak") == 0)
+        soak(soak_s, seed);
     else {
-        printf("coll_check: unknown mode %s (matrix, large, p2p)\n", mode);
+        printf("coll_check: unknown mode %s (matrix, large, p2p, soak)\n", mode);
         return 2;
     }
     if (tutti_barrier(comm, NULL) != TUTTI_SUCCESS)
