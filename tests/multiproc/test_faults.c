@@ -42,12 +42,13 @@ static int free_port(void)
 
 static const char *extra_env;
 
-/* The child only opens, dups and execs (env(1) sets the variables): a forked child of a
- * process with threads must not allocate before exec. */
-static pid_t start(int rank, int n, int port, const char *mode, const char *hostid)
+/* Start rank `rank` of n running prog (a NULL-terminated argv, at most 6 words). The child only
+ * opens, dups and execs (env(1) sets the variables): a forked child of a process with threads
+ * must not allocate before exec. */
+static pid_t start_prog(int rank, int n, int port, const char *const *prog, const char *hostid)
 {
     char out[128], vr[32], vn[32], vp[32], vt[64], vh[96];
-    const char *argv[16];
+    const char *argv[20];
     int k = 0;
     pid_t pid;
 
@@ -70,11 +71,10 @@ static pid_t start(int rank, int n, int port, const char *mode, const char *host
         argv[k++] = vh;
     if (extra_env)
         argv[k++] = extra_env;
-    argv[k++] = getenv("FAULT_RANK");
-    argv[k++] = dir;
-    argv[k++] = mode;
+    cr_assert_not_null(prog[0], "the program to run is not set (FAULT_RANK, COLL_CHECK)");
+    for (int i = 0; prog[i] && i < 6; i++)
+        argv[k++] = prog[i];
     argv[k] = NULL;
-    cr_assert_not_null(argv[k - 3], "FAULT_RANK is not set");
     pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
@@ -85,6 +85,13 @@ static pid_t start(int rank, int n, int port, const char *mode, const char *host
         _exit(126);
     }
     return pid;
+}
+
+/* Rank `rank` of fault_rank in `mode`. */
+static pid_t start(int rank, int n, int port, const char *mode, const char *hostid)
+{
+    const char *prog[] = {getenv("FAULT_RANK"), dir, mode, NULL};
+    return start_prog(rank, n, port, prog, hostid);
 }
 
 static const char *output(int r)
@@ -193,6 +200,65 @@ Test(faults, killed_rank_over_shared_memory, .init = setup, .timeout = 60)
 Test(faults, killed_rank_across_nodes_over_sockets, .init = setup, .timeout = 60)
 {
     kill_one(4, 1, 2);
+}
+
+/*
+ * A random rank killed at a random moment of a random sequence of calls (coll_check soak: every
+ * collective, dtype, size and so algorithm, host streams, point-to-point): every survivor must
+ * report the failure and exit within 10 s, nothing left in /dev/shm. The seed (victim, moment
+ * and calls) is in the assertion messages.
+ */
+static void kill_in_soak(int n, int nodes)
+{
+    unsigned seed = (unsigned)time(NULL) ^ ((unsigned)getpid() << 8), h = seed * 2654435761u;
+    int victim = (int)((h >> 16) % (unsigned)n), port = free_port();
+    useconds_t at = 1000000 + h % 2000000; /* 1 to 3 s in */
+    double slowest = 0;
+    char seedarg[32];
+    const char *prog[] = {getenv("COLL_CHECK"), "soak", "60", seedarg, NULL};
+    pid_t pids[8];
+    double killed;
+
+    snprintf(seedarg, sizeof(seedarg), "%u", seed);
+    for (int r = 0; r < n; r++) {
+        char host[32];
+        snprintf(host, sizeof(host), "node%d", r * nodes / n);
+        pids[r] = start_prog(r, n, port, prog, nodes > 1 ? host : NULL);
+    }
+    usleep(at);
+    kill(pids[victim], SIGKILL);
+    killed = now();
+    waitpid(pids[victim], NULL, 0);
+    for (int r = 0; r < n; r++) {
+        if (r == victim)
+            continue;
+        int code = wait_exit(pids[r], 15);
+        double after = now() - killed;
+        cr_assert_neq(code, -1,
+                      "seed %u: rank %d still ran 15 s after rank %d was killed %.1f s in:\n%s",
+                      seed, r, victim, at / 1e6, output(r));
+        cr_assert_eq(code, 1, "seed %u: rank %d exited %d after rank %d was killed:\n%s", seed, r,
+                     code, victim, output(r));
+        cr_assert(after < 10.0, "seed %u: rank %d took %.1f s to fail:\n%s", seed, r, after,
+                  output(r));
+        cr_assert_not_null(strstr(output(r), "FAIL"), "seed %u: rank %d reported nothing:\n%s",
+                           seed, r, output(r));
+        slowest = after > slowest ? after : slowest;
+    }
+    printf(
+        "seed %u: rank %d of %d killed %.2f s in; every survivor failed, the last %.2f s after\n",
+        seed, victim, n, at / 1e6, slowest);
+    assert_no_shm();
+}
+
+Test(faults, killed_rank_during_random_calls_over_shared_memory, .init = setup, .timeout = 60)
+{
+    kill_in_soak(4, 1);
+}
+
+Test(faults, killed_rank_during_random_calls_across_nodes, .init = setup, .timeout = 60)
+{
+    kill_in_soak(6, 2);
 }
 
 Test(faults, abort_from_another_thread, .init = setup, .timeout = 60)
