@@ -3,6 +3,7 @@
  * the table of listener addresses. See bootstrap.h for the protocol and its guarantees.
  */
 #include "bootstrap.h"
+#include "config.h"
 #include "error.h"
 #include "log.h"
 #include "wait.h"
@@ -37,6 +38,8 @@ struct root {
     int nc, cap;
     int nranks; /* -1 until the first valid hello */
     int joined;
+    int left;     /* a rank that joined and then closed its connection (-1: none) */
+    double stall; /* TUTTI_STALL_WARN: after this long, say who is missing */
     unsigned char *addrs;
     char where[80];
 };
@@ -144,12 +147,12 @@ static void conn_read(struct root *r, int i)
         hello_check(r, i);
         return;
     }
-    /* A joined rank should be silent until the reply; EOF means it left. */
+    /* A joined rank should be silent until the reply; EOF means it exited or gave up, and the
+     * communicator cannot form: the others are told at once (root_give_up). */
     char byte;
     ssize_t n = recv(c->fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        TT_WARN(TT_SUB_BOOT, "rendezvous %s: rank %d left before everyone joined", r->where,
-                c->rank);
+        r->left = c->rank;
         conn_drop(r, i);
     } else if (n > 0) {
         TT_WARN(TT_SUB_BOOT, "rendezvous %s: rank %d sent unexpected data; dropped", r->where,
@@ -211,31 +214,47 @@ static void root_finish(struct root *r)
     TT_INFO(TT_SUB_BOOT, "rendezvous %s: all %d ranks joined", r->where, r->nranks);
 }
 
+/* "; missing ranks: 1 3" into msg at n; returns the new length. */
+static int list_missing(const struct root *r, char *msg, int n, int size)
+{
+    if (r->nranks <= 0)
+        return n;
+    n += snprintf(msg + n, (size_t)(size - n), "; missing ranks:");
+    for (int k = 0; k < r->nranks && n < size - 16; k++)
+        if (!rank_joined(r, k))
+            n += snprintf(msg + n, (size_t)(size - n), " %d", k);
+    return n;
+}
+
 static void root_give_up(struct root *r)
 {
     char msg[512];
-    int n = snprintf(msg, sizeof(msg), "rendezvous timed out after %.0f s: %d of %d ranks joined",
-                     r->timeout, r->joined, r->nranks);
+    tutti_result_t status = r->left >= 0 ? TUTTI_ERR_REMOTE : TUTTI_ERR_TIMEOUT;
+    int n =
+        r->left >= 0
+            ? snprintf(msg, sizeof(msg),
+                       "rank %d joined the rendezvous and then closed its connection (it "
+                       "exited or failed) before all %d ranks joined",
+                       r->left, r->nranks)
+            : snprintf(msg, sizeof(msg), "rendezvous timed out after %.0f s: %d of %d ranks joined",
+                       r->timeout, r->joined, r->nranks);
 
-    if (r->nranks > 0) {
-        n += snprintf(msg + n, sizeof(msg) - (size_t)n, "; missing ranks:");
-        for (int k = 0; k < r->nranks && n < (int)sizeof(msg) - 16; k++)
-            if (!rank_joined(r, k))
-                n += snprintf(msg + n, sizeof(msg) - (size_t)n, " %d", k);
-    }
+    if (r->left < 0)
+        list_missing(r, msg, n, (int)sizeof(msg));
     TT_WARN(TT_SUB_BOOT, "%s (%s)", msg, r->where);
     for (int i = 0; i < r->nc; i++)
         if (r->c[i].rank >= 0)
-            reply_error(&r->c[i], TUTTI_ERR_TIMEOUT, msg, tt_now() + 1.0);
+            reply_error(&r->c[i], status, msg, tt_now() + 1.0);
 }
 
 static void *root_main(void *arg)
 {
     struct root *r = arg;
     struct pollfd *p = NULL;
-    int pcap = 0;
+    int pcap = 0, warned = 0;
+    double start = tt_now();
 
-    while ((r->nranks < 0 || r->joined < r->nranks) && tt_now() < r->deadline) {
+    while ((r->nranks < 0 || r->joined < r->nranks) && r->left < 0 && tt_now() < r->deadline) {
         int np = 0;
 
         if (pcap < r->nc + 1) {
@@ -259,6 +278,16 @@ static void *root_main(void *arg)
         }
         if (p[0].revents)
             root_accept(r);
+        if (!warned && r->stall > 0 && tt_now() - start > r->stall) {
+            char msg[512];
+            int n = snprintf(msg, sizeof(msg),
+                             "rendezvous %s: %d of %d ranks joined in %.0f s; it fails after "
+                             "%.0f s (TUTTI_TIMEOUT)",
+                             r->where, r->joined, r->nranks, tt_now() - start, r->timeout);
+            warned = 1;
+            list_missing(r, msg, n, (int)sizeof(msg));
+            TT_WARN(TT_SUB_BOOT, "%s (TUTTI_STALL_WARN)", msg);
+        }
     }
     if (r->nranks > 0 && r->joined == r->nranks)
         root_finish(r);
@@ -297,6 +326,8 @@ tutti_result_t tt_boot_root_start(struct tt_addr *addr, const unsigned char *sec
     r->timeout = timeout_s;
     r->deadline = tt_now() + timeout_s;
     r->nranks = -1;
+    r->left = -1;
+    r->stall = tt_env_double("TUTTI_STALL_WARN");
     tt_addr_str(addr, r->where, sizeof(r->where));
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

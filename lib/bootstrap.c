@@ -1,5 +1,6 @@
 /* bootstrap.c -- the rank side of bootstrap; see bootstrap.h. */
 #include "bootstrap.h"
+#include "config.h"
 #include "error.h"
 #include "log.h"
 #include "wait.h"
@@ -55,6 +56,8 @@ struct tt_boot {
     struct pollfd *pfd;
     int pfdcap;
     const volatile int *abort;
+    int told;     /* this rank has told the others it gave up (or was told) */
+    double stall; /* TUTTI_STALL_WARN: a wait this long is logged */
 };
 
 void tt_boot_set_abort(struct tt_boot *b, const volatile int *flag)
@@ -368,6 +371,7 @@ tutti_result_t tt_boot_init(const struct tt_id_info *id, int rank, int nranks, d
     b->rank = rank;
     b->nranks = nranks;
     b->timeout = timeout_s;
+    b->stall = tt_env_double("TUTTI_STALL_WARN");
     b->lfd = -1;
     b->tailp = &b->head;
     memcpy(b->secret, id->secret, TT_SECRET_BYTES);
@@ -391,13 +395,34 @@ undo_boot:
     return rc;
 }
 
+/* A queued TT_TAG_GAVE_UP message from any rank: its sender, the reason in why; else -1. */
+static int peer_gave_up(const struct tt_boot *b, char *why, size_t size)
+{
+    for (const struct boot_msg *m = b->head; m; m = m->next)
+        if (m->tag == TT_TAG_GAVE_UP) {
+            size_t n = m->len < size - 1 ? m->len : size - 1;
+            memcpy(why, m->data, n);
+            why[n] = '\0';
+            return m->from;
+        }
+    return -1;
+}
+
+/* A rank told us it gave up: fail with its reason, and do not tell the others again (it did). */
+static tutti_result_t told_by(struct tt_boot *b, int who, const char *why)
+{
+    b->told = 1;
+    return tt_fail(NULL, TUTTI_ERR_REMOTE, "bootstrap: rank %d gave up: %s", who, why);
+}
+
 static tutti_result_t out_connect(struct tt_boot *b, int peer, double deadline)
 {
     unsigned char hello[TT_HELLO_PEER_LEN];
     tutti_result_t rc;
     int fd;
 
-    rc = tt_sock_connect(&b->addrs[peer], deadline, &fd);
+    /* Every rank listened before it joined the rendezvous: a refusal means it is gone. */
+    rc = tt_sock_connect_up(&b->addrs[peer], deadline, &fd);
     if (rc != TUTTI_SUCCESS)
         return tt_fail(NULL, rc, "bootstrap: cannot connect to rank %d: %s", peer,
                        tt_thread_error());
@@ -433,6 +458,12 @@ static tutti_result_t out_write(struct tt_boot *b, int peer, const void *buf, si
         if (aborted(b))
             return tt_fail(NULL, TUTTI_ERR_ABORTED, "bootstrap: aborted while sending to rank %d",
                            peer);
+        if (!b->told) {
+            char why[512];
+            int who = peer_gave_up(b, why, sizeof(why));
+            if (who >= 0)
+                return told_by(b, who, why);
+        }
         if (tt_now() >= deadline)
             return tt_fail(NULL, TUTTI_ERR_TIMEOUT,
                            "bootstrap: rank %d did not take our message within %.0f s", peer,
@@ -442,7 +473,44 @@ static tutti_result_t out_write(struct tt_boot *b, int peer, const void *buf, si
     return TUTTI_SUCCESS;
 }
 
-tutti_result_t tt_boot_send(struct tt_boot *b, int peer, uint32_t tag, const void *data, size_t len)
+/*
+ * This rank gives up on a bootstrap exchange: tell every other rank (once, best effort, within
+ * about 2 s), so ranks waiting for data that would have passed through this one fail now
+ * instead of at TUTTI_TIMEOUT. Ranks that fail because they were told do not tell again.
+ */
+static void tell_peers(struct tt_boot *b, const char *why)
+{
+    double deadline = tt_now() + 2.0;
+    size_t len = strlen(why);
+    unsigned char hdr[TT_MSG_HDR_LEN];
+
+    if (b->told)
+        return;
+    b->told = 1;
+    memcpy(hdr, "TTBM", 4);
+    tt_put32(hdr + 4, TT_TAG_GAVE_UP);
+    tt_put64(hdr + 8, len);
+    for (int p = 0; p < b->nranks && tt_now() < deadline; p++) {
+        double dl = tt_now() + 0.5 < deadline ? tt_now() + 0.5 : deadline;
+        if (p == b->rank || (b->out_fd[p] < 0 && out_connect(b, p, dl) != TUTTI_SUCCESS))
+            continue;
+        if (out_write(b, p, hdr, sizeof(hdr), dl) == TUTTI_SUCCESS)
+            out_write(b, p, why, len, dl);
+    }
+}
+
+/* Fail with rc (already recorded by tt_fail) and tell the others. */
+static tutti_result_t give_up(struct tt_boot *b, tutti_result_t rc)
+{
+    char why[512];
+
+    snprintf(why, sizeof(why), "%s", tt_thread_error());
+    tell_peers(b, why);
+    return tt_fail(NULL, rc, "%s", why);
+}
+
+static tutti_result_t send_msg(struct tt_boot *b, int peer, uint32_t tag, const void *data,
+                               size_t len)
 {
     double deadline = tt_now() + b->timeout;
     unsigned char hdr[TT_MSG_HDR_LEN];
@@ -472,9 +540,17 @@ tutti_result_t tt_boot_send(struct tt_boot *b, int peer, uint32_t tag, const voi
     return out_write(b, peer, data, len, deadline);
 }
 
-tutti_result_t tt_boot_recv(struct tt_boot *b, int peer, uint32_t tag, void *data, size_t len)
+tutti_result_t tt_boot_send(struct tt_boot *b, int peer, uint32_t tag, const void *data, size_t len)
 {
-    double deadline = tt_now() + b->timeout;
+    tutti_result_t rc = send_msg(b, peer, tag, data, len);
+    return rc == TUTTI_SUCCESS ? rc : give_up(b, rc);
+}
+
+static tutti_result_t recv_msg(struct tt_boot *b, int peer, uint32_t tag, void *data, size_t len)
+{
+    double start = tt_now(), deadline = start + b->timeout;
+    int warned = 0, who;
+    char why[512];
 
     for (;;) {
         for (struct boot_msg **pp = &b->head; *pp; pp = &(*pp)->next) {
@@ -493,6 +569,8 @@ tutti_result_t tt_boot_recv(struct tt_boot *b, int peer, uint32_t tag, void *dat
             free(m);
             return TUTTI_SUCCESS;
         }
+        if ((who = peer_gave_up(b, why, sizeof(why))) >= 0)
+            return told_by(b, who, why);
         if (b->peer_closed[peer]) {
             int open = 0;
             for (int i = 0; i < b->nin; i++)
@@ -509,8 +587,21 @@ tutti_result_t tt_boot_recv(struct tt_boot *b, int peer, uint32_t tag, void *dat
             return tt_fail(NULL, TUTTI_ERR_TIMEOUT,
                            "bootstrap: nothing from rank %d (tag %u) for %.0f s (TUTTI_TIMEOUT)",
                            peer, tag, b->timeout);
+        if (!warned && b->stall > 0 && tt_now() - start > b->stall) {
+            warned = 1;
+            TT_WARN(TT_SUB_BOOT,
+                    "bootstrap: rank %d has waited %.0f s for rank %d (tag %u); it fails after "
+                    "%.0f s (TUTTI_TIMEOUT) unless rank %d sends or gives up (TUTTI_STALL_WARN)",
+                    b->rank, tt_now() - start, peer, tag, b->timeout, peer);
+        }
         boot_poll(b, -1, deadline);
     }
+}
+
+tutti_result_t tt_boot_recv(struct tt_boot *b, int peer, uint32_t tag, void *data, size_t len)
+{
+    tutti_result_t rc = recv_msg(b, peer, tag, data, len);
+    return rc == TUTTI_SUCCESS ? rc : give_up(b, rc);
 }
 
 tutti_result_t tt_boot_allgather(struct tt_boot *b, void *data, size_t each)

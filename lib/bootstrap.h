@@ -23,6 +23,7 @@
 enum {
     TT_TAG_ALLGATHER = 1,
     TT_TAG_P2P_CONN = 2,
+    TT_TAG_GAVE_UP = 3,   /* body: why a rank gave up (tell_peers); fails every wait that sees it */
     TT_TAG_CONN = 0x100,  /* + channel */
     TT_TAG_DCONN = 0x200, /* + channel: device (p2p) connections */
 };

@@ -29,7 +29,8 @@ static struct knob knobs[] = {
     {"TUTTI_TIMEOUT", "300", "seconds any wait may make no progress before it fails", NULL, 0, 0},
     {"TUTTI_STALL_WARN", "30",
      "seconds without progress after which a rank logs which ranks have not reached the "
-     "operation (0: never)",
+     "operation, or (set-up) whom a bootstrap wait waits for and which ranks have not joined "
+     "the rendezvous (0: never)",
      NULL, 0, 0},
     {"TUTTI_CHECK_COLL", "0",
      "1: before each collective, check that every rank calls the same one (kind, count, dtype, "

@@ -218,7 +218,8 @@ static int poll_one(int fd, short events, double deadline)
     return poll(&p, 1, left > 0.1 ? 100 : (int)(left * 1000) + 1);
 }
 
-tutti_result_t tt_sock_connect(const struct tt_addr *addr, double deadline, int *fd)
+static tutti_result_t connect_loop(const struct tt_addr *addr, double deadline, int retry_refused,
+                                   int *fd)
 {
     char buf[80];
     int err = 0, one = 1;
@@ -251,6 +252,11 @@ tutti_result_t tt_sock_connect(const struct tt_addr *addr, double deadline, int 
         close(s);
         if (err != ECONNREFUSED && err != ETIMEDOUT && err != ECONNRESET && err != EAGAIN)
             break;
+        if (err == ECONNREFUSED && !retry_refused)
+            return tt_fail(NULL, TUTTI_ERR_REMOTE,
+                           "connect to %s: refused: nothing listens there any more (the process "
+                           "exited or gave up)",
+                           tt_addr_str(addr, buf, sizeof(buf)));
         if (tt_now() >= deadline)
             break;
         /* Not listening yet: try again shortly. */
@@ -262,6 +268,16 @@ tutti_result_t tt_sock_connect(const struct tt_addr *addr, double deadline, int 
                        tt_addr_str(addr, buf, sizeof(buf)));
     return tt_fail(NULL, TUTTI_ERR_SYSTEM, "connect to %s failed: %m",
                    tt_addr_str(addr, buf, sizeof(buf)));
+}
+
+tutti_result_t tt_sock_connect(const struct tt_addr *addr, double deadline, int *fd)
+{
+    return connect_loop(addr, deadline, 1, fd);
+}
+
+tutti_result_t tt_sock_connect_up(const struct tt_addr *addr, double deadline, int *fd)
+{
+    return connect_loop(addr, deadline, 0, fd);
 }
 
 tutti_result_t tt_sock_write(int fd, const void *buf, size_t len, double deadline)

@@ -46,6 +46,10 @@ tutti_result_t tt_sock_listen(struct tt_addr *addr, int backlog, int *fd);
  * up yet). */
 tutti_result_t tt_sock_connect(const struct tt_addr *addr, double deadline, int *fd);
 
+/* Connect to a listener that was up (its address came from it): a refusal means it is gone, and
+ * fails at once with TUTTI_ERR_REMOTE; other errors are retried as tt_sock_connect does. */
+tutti_result_t tt_sock_connect_up(const struct tt_addr *addr, double deadline, int *fd);
+
 /* Write / read exactly len bytes before deadline. A closed peer is TUTTI_ERR_REMOTE. */
 tutti_result_t tt_sock_write(int fd, const void *buf, size_t len, double deadline);
 tutti_result_t tt_sock_read(int fd, void *buf, size_t len, double deadline);

@@ -226,3 +226,65 @@ Test(bootstrap, no_root_is_a_timeout_not_a_hang, .timeout = 30)
     cr_assert(strstr(tutti_last_error(), "rendezvous"), "%s", tutti_last_error());
     cr_assert(tt_now() - t0 < 5);
 }
+
+/* A rank that joined the rendezvous and then closed its connection (it exited or failed): the
+ * communicator cannot form, and the ranks that joined are told at once, not at the timeout. */
+Test(bootstrap, a_rank_that_leaves_the_rendezvous_fails_the_others_at_once, .timeout = 60)
+{
+    struct tt_id_info id;
+    struct joiner j;
+    pthread_t t;
+    unsigned char hello[TT_HELLO_ROOT_LEN] = {0};
+    int fd;
+    double t0;
+
+    new_root(&id); /* it waits 20 s for missing ranks */
+    start(&j, &t, &id, 0, 3, 20);
+    fd = dial(&id.root);
+    memcpy(hello, "TTBH", 4);
+    memcpy(hello + 4, id.secret, TT_SECRET_BYTES);
+    tt_put32(hello + 36, 1);
+    tt_put32(hello + 40, 3);
+    tt_addr_pack(&id.root, hello + 44);
+    send_bytes(fd, hello, sizeof(hello));
+    usleep(200000);
+    t0 = tt_now();
+    close(fd); /* rank 1 leaves; rank 2 never comes */
+    pthread_join(t, NULL);
+    cr_assert_eq(j.rc, TUTTI_ERR_REMOTE, "%s", j.msg);
+    cr_assert(strstr(j.msg, "rank 1 joined the rendezvous and then closed its connection"), "%s",
+              j.msg);
+    cr_assert(tt_now() - t0 < 3, "rank 0 learnt it after %.1f s", tt_now() - t0);
+}
+
+/* After the rendezvous, a rank that is gone (its listener closed): the rank that sends to it
+ * fails at once (a refused connection is final), and tells the others, so a rank waiting for
+ * data that would have passed through it fails too, naming who gave up and why. */
+Test(bootstrap, a_rank_gone_after_the_rendezvous_fails_every_rank_at_once, .timeout = 60)
+{
+    struct tt_id_info id;
+    struct joiner j[3];
+    pthread_t t[3];
+    double t0;
+    char buf[16];
+
+    new_root(&id);
+    for (int r = 0; r < 3; r++)
+        start(&j[r], &t[r], &id, r, 3, 20);
+    for (int r = 0; r < 3; r++) {
+        pthread_join(t[r], NULL);
+        cr_assert_eq(j[r].rc, TUTTI_SUCCESS, "%s", j[r].msg);
+    }
+    tt_boot_close(j[2].b); /* rank 2 is gone */
+    t0 = tt_now();
+    /* Rank 1 sends to rank 2 (refused: it fails and tells rank 0); rank 0 waits for rank 2. */
+    cr_assert_eq(tt_boot_send(j[1].b, 2, 9, "x", 2), TUTTI_ERR_REMOTE);
+    cr_assert(strstr(tutti_last_error(), "cannot connect to rank 2"), "%s", tutti_last_error());
+    cr_assert(strstr(tutti_last_error(), "refused"), "%s", tutti_last_error());
+    cr_assert_eq(tt_boot_recv(j[0].b, 2, 9, buf, 2), TUTTI_ERR_REMOTE);
+    cr_assert(strstr(tutti_last_error(), "rank 1 gave up: bootstrap: cannot connect to rank 2"),
+              "%s", tutti_last_error());
+    cr_assert(tt_now() - t0 < 3, "took %.1f s", tt_now() - t0);
+    tt_boot_close(j[0].b);
+    tt_boot_close(j[1].b);
+}
