@@ -9,13 +9,15 @@
  *   coll_check large    every collective with >= 8M elements (all-gather / reduce-scatter:
  *                       8M across the whole array), in and out of place
  *   coll_check p2p      ring exchange, all-to-all in a group, chained send/recv
- *   coll_check soak SECONDS [SEED]
+ *   coll_check soak SECONDS [SEED [ABORT_RANK ABORT_MS]]
  *                       a random sequence of checked calls for about SECONDS: every
  *                       collective, dtype and op, counts from 0 to 2^21 (log-uniform), in and
  *                       out of place, random roots, values shifted per call (a stale message
  *                       from an earlier call reads wrong), a quarter queued on a host stream,
  *                       ring exchanges in between; every rank draws the same sequence from
- *                       SEED (default: the time, printed, so a failure can be replayed)
+ *                       SEED (default: the time, printed, so a failure can be replayed);
+ *                       ABORT_RANK calls tutti_comm_abort from another thread ABORT_MS
+ *                       milliseconds after init (the faults suite: every rank must fail)
  *   coll_check MODE --register   the same with every buffer registered with the
  *                       communicator (tutti_comm_register) while it is in use, so transports
  *                       that can send zero-copy from it (net_ib) do
@@ -31,12 +33,14 @@
 #include "values.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define GUARD 64
 #define GUARD_BYTE 0xa5
@@ -409,6 +413,18 @@ static void soak_ring(tutti_dtype_t t, size_t n, size_t first, const char *tag)
     buf_free(&rb);
 }
 
+static long abort_ms;
+
+static void *abort_later(void *arg)
+{
+    (void)arg;
+    usleep((useconds_t)(abort_ms * 1000));
+    printf("soak: rank %d calls tutti_comm_abort\n", rank);
+    fflush(stdout);
+    tutti_comm_abort(comm);
+    return NULL;
+}
+
 static double mono_s(void)
 {
     struct timespec ts;
@@ -420,14 +436,17 @@ static double mono_s(void)
  * Every 8 calls the ranks agree (a MAX all-reduce, itself checked by its result's use) on
  * whether to go on: past SECONDS on any rank, or a failure anywhere, all stop together.
  */
-static void soak(double seconds, uint64_t seed)
+static void soak(double seconds, uint64_t seed, int abort_rank)
 {
     double t0 = mono_s();
     tutti_stream_t stream = NULL;
     long calls = 0;
     char tag[64];
+    pthread_t aborter;
 
     rng_state = seed;
+    if (rank == abort_rank)
+        pthread_create(&aborter, NULL, abort_later, NULL);
     if (tutti_stream_create(&stream) != TUTTI_SUCCESS) {
         fail("soak", "tutti_stream_create: %s", tutti_last_error());
         return;
@@ -467,6 +486,8 @@ static void soak(double seconds, uint64_t seed)
         fail("soak", "tutti_stream_destroy: %s", tutti_last_error());
     printf("soak: rank %d of %d: %ld calls in %.1f s (seed %llu)\n", rank, nranks, calls,
            mono_s() - t0, (unsigned long long)seed);
+    if (rank == abort_rank)
+        pthread_join(aborter, NULL);
 }
 
 int main(int argc, char **argv)
@@ -475,12 +496,17 @@ int main(int argc, char **argv)
 
     double soak_s = 10;
     uint64_t seed = (uint64_t)time(NULL);
+    int abort_rank = -1;
 
     if (strcmp(mode, "soak") == 0) {
         if (argc > 2)
             soak_s = atof(argv[2]);
         if (argc > 3)
             seed = strtoull(argv[3], NULL, 10);
+        if (argc > 5) {
+            abort_rank = atoi(argv[4]);
+            abort_ms = atol(argv[5]);
+        }
     } else {
         for (int i = 2; i < argc; i++) {
             if (strcmp(argv[i], "--register") == 0)
@@ -505,7 +531,7 @@ int main(int argc, char **argv)
     else if (strcmp(mode, "p2p") == 0)
         p2p();
     else if (strcmp(mode, "soak") == 0)
-        soak(soak_s, seed);
+        soak(soak_s, seed, abort_rank);
     else {
         printf("coll_check: unknown mode %s (matrix, large, p2p, soak)\n", mode);
         return 2;

@@ -278,6 +278,59 @@ Test(faults, killed_rank_during_random_calls_across_nodes, .init = setup, .timeo
     kill_in_soak(6, 2);
 }
 
+/*
+ * tutti_comm_abort from another thread of a random rank at a random moment of a random sequence
+ * of calls (coll_check soak): the aborting rank sees its calls fail as aborted, every other rank
+ * fails too, and all exit within 10 s of the abort; nothing left in /dev/shm.
+ */
+static void abort_in_soak(int n, int nodes)
+{
+    unsigned seed = (unsigned)time(NULL) ^ ((unsigned)getpid() << 8), h = seed * 2654435761u;
+    int who = (int)((h >> 16) % (unsigned)n), port = free_port();
+    long ms = 200 + (long)(h % 2500);
+    char seedarg[32], rankarg[16], msarg[32];
+    const char *prog[] = {getenv("COLL_CHECK"), "soak", "60", seedarg, rankarg, msarg, NULL};
+    pid_t pids[8];
+    double t0 = now();
+
+    snprintf(seedarg, sizeof(seedarg), "%u", seed);
+    snprintf(rankarg, sizeof(rankarg), "%d", who);
+    snprintf(msarg, sizeof(msarg), "%ld", ms);
+    for (int r = 0; r < n; r++) {
+        char host[32];
+        snprintf(host, sizeof(host), "node%d", r * nodes / n);
+        pids[r] = start_prog(r, n, port, prog, nodes > 1 ? host : NULL);
+    }
+    for (int r = 0; r < n; r++) {
+        int code = wait_exit(pids[r], 20);
+        cr_assert_neq(code, -1,
+                      "seed %u: rank %d still ran 20 s after the start (rank %d aborts %ld ms "
+                      "after init):\n%s",
+                      seed, r, who, ms, output(r));
+        cr_assert_eq(code, 1, "seed %u: rank %d exited %d (rank %d aborted):\n%s", seed, r, code,
+                     who, output(r));
+        cr_assert_not_null(strstr(output(r), r == who ? "aborted" : "FAIL"),
+                           "seed %u: rank %d did not report the abort of rank %d:\n%s", seed, r,
+                           who, output(r));
+    }
+    /* Set-up takes well under a second here: the abort came at most ~ms + 1 s in. */
+    cr_assert(now() - t0 < (double)ms / 1000 + 11, "seed %u: the ranks took %.1f s", seed,
+              now() - t0);
+    printf("seed %u: rank %d of %d aborted %ld ms after init; all failed, %.2f s from the start\n",
+           seed, who, n, ms, now() - t0);
+    assert_no_shm();
+}
+
+Test(faults, abort_during_random_calls, .init = setup, .timeout = 60)
+{
+    abort_in_soak(4, 1);
+}
+
+Test(faults, abort_during_random_calls_across_nodes, .init = setup, .timeout = 60)
+{
+    abort_in_soak(4, 2);
+}
+
 Test(faults, abort_from_another_thread, .init = setup, .timeout = 60)
 {
     pid_t p0, p1;
