@@ -200,6 +200,22 @@ TUTTI_API tutti_result_t tutti_comm_init(tutti_comm_t *comm, int nranks, const t
  */
 TUTTI_API tutti_result_t tutti_comm_init_env(tutti_comm_t *comm);
 
+/* The color of a rank that joins no new communicator in tutti_comm_split. */
+#define TUTTI_SPLIT_NONE (-1)
+
+/*
+ * tutti_comm_split - new communicators from groups of comm's ranks (MPI_Comm_split,
+ * ncclCommSplit). Every rank of comm calls it (a collective on comm, host side, blocking);
+ * ranks passing the same color >= 0 form one new communicator, ranked by key (ties: by rank
+ * in comm), and get it in *newcomm; a rank passing TUTTI_SPLIT_NONE gets NULL. config NULL:
+ * the new communicator takes comm's timeout and channel count. The new communicators are
+ * independent of comm (destroy each). Errors: TUTTI_ERR_INVALID_ARG (newcomm NULL, color <
+ * -1), and what a collective on comm or tutti_comm_init can return, on every rank of the
+ * failing group or of comm.
+ */
+TUTTI_API tutti_result_t tutti_comm_split(tutti_comm_t comm, int color, int key,
+                                          tutti_comm_t *newcomm, const tutti_config_t *config);
+
 /*
  * tutti_comm_destroy - free a communicator and every resource it holds. Collective only in
  * the sense that peers see the connections close; it does not wait for them. NULL is a

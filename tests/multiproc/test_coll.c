@@ -40,3 +40,23 @@ COLL_TESTS(2)
 COLL_TESTS(3)
 COLL_TESTS(4)
 COLL_TESTS(8)
+
+/* tutti_comm_split (split_check): on 1 to 5 ranks, and on 4 ranks posing as 2 nodes. */
+static void run_split(int n, int nodes)
+{
+    char cmd[1024];
+    int st;
+
+    snprintf(cmd, sizeof(cmd), "'%s' -n %d --nodes %d '%s' 2>&1", getenv("TUTTI_RUN"), n, nodes,
+             getenv("SPLIT_CHECK"));
+    st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit status %d", cmd,
+              WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
+Test(coll, split, .timeout = 120)
+{
+    for (int n = 1; n <= 5; n++)
+        run_split(n, 1);
+    run_split(4, 2);
+}
