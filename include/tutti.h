@@ -301,6 +301,17 @@ TUTTI_API tutti_result_t tutti_recv(void *recvbuf, size_t count, tutti_dtype_t d
                                     tutti_comm_t comm, tutti_stream_t stream);
 
 /*
+ * tutti_all_to_all - every rank sends block j of sendbuf (count elements) to rank j and
+ * receives rank i's block for it into block i of recvbuf (both n * count elements). One batch
+ * of point-to-point operations: inside tutti_group_start/end it joins the caller's group.
+ * Host or device buffers, any stream, as tutti_send/tutti_recv. sendbuf and recvbuf must not
+ * overlap (no in-place form).
+ */
+TUTTI_API tutti_result_t tutti_all_to_all(const void *sendbuf, void *recvbuf, size_t count,
+                                          tutti_dtype_t dtype, tutti_comm_t comm,
+                                          tutti_stream_t stream);
+
+/*
  * tutti_group_start / tutti_group_end - batch point-to-point calls. Between the two, sends
  * and receives are only recorded (each checks its arguments and returns at once);
  * tutti_group_end runs them all concurrently and returns when all are complete. Calls on one

@@ -372,3 +372,54 @@ tutti_result_t tutti_group_end(void)
     group.stream = NULL;
     return rc;
 }
+
+/*
+ * All-to-all as one batch of point-to-point operations (a group, nested in the caller's if one
+ * is open): block j of sendbuf to rank j, rank i's block for this rank into block i of
+ * recvbuf; this rank's own block goes through its own connection like any other, or, where the
+ * batch runs at once on host memory, by memcpy.
+ */
+tutti_result_t tutti_all_to_all(const void *sendbuf, void *recvbuf, size_t count,
+                                tutti_dtype_t dtype, tutti_comm_t comm, tutti_stream_t stream)
+{
+    const char *fn = "tutti_all_to_all";
+    struct tt_call c = {.fn = fn, .dtype = dtype};
+    size_t es, n, block, total;
+    tutti_result_t rc = TUTTI_SUCCESS, end;
+    int self_copy;
+
+    TT_CHECK(tt_coll_check_comm(comm, stream, fn));
+    TT_CHECK(tt_coll_check_dtype_op(comm, &c, 0));
+    es = tutti_dtype_size(dtype);
+    n = (size_t)comm->nranks;
+    if (__builtin_mul_overflow(count, es, &block) || __builtin_mul_overflow(block, n, &total) ||
+        total > SIZE_MAX / 2)
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: count %zu x %zu ranks overflows", fn,
+                       count, n);
+    if (total > 0 && (!sendbuf || !recvbuf))
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", fn,
+                       !sendbuf ? "sendbuf" : "recvbuf", count);
+    if (total > 0 && (const char *)sendbuf < (const char *)recvbuf + total &&
+        (const char *)recvbuf < (const char *)sendbuf + total)
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                       "%s: sendbuf and recvbuf overlap (%zu bytes each); all-to-all has no "
+                       "in-place form: use separate buffers",
+                       fn, total);
+    /* Run now (no stream, no open group) on host memory: this rank's own block is a memcpy
+     * once the batch is done (the batch first waits for comm's queued work). */
+    self_copy = !stream && !tt_group_open() && block > 0 && tt_cuda_kind(sendbuf) == TT_MEM_HOST &&
+                tt_cuda_kind(recvbuf) == TT_MEM_HOST;
+    tutti_group_start();
+    for (size_t j = 0; j < n && rc == TUTTI_SUCCESS; j++) {
+        if (self_copy && (int)j == comm->rank)
+            continue;
+        rc = tutti_send((const char *)sendbuf + j * block, count, dtype, (int)j, comm, stream);
+        if (rc == TUTTI_SUCCESS)
+            rc = tutti_recv((char *)recvbuf + j * block, count, dtype, (int)j, comm, stream);
+    }
+    end = tutti_group_end(); /* runs the batch, or (failed) discards it */
+    if (rc == TUTTI_SUCCESS && end == TUTTI_SUCCESS && self_copy)
+        memcpy((char *)recvbuf + (size_t)comm->rank * block,
+               (const char *)sendbuf + (size_t)comm->rank * block, block);
+    return rc != TUTTI_SUCCESS ? rc : end;
+}

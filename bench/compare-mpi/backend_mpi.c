@@ -101,6 +101,7 @@ static int m_run(enum pcoll c, void *s, void *r, size_t count, tutti_dtype_t t, 
     case REDUCE:
         return check(MPI_Reduce(inplace && me == root ? MPI_IN_PLACE : s, r, cnt, dt, mop(op), root,
                                 MPI_COMM_WORLD));
+    case ALL_TO_ALL: return check(MPI_Alltoall(s, cnt, dt, r, cnt, dt, MPI_COMM_WORLD));
     default:
         return check(MPI_Sendrecv(s, cnt, dt, (me + 1) % n, 0, r, cnt, dt, (me + n - 1) % n, 0,
                                   MPI_COMM_WORLD, MPI_STATUS_IGNORE));

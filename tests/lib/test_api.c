@@ -101,6 +101,17 @@ Test(api, collectives_check_their_arguments)
     EXPECT_ERR(tutti_send(buf, 4, TUTTI_FLOAT32, 1, c, NULL), TUTTI_ERR_INVALID_ARG, "peer 1");
     EXPECT_ERR(tutti_recv(NULL, 4, TUTTI_FLOAT32, 0, c, NULL), TUTTI_ERR_INVALID_ARG, "recvbuf");
     EXPECT_ERR(tutti_send(buf, 4, TUTTI_FLOAT32, 0, c, NULL), TUTTI_ERR_INVALID_ARG, "group");
+    EXPECT_ERR(tutti_all_to_all(buf, out, 4, TUTTI_FLOAT32, NULL, NULL), TUTTI_ERR_INVALID_ARG,
+               "comm is NULL");
+    EXPECT_ERR(tutti_all_to_all(NULL, out, 4, TUTTI_FLOAT32, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "sendbuf");
+    EXPECT_ERR(tutti_all_to_all(buf, buf + 2, 4, TUTTI_FLOAT32, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "overlap");
+    EXPECT_ERR(tutti_all_to_all(buf, out, 4, (tutti_dtype_t)42, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "dtype 42");
+    EXPECT_ERR(tutti_all_to_all(buf, out, SIZE_MAX / 4, TUTTI_FLOAT32, c, NULL),
+               TUTTI_ERR_INVALID_ARG, "overflows");
+    cr_assert_eq(tutti_all_to_all(NULL, NULL, 0, TUTTI_FLOAT32, c, NULL), TUTTI_SUCCESS);
     /* count 0 is valid, with NULL buffers too */
     cr_assert_eq(tutti_all_reduce(NULL, NULL, 0, TUTTI_FLOAT32, TUTTI_SUM, c, NULL), TUTTI_SUCCESS);
     cr_assert_eq(tutti_all_gather(NULL, NULL, 0, TUTTI_INT8, c, NULL), TUTTI_SUCCESS);

@@ -8,17 +8,17 @@
  *                       dtype x op pairs (matrix-full: for all)
  *   coll_check large    every collective with >= 8M elements (all-gather / reduce-scatter:
  *                       8M across the whole array), in and out of place
- *   coll_check p2p      ring exchange, all-to-all in a group, chained send/recv
+ *   coll_check p2p      ring exchange, all-to-all in a group, chained send/recv, and
+ *                       tutti_all_to_all (sizes, a host stream, inside a group, refused overlap)
  *   coll_check soak SECONDS [SEED [ABORT_RANK ABORT_MS]]
  *                       a random sequence of checked calls for about SECONDS: every
  *                       collective, dtype and op, counts from 0 to 2^21 (log-uniform), in and
  *                       out of place, random roots, values shifted per call (a stale message
  *                       from an earlier call reads wrong), a quarter queued on a host stream,
- *                       ring exchanges in between; every rank draws the same sequence from
- *                       SEED (default: the time, printed, so a failure can be replayed);
- *                       ABORT_RANK calls tutti_comm_abort from another thread ABORT_MS
- *                       milliseconds after init (the faults suite: every rank must fail)
- *   coll_check MODE --register   the same with every buffer registered with the
+ *                       ring exchanges and all-to-alls in between; every rank draws the same
+ * sequence from SEED (default: the time, printed, so a failure can be replayed); ABORT_RANK calls
+ * tutti_comm_abort from another thread ABORT_MS milliseconds after init (the faults suite: every
+ * rank must fail) coll_check MODE --register   the same with every buffer registered with the
  *                       communicator (tutti_comm_register) while it is in use, so transports
  *                       that can send zero-copy from it (net_ib) do
  *
@@ -369,6 +369,87 @@ static void p2p(void)
     }
 }
 
+/*
+ * tutti_all_to_all of n x count elements of dtype t, values shifted by first: rank r's block j
+ * holds rank r's inputs from index first + j * count, so block i received here must be rank
+ * i's inputs from first + rank * count. stream: NULL or a host stream to queue on and sync.
+ */
+static void check_all_to_all(tutti_dtype_t t, size_t count, size_t first, tutti_stream_t stream,
+                             const char *tag)
+{
+    size_t es = tutti_dtype_size(t), n = (size_t)nranks;
+    unsigned char table[VAL_MAX_PERIOD * 8];
+    char what[160];
+    struct buf sb, rb;
+    void *s = buf_alloc(&sb, n * count * es), *r = buf_alloc(&rb, n * count * es);
+    tutti_result_t rc;
+
+    snprintf(what, sizeof(what), "%sall-to-all of %zu %s per rank%s", tag, count,
+             tutti_dtype_name(t), stream ? " on a stream" : "");
+    val_fill(t, VAL_NO_OP, rank, s, n * count, first);
+    rc = tutti_all_to_all(s, r, count, t, comm, stream);
+    if (rc == TUTTI_SUCCESS && stream)
+        rc = tutti_stream_sync(stream);
+    if (rc != TUTTI_SUCCESS) {
+        fail(what, "returned %s: %s", tutti_strerror(rc), tutti_comm_last_error(comm));
+    } else {
+        for (int i = 0; i < nranks; i++) {
+            val_expect_input(t, VAL_NO_OP, i, table);
+            check_elems(what, t, VAL_NO_OP, (char *)r + (size_t)i * count * es, count,
+                        first + (size_t)rank * count, table);
+        }
+        if (!guards_ok(&sb) || !guards_ok(&rb))
+            fail(what, "wrote outside its buffers");
+    }
+    buf_free(&sb);
+    buf_free(&rb);
+}
+
+/* tutti_all_to_all: sizes, a host stream, inside a caller's group, refused overlap. */
+static void all_to_all(void)
+{
+    size_t counts[] = {0, 1, 1031, 100003};
+    tutti_stream_t stream = NULL;
+    int32_t x = rank, y = -1;
+    int64_t one[64];
+
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+        check_all_to_all(TUTTI_INT64, counts[k], k, NULL, "");
+        check_all_to_all(TUTTI_FLOAT16, counts[k], k + 3, NULL, "");
+    }
+    if (tutti_stream_create(&stream) != TUTTI_SUCCESS) {
+        fail("all-to-all", "tutti_stream_create: %s", tutti_last_error());
+        return;
+    }
+    check_all_to_all(TUTTI_FLOAT32, 4099, 5, stream, "");
+    tutti_stream_destroy(stream);
+    /* Inside a group, beside a ring exchange: one batch. */
+    if (nranks <= 64) {
+        int64_t out[64];
+        for (int j = 0; j < nranks; j++)
+            one[j] = rank * 1000 + j;
+        tutti_group_start();
+        tutti_send(&x, 1, TUTTI_INT32, (rank + 1) % nranks, comm, NULL);
+        tutti_recv(&y, 1, TUTTI_INT32, (rank + nranks - 1) % nranks, comm, NULL);
+        tutti_all_to_all(one, out, 1, TUTTI_INT64, comm, NULL);
+        if (tutti_group_end() != TUTTI_SUCCESS)
+            fail("all-to-all in a group", "%s", tutti_comm_last_error(comm));
+        else {
+            if (y != (rank + nranks - 1) % nranks)
+                fail("all-to-all in a group", "the ring exchange got %d", y);
+            for (int j = 0; j < nranks; j++)
+                if (out[j] != j * 1000 + rank) {
+                    fail("all-to-all in a group", "block %d is %lld", j, (long long)out[j]);
+                    break;
+                }
+        }
+        /* Overlapping buffers: refused on every rank, nothing sent. */
+        if (tutti_all_to_all(one, one, 1, TUTTI_INT64, comm, NULL) != TUTTI_ERR_INVALID_ARG ||
+            !strstr(tutti_last_error(), "overlap"))
+            fail("all-to-all in place", "not refused: %s", tutti_last_error());
+    }
+}
+
 /* ---- soak: a random sequence of checked calls ---- */
 
 static uint64_t rng_state;
@@ -463,7 +544,7 @@ static void soak(double seconds, uint64_t seed, int abort_rank)
                 break;
         }
         /* Draw everything first, in a fixed order, so every rank draws the same values. */
-        int kind = (int)rng_below(NCOLL + 1);
+        int kind = (int)rng_below(NCOLL + 2); /* NCOLL: ring exchange; NCOLL + 1: all-to-all */
         tutti_dtype_t t = (tutti_dtype_t)rng_below(TUTTI_NUM_DTYPES);
         int op = (int)rng_below(TUTTI_NUM_OPS);
         size_t count = rng_below((size_t)1 << rng_below(22));
@@ -474,6 +555,8 @@ static void soak(double seconds, uint64_t seed, int abort_rank)
         snprintf(tag, sizeof(tag), "seed %llu call %ld: ", (unsigned long long)seed, calls);
         if (kind == NCOLL) {
             soak_ring(t, count, first, tag);
+        } else if (kind == NCOLL + 1) {
+            check_all_to_all(t, count / (size_t)nranks, first, on_stream ? stream : NULL, tag);
         } else {
             if (kind == ALL_GATHER || kind == REDUCE_SCATTER) /* about count in the whole array */
                 count /= (size_t)nranks;
@@ -528,9 +611,10 @@ int main(int argc, char **argv)
         matrix();
     } else if (strcmp(mode, "large") == 0)
         large();
-    else if (strcmp(mode, "p2p") == 0)
+    else if (strcmp(mode, "p2p") == 0) {
         p2p();
-    else if (strcmp(mode, "soak") == 0)
+        all_to_all();
+    } else if (strcmp(mode, "soak") == 0)
         soak(soak_s, seed, abort_rank);
     else {
         printf("coll_check: unknown mode %s (matrix, large, p2p, soak)\n", mode);

@@ -13,7 +13,16 @@
 
 #include <stddef.h>
 
-enum pcoll { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, REDUCE, SENDRECV, NPCOLL };
+enum pcoll {
+    ALL_REDUCE,
+    ALL_GATHER,
+    REDUCE_SCATTER,
+    BROADCAST,
+    REDUCE,
+    SENDRECV,
+    ALL_TO_ALL,
+    NPCOLL
+};
 
 enum perf_agg { AGG_AVG, AGG_MIN, AGG_MAX };
 

@@ -5,11 +5,11 @@
  *   tutti-run -n N tutti-perf COLL [-b 8] [-e 64M] [-f 2 | -i BYTES] [-n 20] [-w 5] [-c 1]
  *                                 [-d float32|...|all] [-o sum|...|all] [-r 0] [-a avg|min|max]
  *                                 [-J results.json] [--csv]
- *   COLL: all_reduce all_gather reduce_scatter broadcast reduce sendrecv all
+ *   COLL: all_reduce all_gather reduce_scatter broadcast reduce sendrecv all_to_all all
  *
- * Size S is the bytes of the full array (all-gather / reduce-scatter: all ranks' blocks
- * together); algbw = S / time, busbw = algbw * factor with nccl-tests' factors: all-reduce
- * 2(n-1)/n, all-gather and reduce-scatter (n-1)/n, broadcast, reduce and sendrecv 1.
+ * Size S is the bytes of the full array (all-gather / reduce-scatter / all-to-all: all ranks'
+ * blocks together); algbw = S / time, busbw = algbw * factor with nccl-tests' factors: all-reduce
+ * 2(n-1)/n, all-gather, reduce-scatter and all-to-all (n-1)/n, broadcast, reduce and sendrecv 1.
  * With -c 1, after the timed runs each size is run once more on fresh inputs and #wrong
  * counts, over all ranks, the elements that differ from an expectation computed without tutti
  * (tools/values.c). Inputs are small integers, so every float result is exactly representable
@@ -27,8 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *pcoll_names[NPCOLL] = {"all_reduce", "all_gather", "reduce_scatter",
-                                          "broadcast",  "reduce",     "sendrecv"};
+static const char *pcoll_names[NPCOLL] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                          "reduce",     "sendrecv",   "all_to_all"};
 
 struct opts {
     size_t minb, maxb, incr;
@@ -113,21 +113,33 @@ static int has_root(enum pcoll c)
     return c == BROADCAST || c == REDUCE;
 }
 
+/* Collectives whose size is n blocks (the whole array), each rank's block 1/n of it. */
+static int blocked(enum pcoll c)
+{
+    return c == ALL_GATHER || c == REDUCE_SCATTER || c == ALL_TO_ALL;
+}
+
+/* Collectives with an in-place form (measured both ways). */
+static int has_inplace(enum pcoll c)
+{
+    return c != SENDRECV && c != ALL_TO_ALL;
+}
+
 static double bus_factor(enum pcoll c)
 {
     double n = nranks;
     if (c == ALL_REDUCE)
         return 2 * (n - 1) / n;
-    if (c == ALL_GATHER || c == REDUCE_SCATTER)
+    if (blocked(c))
         return (n - 1) / n;
     return 1;
 }
 
-/* Elements per rank block: the full array for most, 1/n of it for all-gather/reduce-scatter. */
+/* Elements per rank block: the full array for most, 1/n of it for the blocked ones. */
 static size_t block_count(enum pcoll c, size_t bytes, size_t es)
 {
     size_t count = bytes / es;
-    return c == ALL_GATHER || c == REDUCE_SCATTER ? count / (size_t)nranks : count;
+    return blocked(c) ? count / (size_t)nranks : count;
 }
 
 struct bufs {
@@ -172,8 +184,8 @@ static long long check_once(enum pcoll c, struct bufs *b, size_t per, tutti_dtyp
     if (o->device) { /* fill and check host mirrors at the same offsets; copy across */
         struct bufs h = {b->hsend, b->hrecv, NULL, NULL};
         void *hs, *hr, *ds = s, *dr = r;
-        size_t in = (c == REDUCE_SCATTER ? per * n : per) * es;
-        size_t out = (c == ALL_GATHER ? per * n : per) * es;
+        size_t in = (c == REDUCE_SCATTER || c == ALL_TO_ALL ? per * n : per) * es;
+        size_t out = (c == ALL_GATHER || c == ALL_TO_ALL ? per * n : per) * es;
         call_bufs(c, &h, per, es, inplace, &hs, &hr);
         val_fill(t, vop, rank, hs, in / es, 0);
         if (be->dev_copy(ds, hs, in) != 0)
@@ -185,7 +197,7 @@ static long long check_once(enum pcoll c, struct bufs *b, size_t per, tutti_dtyp
         s = hs;
         r = hr;
     } else {
-        val_fill(t, vop, rank, s, c == REDUCE_SCATTER ? per * n : per, 0);
+        val_fill(t, vop, rank, s, c == REDUCE_SCATTER || c == ALL_TO_ALL ? per * n : per, 0);
         if (run(c, s, r, per, t, op, root, inplace) != 0)
             return -2;
     }
@@ -212,6 +224,13 @@ static long long check_once(enum pcoll c, struct bufs *b, size_t per, tutti_dtyp
     case BROADCAST:
         val_expect_input(t, vop, root, table);
         wrong = val_count_wrong(t, vop, r, per, 0, table, NULL);
+        break;
+    case ALL_TO_ALL: /* block k: rank k's inputs from index rank * per */
+        for (int k = 0; k < nranks; k++) {
+            val_expect_input(t, vop, k, table);
+            wrong += val_count_wrong(t, vop, (char *)r + (size_t)k * per * es, per,
+                                     (size_t)rank * per, table, NULL);
+        }
         break;
     default:
         val_expect_input(t, vop, (rank + nranks - 1) % nranks, table);
@@ -244,7 +263,7 @@ static struct result measure(enum pcoll c, struct bufs *b, size_t bytes, tutti_d
         exit(1);
     }
     be->allreduce_double(times, (enum perf_agg)o->agg);
-    total = (double)(per * es * (c == ALL_GATHER || c == REDUCE_SCATTER ? (size_t)nranks : 1));
+    total = (double)(per * es * (blocked(c) ? (size_t)nranks : 1));
     res.time_us = times[0] * 1e6;
     res.algbw = times[0] > 0 ? total / times[0] / 1e9 : 0;
     res.busbw = res.algbw * bus_factor(c);
@@ -355,7 +374,7 @@ static void print_row(enum pcoll c, size_t size, size_t count, tutti_dtype_t t, 
 static void bench(enum pcoll c, const struct opts *o)
 {
     size_t maxes = 8, n = (size_t)nranks;
-    size_t send_bytes = c == REDUCE_SCATTER ? o->maxb : o->maxb + maxes;
+    size_t send_bytes = c == REDUCE_SCATTER || c == ALL_TO_ALL ? o->maxb : o->maxb + maxes;
     struct bufs b;
     void *hsend = NULL, *hrecv = NULL;
 
@@ -401,13 +420,13 @@ static void bench(enum pcoll c, const struct opts *o)
             }
             for (size_t size = o->minb; size <= o->maxb;) {
                 size_t per = block_count(c, size, es);
-                size_t count = per * (c == ALL_GATHER || c == REDUCE_SCATTER ? n : 1);
+                size_t count = per * (blocked(c) ? n : 1);
                 struct result oop, ip;
 
                 oop = measure(c, &b, size, t, op, 0, o);
-                if (c != SENDRECV)
+                if (has_inplace(c))
                     ip = measure(c, &b, size, t, op, 1, o);
-                print_row(c, count * es, count, t, op, &oop, c != SENDRECV ? &ip : NULL, o);
+                print_row(c, count * es, count, t, op, &oop, has_inplace(c) ? &ip : NULL, o);
                 if (o->incr)
                     size += o->incr;
                 else if ((size_t)(size * o->factor) > size)
@@ -437,7 +456,8 @@ static void usage(void)
 {
     if (rank == 0)
         printf("usage: tutti-perf COLL [options]   (run under tutti-run, srun or mpirun)\n"
-               "  COLL: all_reduce all_gather reduce_scatter broadcast reduce sendrecv all\n"
+               "  COLL: all_reduce all_gather reduce_scatter broadcast reduce sendrecv all_to_all "
+               "all\n"
                "  -b SIZE   minimum bytes (K/M/G suffixes)     [8]\n"
                "  -e SIZE   maximum bytes                       [64M]\n"
                "  -f F      multiply the size by F each step    [2]\n"
@@ -479,7 +499,7 @@ static void parse(int argc, char **argv, struct opts *o, int *colls, int *ncolls
             colls[(*ncolls)++] = c;
     if (*ncolls == 0)
         die("unknown collective '%s' (all_reduce all_gather reduce_scatter broadcast reduce "
-            "sendrecv all)",
+            "sendrecv all_to_all all)",
             argv[1]);
     for (int i = 2; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
