@@ -418,8 +418,14 @@ tutti_result_t tutti_all_to_all(const void *sendbuf, void *recvbuf, size_t count
             rc = tutti_recv((char *)recvbuf + j * block, count, dtype, (int)j, comm, stream);
     }
     end = tutti_group_end(); /* runs the batch, or (failed) discards it */
-    if (rc == TUTTI_SUCCESS && end == TUTTI_SUCCESS && self_copy)
+    if (rc != TUTTI_SUCCESS || end != TUTTI_SUCCESS)
+        return rc != TUTTI_SUCCESS ? rc : end;
+    if (self_copy) { /* an empty batch (one rank) did not wait or look at comm's health */
+        if (!tt_stream_in_worker())
+            tt_comm_wait_idle(comm);
+        TT_CHECK(tt_coll_check_health(comm, fn));
         memcpy((char *)recvbuf + (size_t)comm->rank * block,
                (const char *)sendbuf + (size_t)comm->rank * block, block);
-    return rc != TUTTI_SUCCESS ? rc : end;
+    }
+    return TUTTI_SUCCESS;
 }
