@@ -94,6 +94,16 @@ static pid_t start(int rank, int n, int port, const char *mode, const char *host
     return start_prog(rank, n, port, prog, hostid);
 }
 
+/* All n ranks of prog, posing as `nodes` hosts (blocks of consecutive ranks) when nodes > 1. */
+static void start_all(pid_t *pids, int n, int nodes, int port, const char *const *prog)
+{
+    for (int r = 0; r < n; r++) {
+        char host[32];
+        snprintf(host, sizeof(host), "node%d", r * nodes / n);
+        pids[r] = start_prog(r, n, port, prog, nodes > 1 ? host : NULL);
+    }
+}
+
 static const char *output(int r)
 {
     static char buf[8192];
@@ -174,15 +184,12 @@ static void setup(void)
 /* Kill rank `victim` of n mid-loop; every other rank must report an error within 10 s. */
 static void kill_one(int n, int victim, int nodes)
 {
+    const char *prog[] = {getenv("FAULT_RANK"), dir, "loop", NULL};
     pid_t pids[8];
     int port = free_port();
     double killed;
 
-    for (int r = 0; r < n; r++) {
-        char host[32];
-        snprintf(host, sizeof(host), "node%d", r * nodes / n);
-        pids[r] = start(r, n, port, "loop", nodes > 1 ? host : NULL);
-    }
+    start_all(pids, n, nodes, port, prog);
     wait_ready(n);
     usleep(500000); /* well inside the all-reduce loop */
     kill(pids[victim], SIGKILL);
@@ -235,11 +242,7 @@ static void kill_in_soak(int n, int nodes)
 
     snprintf(seedarg, sizeof(seedarg), "%u", seed);
     extra_env = "TUTTI_TIMEOUT=5";
-    for (int r = 0; r < n; r++) {
-        char host[32];
-        snprintf(host, sizeof(host), "node%d", r * nodes / n);
-        pids[r] = start_prog(r, n, port, prog, nodes > 1 ? host : NULL);
-    }
+    start_all(pids, n, nodes, port, prog);
     usleep(at);
     kill(pids[victim], SIGKILL);
     killed = now();
@@ -296,11 +299,7 @@ static void abort_in_soak(int n, int nodes)
     snprintf(seedarg, sizeof(seedarg), "%u", seed);
     snprintf(rankarg, sizeof(rankarg), "%d", who);
     snprintf(msarg, sizeof(msarg), "%ld", ms);
-    for (int r = 0; r < n; r++) {
-        char host[32];
-        snprintf(host, sizeof(host), "node%d", r * nodes / n);
-        pids[r] = start_prog(r, n, port, prog, nodes > 1 ? host : NULL);
-    }
+    start_all(pids, n, nodes, port, prog);
     for (int r = 0; r < n; r++) {
         int code = wait_exit(pids[r], 20);
         cr_assert_neq(code, -1,
