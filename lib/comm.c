@@ -146,9 +146,31 @@ tutti_result_t tutti_comm_abort(tutti_comm_t comm)
     return TUTTI_SUCCESS;
 }
 
+/*
+ * Remove the FIFO names this node's peers made for messages from this rank that it never
+ * attached to, and so never unlinked: a peer that died while the connection was being made
+ * leaves its name behind (a connection is made at the first call that needs it). A healthy
+ * communicator has none left: a few unlink calls that find nothing.
+ */
+static void unlink_unattached(struct tutti_comm *c)
+{
+    char name[160];
+
+    if (!c->topo.node_of || !c->conns.send)
+        return;
+    for (int p = 0; p < c->nranks; p++)
+        for (int ch = 0; p != c->rank && ch < c->conns.nchannels; ch++)
+            if (c->topo.node_of[p] == c->topo.node_of[c->rank] &&
+                !c->conns.send[ch * c->nranks + p]) {
+                tt_shm_name(name, sizeof(name), c->job_tag, p, c->rank, ch);
+                tt_shm_unlink(name);
+            }
+}
+
 static void comm_free(struct tutti_comm *c)
 {
     tt_memreg_free_all(c);
+    unlink_unattached(c);
     each_conn(c, 1);
     tt_cuda_comm_free(c); /* after the p2p connections, which use its stream */
     tt_boot_close(c->boot);

@@ -101,7 +101,7 @@ static tutti_result_t shm_recv_setup(const struct tt_transport_ctx *ctx, int pee
     tutti_result_t rc;
 
     memset(&b, 0, sizeof(b));
-    snprintf(b.name, sizeof(b.name), "/tutti-%s-%d-%d-%d", ctx->job_tag, ctx->rank, peer, channel);
+    tt_shm_name(b.name, sizeof(b.name), ctx->job_tag, ctx->rank, peer, channel);
     b.nslots = (uint32_t)ctx->nslots;
     b.slot_bytes = ctx->slot_bytes;
     c = calloc(1, sizeof(*c));
@@ -262,6 +262,11 @@ static void shm_close(struct tt_conn *conn)
 void tt_shm_unlink(const char *name)
 {
     shm_unlink(name);
+}
+
+void tt_shm_name(char *buf, size_t size, const char *job_tag, int receiver, int sender, int channel)
+{
+    snprintf(buf, size, "/tutti-%s-%d-%d-%d", job_tag, receiver, sender, channel);
 }
 
 tutti_result_t tt_transport_no_progress(struct tt_conn *conn)

@@ -106,6 +106,10 @@ extern const struct tt_transport tt_transport_p2p;
 tutti_result_t tt_shm_map(const char *name, int create, size_t len, void **out);
 void tt_shm_unlink(const char *name);
 
+/* The name of the FIFO segment `receiver` makes for messages from `sender` on `channel`. */
+void tt_shm_name(char *buf, size_t size, const char *job_tag, int receiver, int sender,
+                 int channel);
+
 /* A progress() for transports that need none. */
 tutti_result_t tt_transport_no_progress(struct tt_conn *conn);
 /* A wait() that just sleeps. */

@@ -150,24 +150,26 @@ static int wait_exit(pid_t pid, double limit)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* Names this test's jobs left in /dev/shm: asserted absent, or (remove) removed as a launcher
- * does for a rank killed during set-up (tutti-run). */
+/* Names this test's jobs left in /dev/shm: removed, and (remove == 0) asserted absent; remove:
+ * what a launcher does for a rank killed during set-up (tutti-run). */
 static void shm_left(int remove)
 {
-    char prefix[64], path[320];
+    char prefix[64], path[320], left[256];
     DIR *d = opendir("/dev/shm");
     struct dirent *e;
 
     snprintf(prefix, sizeof(prefix), "tutti-fault%d-", (int)getpid());
+    left[0] = '\0';
     while (d && (e = readdir(d)) != NULL) {
         if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
             continue;
-        cr_assert(remove, "left in /dev/shm: %s", e->d_name);
+        snprintf(left, sizeof(left), "%s", e->d_name);
         snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
         unlink(path);
     }
     if (d)
         closedir(d);
+    cr_assert(remove || !left[0], "left in /dev/shm: %s", left);
 }
 
 static void assert_no_shm(void)
