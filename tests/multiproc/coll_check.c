@@ -8,8 +8,9 @@
  *                       dtype x op pairs (matrix-full: for all)
  *   coll_check large    every collective with >= 8M elements (all-gather / reduce-scatter:
  *                       8M across the whole array), in and out of place
- *   coll_check p2p      ring exchange, all-to-all in a group, chained send/recv, and
- *                       tutti_all_to_all (sizes, a host stream, inside a group, refused overlap)
+ *   coll_check p2p      ring exchange, all-to-all in a group, chained send/recv
+ *   coll_check all_to_all   tutti_all_to_all: sizes, a host stream, inside a group, refused
+ *                       overlap
  *   coll_check soak SECONDS [SEED [ABORT_RANK ABORT_MS]]
  *                       a random sequence of checked calls for about SECONDS: every
  *                       collective, dtype and op, counts from 0 to 2^21 (log-uniform), in and
@@ -611,13 +612,14 @@ int main(int argc, char **argv)
         matrix();
     } else if (strcmp(mode, "large") == 0)
         large();
-    else if (strcmp(mode, "p2p") == 0) {
+    else if (strcmp(mode, "p2p") == 0)
         p2p();
+    else if (strcmp(mode, "all_to_all") == 0)
         all_to_all();
-    } else if (strcmp(mode, "soak") == 0)
+    else if (strcmp(mode, "soak") == 0)
         soak(soak_s, seed, abort_rank);
     else {
-        printf("coll_check: unknown mode %s (matrix, large, p2p, soak)\n", mode);
+        printf("coll_check: unknown mode %s (matrix, large, p2p, all_to_all, soak)\n", mode);
         return 2;
     }
     if (tutti_barrier(comm, NULL) != TUTTI_SUCCESS)

@@ -33,6 +33,7 @@ static void run(int n, const char *mode)
     Test(coll, p2p_##n##_ranks, .timeout = 120)                                                    \
     {                                                                                              \
         run(n, "p2p");                                                                             \
+        run(n, "all_to_all");                                                                      \
     }
 
 COLL_TESTS(1)
