@@ -499,14 +499,15 @@ static void tell_peers(struct tt_boot *b, const char *why)
     }
 }
 
-/* Fail with rc (already recorded by tt_fail) and tell the others. */
+/* Fail with rc (already recorded and logged by tt_fail) and tell the others; the thread's
+ * message is put back as it was (telling may have failed and written its own). */
 static tutti_result_t give_up(struct tt_boot *b, tutti_result_t rc)
 {
     char why[512];
 
     snprintf(why, sizeof(why), "%s", tt_thread_error());
     tell_peers(b, why);
-    return tt_fail(NULL, rc, "%s", why);
+    return tt_fail_quiet(NULL, rc, "%s", why);
 }
 
 static tutti_result_t send_msg(struct tt_boot *b, int peer, uint32_t tag, const void *data,

@@ -158,13 +158,16 @@ static void unlink_unattached(struct tutti_comm *c)
 
     if (!c->topo.node_of || !c->conns.send)
         return;
-    for (int p = 0; p < c->nranks; p++)
-        for (int ch = 0; p != c->rank && ch < c->conns.nchannels; ch++)
-            if (c->topo.node_of[p] == c->topo.node_of[c->rank] &&
-                !c->conns.send[ch * c->nranks + p]) {
-                tt_shm_name(name, sizeof(name), c->job_tag, p, c->rank, ch);
-                tt_shm_unlink(name);
-            }
+    for (int p = 0; p < c->nranks; p++) {
+        if (p == c->rank || c->topo.node_of[p] != c->topo.node_of[c->rank])
+            continue;
+        for (int ch = 0; ch < c->conns.nchannels; ch++) {
+            if (c->conns.send[ch * c->nranks + p])
+                continue; /* attached: the name went then */
+            tt_shm_name(name, sizeof(name), c->job_tag, p, c->rank, ch);
+            tt_shm_unlink(name);
+        }
+    }
 }
 
 static void comm_free(struct tutti_comm *c)
