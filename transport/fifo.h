@@ -26,9 +26,10 @@
  * whenever it finds nothing to read, so a sender polling a full queue and the receiver do
  * not trade that line per message; at most TT_FIFO_SHOW - 1 released cells go unseen, so a
  * sender never waits on a queue its receiver has drained (the queue holds at least
- * TT_FIFO_CELLS - TT_FIFO_SHOW + 1 messages, the side areas TT_FIFO_SIDES - TT_FIFO_SHOW + 1). And
- * after each commit the sender asks for the cell 8 ahead in exclusive state (prefetchw), so the
- * store to it does not wait for the line the receiver read last time round.
+ * TT_FIFO_CELLS - TT_FIFO_SHOW + 1 messages, the side areas TT_FIFO_SIDES - TT_FIFO_SHOW
+ * + 1). And after each commit the sender asks for the cell and the side area 8 ahead in
+ * exclusive state (prefetchw), so its stores there do not wait for lines the receiver read
+ * last time round.
  *
  * A "sleepy" receiver (ranks outnumber cores: the sender may need our core) may block in the
  * kernel instead of polling: it raises `sleeping`, checks the cell once more, and waits on the
@@ -188,6 +189,16 @@ static inline void *tt_fifo_send_slot(struct tt_fifo *f, size_t bytes)
     return f->data + (size_t)(f->data_pos % f->nslots) * f->slot_bytes;
 }
 
+/* Ask for the cache line at p in exclusive state: a later store to it need not wait. */
+static inline void tt_fifo_prefetch_write(const void *p)
+{
+#if defined(__x86_64__)
+    __asm__ volatile("prefetchw %0" ::"m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1, 3);
+#endif
+}
+
 static inline void tt_fifo_send_commit(struct tt_fifo *f, size_t bytes)
 {
     struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
@@ -197,11 +208,9 @@ static inline void tt_fifo_send_commit(struct tt_fifo *f, size_t bytes)
         f->data_pos++;
     f->pos++;
     atomic_store_explicit(&c->seq, f->pos, memory_order_release);
-#if defined(__x86_64__)
-    __asm__ volatile("prefetchw %0" ::"m"(f->ctrl->cells[(f->pos + 8) % TT_FIFO_CELLS]));
-#else
-    __builtin_prefetch(&f->ctrl->cells[(f->pos + 8) % TT_FIFO_CELLS], 1, 3);
-#endif
+    tt_fifo_prefetch_write(&f->ctrl->cells[(f->pos + 8) % TT_FIFO_CELLS]);
+    if (f->side_bytes) /* its first line: where a message of 49-64 bytes goes */
+        tt_fifo_prefetch_write(f->side + (size_t)((f->pos + 8) % TT_FIFO_SIDES) * f->side_bytes);
     if (f->sleepy) {
         atomic_thread_fence(memory_order_seq_cst);
         if (atomic_load_explicit(&f->ctrl->sleeping, memory_order_relaxed)) {
