@@ -312,6 +312,21 @@ TUTTI_API tutti_result_t tutti_all_to_all(const void *sendbuf, void *recvbuf, si
                                           tutti_stream_t stream);
 
 /*
+ * tutti_all_to_allv - all-to-all with a block size per peer (MPI_Alltoallv): sendcounts[j]
+ * elements at sendbuf + sdispls[j] elements go to rank j, and rank i's block for this rank,
+ * recvcounts[i] elements, lands at recvbuf + rdispls[i] elements. The four arrays hold one
+ * entry per rank; sendcounts[j] here must equal recvcounts[i] on rank j (i: this rank), or the
+ * call fails on both (TUTTI_CHECK_COLL=1 names the pair before anything moves). Blocks may lie
+ * in any order with gaps, which are left untouched; the send blocks must not overlap the
+ * receive blocks. Otherwise as tutti_all_to_all.
+ */
+TUTTI_API tutti_result_t tutti_all_to_allv(const void *sendbuf, const size_t *sendcounts,
+                                           const size_t *sdispls, void *recvbuf,
+                                           const size_t *recvcounts, const size_t *rdispls,
+                                           tutti_dtype_t dtype, tutti_comm_t comm,
+                                           tutti_stream_t stream);
+
+/*
  * tutti_group_start / tutti_group_end - batch point-to-point calls. Between the two, sends
  * and receives are only recorded (each checks its arguments and returns at once);
  * tutti_group_end runs them all concurrently and returns when all are complete. Calls on one

@@ -112,6 +112,36 @@ Test(api, collectives_check_their_arguments)
     EXPECT_ERR(tutti_all_to_all(buf, out, SIZE_MAX / 4, TUTTI_FLOAT32, c, NULL),
                TUTTI_ERR_INVALID_ARG, "overflows");
     cr_assert_eq(tutti_all_to_all(NULL, NULL, 0, TUTTI_FLOAT32, c, NULL), TUTTI_SUCCESS);
+    {
+        size_t four = 4, zero = 0, big = SIZE_MAX / 8, five = 5, two = 2;
+        EXPECT_ERR(
+            tutti_all_to_allv(buf, &four, &zero, out, &four, &zero, TUTTI_FLOAT32, NULL, NULL),
+            TUTTI_ERR_INVALID_ARG, "comm is NULL");
+        EXPECT_ERR(tutti_all_to_allv(buf, NULL, &zero, out, &four, &zero, TUTTI_FLOAT32, c, NULL),
+                   TUTTI_ERR_INVALID_ARG, "sendcounts is NULL");
+        EXPECT_ERR(tutti_all_to_allv(buf, &four, &zero, out, &four, NULL, TUTTI_FLOAT32, c, NULL),
+                   TUTTI_ERR_INVALID_ARG, "rdispls is NULL");
+        EXPECT_ERR(tutti_all_to_allv(NULL, &four, &zero, out, &four, &zero, TUTTI_FLOAT32, c, NULL),
+                   TUTTI_ERR_INVALID_ARG, "sendbuf is NULL");
+        EXPECT_ERR(tutti_all_to_allv(buf, &four, &zero, out, &five, &zero, TUTTI_FLOAT32, c, NULL),
+                   TUTTI_ERR_INVALID_ARG, "recvcounts[0] is 5");
+        EXPECT_ERR(tutti_all_to_allv(buf, &four, &big, out, &four, &zero, TUTTI_FLOAT32, c, NULL),
+                   TUTTI_ERR_INVALID_ARG, "sdispls[0] + scounts[0]");
+        /* blocks [2, 6) and, in the same buffer, [0, 4): overlap */
+        EXPECT_ERR(tutti_all_to_allv(buf, &four, &two, buf, &four, &zero, TUTTI_FLOAT32, c, NULL),
+                   TUTTI_ERR_INVALID_ARG, "overlap");
+        EXPECT_ERR(
+            tutti_all_to_allv(buf, &four, &zero, out, &four, &zero, (tutti_dtype_t)42, c, NULL),
+            TUTTI_ERR_INVALID_ARG, "dtype 42");
+        /* one rank: its block to itself, at displacements, the gap left alone */
+        float in[6] = {1, 2, 3, 4, 5, 6}, got[7] = {0, 0, 0, 0, 0, 0, -1};
+        cr_assert_eq(tutti_all_to_allv(in, &four, &two, got, &four, &two, TUTTI_FLOAT32, c, NULL),
+                     TUTTI_SUCCESS, "%s", tutti_comm_last_error(c));
+        cr_assert(got[0] == 0 && got[1] == 0 && got[2] == 3 && got[5] == 6 && got[6] == -1);
+        cr_assert_eq(
+            tutti_all_to_allv(NULL, &zero, &big, NULL, &zero, &zero, TUTTI_FLOAT32, c, NULL),
+            TUTTI_SUCCESS, "%s", tutti_comm_last_error(c));
+    }
     /* count 0 is valid, with NULL buffers too */
     cr_assert_eq(tutti_all_reduce(NULL, NULL, 0, TUTTI_FLOAT32, TUTTI_SUM, c, NULL), TUTTI_SUCCESS);
     cr_assert_eq(tutti_all_gather(NULL, NULL, 0, TUTTI_INT8, c, NULL), TUTTI_SUCCESS);

@@ -55,6 +55,29 @@ static void run_split(int n, int nodes)
               WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
 
+/* tutti_all_to_allv (a2av_check) on 1 to 4 and 8 ranks, on 2 nodes x 2 (sockets between
+ * them), and with TUTTI_CHECK_COLL=1 (the mismatch is named before anything moves). */
+static void run_a2av(int n, int nodes, const char *env)
+{
+    char cmd[1024];
+    int st;
+
+    snprintf(cmd, sizeof(cmd), "env %s '%s' -n %d --nodes %d '%s' 2>&1", env, getenv("TUTTI_RUN"),
+             n, nodes, getenv("A2AV_CHECK"));
+    st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit status %d", cmd,
+              WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
+Test(coll, all_to_allv, .timeout = 120)
+{
+    for (int n = 1; n <= 4; n++)
+        run_a2av(n, 1, "");
+    run_a2av(8, 1, "");
+    run_a2av(4, 2, "");
+    run_a2av(3, 1, "TUTTI_CHECK_COLL=1");
+}
+
 Test(coll, split, .timeout = 120)
 {
     for (int n = 1; n <= 5; n++)
