@@ -16,12 +16,15 @@
  *                       collective, dtype and op, counts from 0 to 2^21 (log-uniform), in and
  *                       out of place, random roots, values shifted per call (a stale message
  *                       from an earlier call reads wrong), a quarter queued on a host stream,
- *                       ring exchanges and all-to-alls in between; every rank draws the same
- * sequence from SEED (default: the time, printed, so a failure can be replayed); ABORT_RANK calls
- * tutti_comm_abort from another thread ABORT_MS milliseconds after init (the faults suite: every
- * rank must fail) coll_check MODE --register   the same with every buffer registered with the
- *                       communicator (tutti_comm_register) while it is in use, so transports
- *                       that can send zero-copy from it (net_ib) do
+ *                       ring exchanges and all-to-alls in between; every rank draws the
+ *                       same sequence from SEED (default: the time, printed, so a failure
+ *                       can be replayed); ABORT_RANK calls tutti_comm_abort from another
+ *                       thread ABORT_MS milliseconds after init (the faults suite: every
+ *                       rank must fail)
+ *   coll_check MODE --register
+ *                       the same with every buffer registered with the communicator
+ *                       (tutti_comm_register) while it is in use, so transports that can
+ *                       send zero-copy from it (net_ib) do
  *
  * Inputs are small integers (exact in every dtype, sums and products included), periodic in
  * the index, so the expected value of each element is computed once per residue from the
