@@ -33,9 +33,9 @@ static size_t displ_of(const size_t *displs, size_t count, size_t j)
 }
 
 /* One side's blocks: each in range, and the hull [*lo, *hi) of the non-empty ones, in bytes. */
-static tutti_result_t check_side(struct tutti_comm *comm, const char *fn, const char *side,
-                                 const size_t *counts, const size_t *displs, size_t count,
-                                 size_t es, size_t *lo, size_t *hi)
+static tutti_result_t check_side(struct tutti_comm *comm, const char *fn, const char *cname,
+                                 const char *dname, const size_t *counts, const size_t *displs,
+                                 size_t count, size_t es, size_t *lo, size_t *hi)
 {
     *lo = SIZE_MAX;
     *hi = 0;
@@ -49,8 +49,8 @@ static tutti_result_t check_side(struct tutti_comm *comm, const char *fn, const 
                 return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: count %zu x %d ranks overflows",
                                fn, count, comm->nranks);
             return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
-                           "%s: %sdispls[%zu] + %scounts[%zu] (%zu + %zu elements) overflows", fn,
-                           side, j, side, j, d, c);
+                           "%s: %s[%zu] + %s[%zu] (%zu + %zu elements) overflows", fn, dname, j,
+                           cname, j, d, c);
         }
         b0 = d * es;
         if (c > 0 && b0 < *lo)
@@ -66,8 +66,10 @@ static tutti_result_t check_layout(struct tutti_comm *comm, const char *fn, cons
 {
     size_t slo, shi, rlo, rhi, me = (size_t)comm->rank, sc, rc;
 
-    TT_CHECK(check_side(comm, fn, "s", l->scounts, l->sdispls, l->count, es, &slo, &shi));
-    TT_CHECK(check_side(comm, fn, "r", l->rcounts, l->rdispls, l->count, es, &rlo, &rhi));
+    TT_CHECK(check_side(comm, fn, "sendcounts", "sdispls", l->scounts, l->sdispls, l->count, es,
+                        &slo, &shi));
+    TT_CHECK(check_side(comm, fn, "recvcounts", "rdispls", l->rcounts, l->rdispls, l->count, es,
+                        &rlo, &rhi));
     if (shi > 0 && !sendbuf)
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: sendbuf is NULL with %zu bytes to send",
                        fn, shi - slo);
@@ -77,8 +79,8 @@ static tutti_result_t check_layout(struct tutti_comm *comm, const char *fn, cons
     if (shi > 0 && rhi > 0 && (const char *)sendbuf + slo < (const char *)recvbuf + rhi &&
         (const char *)recvbuf + rlo < (const char *)sendbuf + shi)
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
-                       "%s: sendbuf and recvbuf overlap (%zu and %zu bytes of blocks); all-to-all "
-                       "has no in-place form: use separate buffers",
+                       "%s: sendbuf and recvbuf overlap (the spans of their blocks, %zu and %zu "
+                       "bytes); all-to-all has no in-place form: use separate buffers",
                        fn, shi - slo, rhi - rlo);
     sc = count_of(l->scounts, l->count, me);
     rc = count_of(l->rcounts, l->count, me);

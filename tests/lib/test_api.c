@@ -126,7 +126,7 @@ Test(api, collectives_check_their_arguments)
         EXPECT_ERR(tutti_all_to_allv(buf, &four, &zero, out, &five, &zero, TUTTI_FLOAT32, c, NULL),
                    TUTTI_ERR_INVALID_ARG, "recvcounts[0] is 5");
         EXPECT_ERR(tutti_all_to_allv(buf, &four, &big, out, &four, &zero, TUTTI_FLOAT32, c, NULL),
-                   TUTTI_ERR_INVALID_ARG, "sdispls[0] + scounts[0]");
+                   TUTTI_ERR_INVALID_ARG, "sdispls[0] + sendcounts[0]");
         /* blocks [2, 6) and, in the same buffer, [0, 4): overlap */
         EXPECT_ERR(tutti_all_to_allv(buf, &four, &two, buf, &four, &zero, TUTTI_FLOAT32, c, NULL),
                    TUTTI_ERR_INVALID_ARG, "overlap");
