@@ -315,13 +315,12 @@ TUTTI_API tutti_result_t tutti_all_to_all(const void *sendbuf, void *recvbuf, si
  * tutti_all_to_allv - all-to-all with a block size per peer (MPI_Alltoallv): sendcounts[j]
  * elements at sendbuf + sdispls[j] elements go to rank j, and rank i's block for this rank,
  * recvcounts[i] elements, lands at recvbuf + rdispls[i] elements. The four arrays hold one
- * entry per rank; sendcounts[j] here must equal recvcounts[i] on rank j (i: this rank), : a
+ * entry per rank; sendcounts[j] here must equal recvcounts[i] on rank j (i: this rank): a
  * block of another size fails the receiver's call, naming the sender, and with it the calls
  * of the ranks that wait on it (TUTTI_CHECK_COLL=1: both ranks of the pair, before anything
- * moves). Blocks may lie
- * in any order with gaps, which are left untouched; the span of the send blocks (first byte
- * of the lowest to last of the highest) must not overlap that of the receive blocks.
- * Otherwise as tutti_all_to_all.
+ * moves). Blocks may lie in any order with gaps, which are left untouched; the span of the
+ * send blocks (first byte of the lowest to last of the highest) must not overlap that of the
+ * receive blocks. Otherwise as tutti_all_to_all.
  */
 TUTTI_API tutti_result_t tutti_all_to_allv(const void *sendbuf, const size_t *sendcounts,
                                            const size_t *sdispls, void *recvbuf,
