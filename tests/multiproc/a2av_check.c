@@ -10,6 +10,7 @@
  * communicator failed, a rank that sends one element more than its peer expects (the peer
  * must fail naming it, and no rank may hang). Exit status 0: every check on this rank passed.
  */
+#include "check.h"
 #include "tutti.h"
 
 #include <stdint.h>
@@ -22,16 +23,6 @@
 
 static int rank, nranks, failures;
 static tutti_comm_t comm;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            printf("FAIL rank %d: ", rank);                                                        \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
 
 /* Elements rank i sends rank j: 0 for a fifth of the pairs, large for one pair in seven. */
 static size_t count(int i, int j, size_t unit)

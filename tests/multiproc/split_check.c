@@ -7,22 +7,13 @@
  * members, while the parent stays usable between. Exit status 0: every check on this rank
  * passed.
  */
+#include "check.h"
 #include "tutti.h"
 
 #include <stdio.h>
 #include <string.h>
 
 static int rank, nranks, failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            printf("FAIL rank %d: ", rank);                                                        \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
 
 /*
  * Check sub, the communicator of the parent ranks in members[0..size) (in their new order),
