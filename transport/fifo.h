@@ -28,8 +28,8 @@
  * sender never waits on a queue its receiver has drained (the queue holds at least
  * TT_FIFO_CELLS - TT_FIFO_SHOW + 1 messages, the side areas TT_FIFO_SIDES - TT_FIFO_SHOW
  * + 1). And after each commit the sender asks for the cell and the side area 8 ahead in
- * exclusive state (prefetchw), so its stores there do not wait for lines the receiver read
- * last time round.
+ * exclusive state (prefetchw, TT_FIFO_AHEAD), so its stores there do not wait for lines the
+ * receiver read last time round.
  *
  * A "sleepy" receiver (ranks outnumber cores: the sender may need our core) may block in the
  * kernel instead of polling: it raises `sleeping`, checks the cell once more, and waits on the
@@ -56,6 +56,7 @@
 #define TT_FIFO_SIDES 64
 #define TT_FIFO_SIDE 1024
 #define TT_FIFO_SHOW 16 /* the receiver stores tail once per this many cells */
+#define TT_FIFO_AHEAD 8 /* the sender prefetches the cell this many messages ahead */
 
 struct tt_fifo_cell {
     _Atomic uint64_t seq; /* message number + 1 once committed */
@@ -208,9 +209,10 @@ static inline void tt_fifo_send_commit(struct tt_fifo *f, size_t bytes)
         f->data_pos++;
     f->pos++;
     atomic_store_explicit(&c->seq, f->pos, memory_order_release);
-    tt_fifo_prefetch_write(&f->ctrl->cells[(f->pos + 8) % TT_FIFO_CELLS]);
+    tt_fifo_prefetch_write(&f->ctrl->cells[(f->pos + TT_FIFO_AHEAD) % TT_FIFO_CELLS]);
     if (f->side_bytes) /* its first line: where a message of 49-64 bytes goes */
-        tt_fifo_prefetch_write(f->side + (size_t)((f->pos + 8) % TT_FIFO_SIDES) * f->side_bytes);
+        tt_fifo_prefetch_write(f->side +
+                               (size_t)((f->pos + TT_FIFO_AHEAD) % TT_FIFO_SIDES) * f->side_bytes);
     if (f->sleepy) {
         atomic_thread_fence(memory_order_seq_cst);
         if (atomic_load_explicit(&f->ctrl->sleeping, memory_order_relaxed)) {

@@ -42,14 +42,15 @@ COLL_TESTS(3)
 COLL_TESTS(4)
 COLL_TESTS(8)
 
-/* tutti_comm_split (split_check): on 1 to 5 ranks, and on 4 ranks posing as 2 nodes. */
-static void run_split(int n, int nodes)
+/* One run of the check program named by the environment variable `prog` (SPLIT_CHECK,
+ * A2AV_CHECK) on n ranks posing as `nodes` nodes, with `env` (VAR=value ..., or "") set. */
+static void run_check(const char *prog, int n, int nodes, const char *env)
 {
     char cmd[1024];
     int st;
 
-    snprintf(cmd, sizeof(cmd), "'%s' -n %d --nodes %d '%s' 2>&1", getenv("TUTTI_RUN"), n, nodes,
-             getenv("SPLIT_CHECK"));
+    snprintf(cmd, sizeof(cmd), "env %s '%s' -n %d --nodes %d '%s' 2>&1", env, getenv("TUTTI_RUN"),
+             n, nodes, getenv(prog));
     st = system(cmd);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit status %d", cmd,
               WIFEXITED(st) ? WEXITSTATUS(st) : -1);
@@ -57,30 +58,19 @@ static void run_split(int n, int nodes)
 
 /* tutti_all_to_allv (a2av_check) on 1 to 4 and 8 ranks, on 2 nodes x 2 (sockets between
  * them), and with TUTTI_CHECK_COLL=1 (the mismatch is named before anything moves). */
-static void run_a2av(int n, int nodes, const char *env)
-{
-    char cmd[1024];
-    int st;
-
-    snprintf(cmd, sizeof(cmd), "env %s '%s' -n %d --nodes %d '%s' 2>&1", env, getenv("TUTTI_RUN"),
-             n, nodes, getenv("A2AV_CHECK"));
-    st = system(cmd);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit status %d", cmd,
-              WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-}
-
 Test(coll, all_to_allv, .timeout = 120)
 {
     for (int n = 1; n <= 4; n++)
-        run_a2av(n, 1, "");
-    run_a2av(8, 1, "");
-    run_a2av(4, 2, "");
-    run_a2av(3, 1, "TUTTI_CHECK_COLL=1");
+        run_check("A2AV_CHECK", n, 1, "");
+    run_check("A2AV_CHECK", 8, 1, "");
+    run_check("A2AV_CHECK", 4, 2, "");
+    run_check("A2AV_CHECK", 3, 1, "TUTTI_CHECK_COLL=1");
 }
 
+/* tutti_comm_split (split_check): on 1 to 5 ranks, and on 4 ranks posing as 2 nodes. */
 Test(coll, split, .timeout = 120)
 {
     for (int n = 1; n <= 5; n++)
-        run_split(n, 1);
-    run_split(4, 2);
+        run_check("SPLIT_CHECK", n, 1, "");
+    run_check("SPLIT_CHECK", 4, 2, "");
 }
