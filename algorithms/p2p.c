@@ -26,9 +26,14 @@ static int key_cmp(const void *pa, const void *pb)
     return (a->index > b->index) - (a->index < b->index);
 }
 
+/* A batch of up to this many messages is sorted in place on the stack (a loop of small
+ * exchanges rebuilds its plan on every call when sends and receives alternate). */
+#define SMALL_BATCH 16
+
 void tt_plan_p2p(struct tt_plan *p, const struct tt_msg *msgs, int n, int *perm)
 {
-    struct key *keys = malloc((size_t)(n > 0 ? n : 1) * sizeof(*keys));
+    struct key small[SMALL_BATCH];
+    struct key *keys = n <= SMALL_BATCH ? small : malloc((size_t)n * sizeof(*keys));
 
     if (!keys) {
         p->oom = 1;
@@ -36,7 +41,17 @@ void tt_plan_p2p(struct tt_plan *p, const struct tt_msg *msgs, int n, int *perm)
     }
     for (int i = 0; i < n; i++)
         keys[i] = (struct key){msgs[i].peer, msgs[i].is_send != 0, i};
-    qsort(keys, (size_t)n, sizeof(*keys), key_cmp);
+    if (n <= SMALL_BATCH) { /* insertion sort: key_cmp is a total order, so any sort agrees */
+        for (int i = 1; i < n; i++) {
+            struct key k = keys[i];
+            int j = i;
+            for (; j > 0 && key_cmp(&keys[j - 1], &k) > 0; j--)
+                keys[j] = keys[j - 1];
+            keys[j] = k;
+        }
+    } else {
+        qsort(keys, (size_t)n, sizeof(*keys), key_cmp);
+    }
     for (int i = 0; i < n; i++) {
         const struct tt_msg *m = &msgs[keys[i].index];
         struct tt_step s = {.prim = m->is_send ? TT_PRIM_SEND : TT_PRIM_RECV,
@@ -51,5 +66,6 @@ void tt_plan_p2p(struct tt_plan *p, const struct tt_msg *msgs, int n, int *perm)
         tt_plan_step(p, &s);
         perm[i] = keys[i].index;
     }
-    free(keys);
+    if (keys != small)
+        free(keys);
 }

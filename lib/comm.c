@@ -179,6 +179,9 @@ static void comm_free(struct tutti_comm *c)
     tt_boot_close(c->boot);
     tt_plan_free(&c->plan);
     tt_exec_mem_free(&c->exec_mem);
+    free(c->p2p.msgs);
+    free(c->p2p.perm);
+    free(c->p2p.work);
     free(c->scratch);
     free(c->conns.send);
     free(c->conns.recv);

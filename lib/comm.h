@@ -88,6 +88,14 @@ struct tutti_comm {
         const struct tt_algo *algo; /* NULL: none */
         struct tt_coll_args args;
     } plan_for;
+    struct { /* the point-to-point plan holds for these messages, while plan.resets says so */
+        unsigned long resets;
+        struct tt_msg *msgs; /* the batch's, in call order (NULL: none yet) */
+        int *perm;           /* step i moves message perm[i] */
+        int n, cap;
+        void *work; /* run_batch's working arrays, grown to the largest batch's */
+        size_t work_bytes;
+    } p2p;
     struct tt_exec_mem exec_mem;
     void *scratch; /* TT_BUF_SCRATCH of host collectives, grown to the largest call's */
     size_t scratch_bytes;

@@ -18,18 +18,61 @@
 #include <stdlib.h>
 #include <string.h>
 
-static _Thread_local struct {
+#define GROUP_INLINE 8 /* a group of up to this many calls does not allocate */
+
+static _Thread_local struct group {
     int depth;
     struct tutti_comm *comm;
     tutti_stream_t stream;
-    struct tt_p2p_op *ops;
+    struct tt_p2p_op *ops; /* small[], or the heap once the group outgrows it */
     int nops, cap;
     tutti_result_t err;
+    struct tt_p2p_op small[GROUP_INLINE];
 } group;
 
 int tt_group_open(void)
 {
     return group.depth > 0;
+}
+
+/*
+ * comm->plan := the plan of this batch's messages, unless it holds it already (a loop of the
+ * same exchange); then comm->p2p.perm[i] is the operation step i moves.
+ */
+static tutti_result_t batch_plan(struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops)
+{
+    struct tt_msg *m = comm->p2p.msgs;
+    int i = 0;
+
+    if (m && comm->p2p.n == nops && comm->p2p.resets == comm->plan.resets) {
+        while (i < nops && m[i].is_send == (ops[i].is_send != 0) && m[i].peer == ops[i].peer &&
+               m[i].bytes == ops[i].bytes)
+            i++;
+        if (i == nops)
+            return TUTTI_SUCCESS;
+    }
+    comm->p2p.n = -1; /* holds nothing until built */
+    if (nops >= comm->p2p.cap) {
+        int cap = nops + 1;
+        m = realloc(comm->p2p.msgs, (size_t)cap * sizeof(*m));
+        if (m)
+            comm->p2p.msgs = m;
+        int *perm = m ? realloc(comm->p2p.perm, (size_t)cap * sizeof(*perm)) : NULL;
+        if (!perm)
+            return tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
+        comm->p2p.perm = perm;
+        comm->p2p.cap = cap;
+    }
+    m = comm->p2p.msgs;
+    for (i = 0; i < nops; i++)
+        m[i] = (struct tt_msg){ops[i].is_send != 0, ops[i].peer, ops[i].bytes};
+    tt_plan_reset(&comm->plan);
+    tt_plan_p2p(&comm->plan, m, nops, comm->p2p.perm); /* step i moves ops[perm[i]] */
+    if (comm->plan.oom)
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory building the plan");
+    comm->p2p.n = nops;
+    comm->p2p.resets = comm->plan.resets;
+    return TUTTI_SUCCESS;
 }
 
 /*
@@ -40,40 +83,37 @@ int tt_group_open(void)
 static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops,
                                 int device, void *after)
 {
-    /* One allocation for the batch's working arrays (pointers first, for alignment). */
-    size_t n = (size_t)nops;
-    char *mem =
-        calloc(n ? n : 1, sizeof(struct tt_p2p_op *) + sizeof(void *) + sizeof(struct tt_memreg *) +
-                              sizeof(struct tt_msg) + sizeof(int) + 1);
-    struct tt_p2p_op **order = (struct tt_p2p_op **)mem;
-    void **bufs = (void **)(order + n);
-    struct tt_memreg **regs = (struct tt_memreg **)(bufs + n);
-    struct tt_msg *msgs = (struct tt_msg *)(regs + n);
-    int *perm = (int *)(msgs + n);
-    unsigned char *direct = (unsigned char *)(perm + n);
+    /* The batch's working arrays, in one block the communicator keeps (pointers first, for
+     * alignment): the hot path does not allocate. */
+    size_t n = (size_t)(nops ? nops : 1), need = n * (sizeof(struct tt_p2p_op *) + sizeof(void *) +
+                                                      sizeof(struct tt_memreg *) + 1);
     tutti_result_t rc;
     struct tt_label label;
     int ndev = 0;
 
-    if (!mem)
-        return tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
-    rc = tt_coll_check_health(comm, "point-to-point");
-    if (rc != TUTTI_SUCCESS)
-        goto out;
-    for (int i = 0; i < nops; i++)
-        msgs[i] = (struct tt_msg){ops[i].is_send, ops[i].peer, ops[i].bytes};
-    tt_plan_reset(&comm->plan);
-    tt_plan_p2p(&comm->plan, msgs, nops, perm); /* step i moves ops[perm[i]] */
-    if (comm->plan.oom) {
-        rc = tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory building the plan");
-        goto out;
+    if (need > comm->p2p.work_bytes) {
+        void *g = realloc(comm->p2p.work, need);
+        if (!g)
+            return tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
+        comm->p2p.work = g;
+        comm->p2p.work_bytes = need;
     }
+    struct tt_p2p_op **order = comm->p2p.work;
+    void **bufs = (void **)(order + n);
+    struct tt_memreg **regs = (struct tt_memreg **)(bufs + n);
+    unsigned char *direct = (unsigned char *)(regs + n);
+
+    rc = tt_coll_check_health(comm, "point-to-point");
+    if (rc == TUTTI_SUCCESS)
+        rc = batch_plan(comm, ops, nops);
+    if (rc != TUTTI_SUCCESS)
+        return rc;
+    memset(direct, 0, n);
     for (int i = 0; i < nops; i++) {
-        const struct tt_p2p_op *o = order[i] = &ops[perm[i]];
+        const struct tt_p2p_op *o = order[i] = &ops[comm->p2p.perm[i]];
 
         bufs[i] = o->buf;
-        if (o->is_send)
-            regs[i] = tt_memreg_find(comm, o->buf, o->bytes);
+        regs[i] = o->is_send ? tt_memreg_find(comm, o->buf, o->bytes) : NULL;
         ndev += o->device;
     }
     if (ndev && !device) {
@@ -90,7 +130,7 @@ static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, 
         }
         rc = tt_cuda_p2p_stage(comm, order, nops, bufs, direct);
         if (rc != TUTTI_SUCCESS)
-            goto out;
+            return rc;
     }
     comm->seq++;
     /* On the device path a peer that passed host memory waits on its other connection: the
@@ -107,8 +147,6 @@ static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, 
     }
     if (rc == TUTTI_SUCCESS && ndev && !device)
         rc = tt_cuda_p2p_finish(comm, order, nops, bufs, direct);
-out:
-    free(mem);
     return rc;
 }
 
@@ -256,60 +294,73 @@ static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype
     const char *fn = is_send ? "tutti_send" : "tutti_recv";
     struct tt_call c = {.fn = fn, .dtype = dtype};
     struct tt_p2p_op op;
+    struct group *g;
+    size_t esize;
 
     TT_CHECK(tt_coll_check_comm(comm, stream, fn));
     TT_CHECK(tt_coll_check_dtype_op(comm, &c, 0));
     if (peer < 0 || peer >= comm->nranks)
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: peer %d is out of range [0, %d)", fn, peer,
                        comm->nranks);
-    if (count > SIZE_MAX / 2 / tutti_dtype_size(dtype))
+    esize = tutti_dtype_size(dtype); /* a power of two: no division on the hot path */
+    if (count > (SIZE_MAX / 2) >> __builtin_ctzl(esize))
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: count %zu overflows", fn, count);
     if (count > 0 && !buf)
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", fn,
                        is_send ? "sendbuf" : "recvbuf", count);
-    op = (struct tt_p2p_op){is_send, peer, buf, count * tutti_dtype_size(dtype), 0};
+    op = (struct tt_p2p_op){is_send, peer, buf, count * esize, 0};
     /* Device memory: staged through pinned memory when the batch runs (cuda.c). */
     op.device = count > 0 && tt_cuda_ready() && tt_cuda_kind(buf) != TT_MEM_HOST;
     TT_CHECK(tt_cuda_direct_check_p2p(comm, fn, &op));
-    if (group.depth == 0) {
-        struct tt_work w = {.kind = TT_WORK_P2P, .comm = comm, .nops = 1};
+    g = &group; /* one thread-local lookup */
+    if (g->depth == 0) {
+        struct tt_work w;
         if (peer == comm->rank)
             return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
                            "%s: peer is this rank (%d); a send to self and its receive must be in "
                            "one tutti_group_start/end",
                            fn, peer);
-        if (!stream) {
+        if (!stream) { /* only the fields a P2P item uses: zeroing it all costs */
+            w.kind = TT_WORK_P2P;
+            w.comm = comm;
             w.ops = &op;
+            w.nops = 1;
+            w.call.after = NULL;
             return tt_coll_run_now(comm, &w);
         }
         if (tt_stream_is_cuda(stream))
             return tt_cuda_enqueue_p2p(comm, &op, 1, stream);
+        w = (struct tt_work){.kind = TT_WORK_P2P, .comm = comm, .nops = 1};
         w.ops = malloc(sizeof(op));
         if (!w.ops)
             return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
         *w.ops = op;
         return tt_stream_push(stream, &w);
     }
-    if (group.comm && group.comm != comm)
+    if (g->comm && g->comm != comm)
         return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
                        "%s: a group may only hold calls on one communicator", fn);
-    if (group.nops > 0 && group.stream != stream)
-        return group.err = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
-                                   "%s: every call in a group must name the same stream", fn);
-    if (group.nops == group.cap) {
-        int cap = group.cap ? 2 * group.cap : 16;
-        struct tt_p2p_op *g = realloc(group.ops, (size_t)cap * sizeof(*g));
-        if (!g)
-            return group.err = tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
-        group.ops = g;
-        group.cap = cap;
+    if (g->nops > 0 && g->stream != stream)
+        return g->err = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                                "%s: every call in a group must name the same stream", fn);
+    if (g->nops == g->cap) {
+        int cap = 2 * g->cap;
+        struct tt_p2p_op *grown = g->ops == g->small
+                                      ? malloc((size_t)cap * sizeof(*grown))
+                                      : realloc(g->ops, (size_t)cap * sizeof(*grown));
+        if (!grown)
+            return g->err = tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
+        if (g->ops == g->small)
+            memcpy(grown, g->small, sizeof(g->small));
+        g->ops = grown;
+        g->cap = cap;
     }
-    if (group.nops >= UINT16_MAX)
-        return group.err = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
-                                   "%s: a group holds at most %d operations", fn, UINT16_MAX);
-    group.comm = comm;
-    group.stream = stream;
-    group.ops[group.nops++] = op;
+    if (g->nops >= UINT16_MAX)
+        return g->err = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                                "%s: a group holds at most %d operations", fn, UINT16_MAX);
+    g->comm = comm;
+    g->stream = stream;
+    g->ops[g->nops++] = op;
     return TUTTI_SUCCESS;
 }
 
@@ -327,48 +378,67 @@ tutti_result_t tutti_recv(void *recvbuf, size_t count, tutti_dtype_t dtype, int 
 
 tutti_result_t tutti_group_start(void)
 {
-    if (group.depth == 0) {
-        group.nops = 0;
-        group.comm = NULL;
-        group.stream = NULL;
-        group.err = TUTTI_SUCCESS;
+    struct group *g = &group;
+
+    if (g->depth == 0) {
+        g->ops = g->small;
+        g->cap = GROUP_INLINE;
+        g->nops = 0;
+        g->comm = NULL;
+        g->stream = NULL;
+        g->err = TUTTI_SUCCESS;
     }
-    group.depth++;
+    g->depth++;
     return TUTTI_SUCCESS;
 }
 
 tutti_result_t tutti_group_end(void)
 {
-    struct tt_work w = {.kind = TT_WORK_P2P};
+    struct group *g = &group; /* one thread-local lookup */
     tutti_result_t rc;
 
-    if (group.depth == 0)
+    if (g->depth == 0)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
                        "tutti_group_end: no group is open (missing tutti_group_start)");
-    if (--group.depth > 0)
+    if (--g->depth > 0)
         return TUTTI_SUCCESS;
-    rc = group.err;
-    if (rc == TUTTI_SUCCESS && group.nops > 0) {
-        rc = tt_comm_check(group.comm, "tutti_group_end");
-        if (rc == TUTTI_SUCCESS && group.stream)
-            rc = tt_stream_check(group.stream, group.comm, "tutti_group_end");
-        w.comm = group.comm;
-        w.ops = group.ops;
-        w.nops = group.nops;
-        if (rc == TUTTI_SUCCESS && tt_stream_is_cuda(group.stream)) {
-            rc = tt_cuda_enqueue_p2p(group.comm, group.ops, group.nops, group.stream);
-        } else if (rc == TUTTI_SUCCESS && group.stream) {
-            rc = tt_stream_push(group.stream, &w);
+    rc = g->err;
+    if (rc == TUTTI_SUCCESS && g->nops > 0) {
+        rc = tt_comm_check(g->comm, "tutti_group_end");
+        if (rc == TUTTI_SUCCESS && g->stream)
+            rc = tt_stream_check(g->stream, g->comm, "tutti_group_end");
+        if (rc == TUTTI_SUCCESS && tt_stream_is_cuda(g->stream)) {
+            rc = tt_cuda_enqueue_p2p(g->comm, g->ops, g->nops, g->stream);
+        } else if (rc == TUTTI_SUCCESS && g->stream) {
+            /* The stream owns what it is given: the heap array, or a heap copy of small[]. */
+            struct tt_work w = {
+                .kind = TT_WORK_P2P, .comm = g->comm, .ops = g->ops, .nops = g->nops};
+            if (w.ops == g->small && (w.ops = malloc((size_t)w.nops * sizeof(*w.ops))))
+                memcpy(w.ops, g->small, (size_t)w.nops * sizeof(*w.ops));
+            rc = w.ops ? tt_stream_push(g->stream, &w)
+                       : tt_fail(g->comm, TUTTI_ERR_SYSTEM, "tutti_group_end: out of memory");
             if (rc == TUTTI_SUCCESS)
-                group.ops = NULL; /* the stream owns them now */
+                g->ops = g->small; /* the heap array, if any, is the stream's now */
+            else if (w.ops != g->ops)
+                free(w.ops); /* a copy the stream did not take */
         } else if (rc == TUTTI_SUCCESS) {
-            rc = tt_coll_run_now(group.comm, &w);
+            /* Only the fields a P2P item uses (zeroing the whole item was most of this
+             * function's time in a loop of small exchanges). */
+            struct tt_work w;
+            w.kind = TT_WORK_P2P;
+            w.comm = g->comm;
+            w.ops = g->ops;
+            w.nops = g->nops;
+            w.call.after = NULL;
+            rc = tt_coll_run_now(g->comm, &w);
         }
     }
-    free(group.ops);
-    group.ops = NULL;
-    group.nops = group.cap = 0;
-    group.comm = NULL;
-    group.stream = NULL;
+    if (g->ops != g->small)
+        free(g->ops);
+    g->ops = g->small;
+    g->nops = 0;
+    g->cap = GROUP_INLINE;
+    g->comm = NULL;
+    g->stream = NULL;
     return rc;
 }
