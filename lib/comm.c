@@ -14,35 +14,59 @@
 #include "tutti_build.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* Live communicators, so a destroyed or foreign handle is refused instead of used. */
+/*
+ * Live communicators, so a destroyed or foreign handle is refused instead of used. Every call
+ * checks its handle, so the check takes no lock: the registry is a chain of blocks of slots
+ * that are never freed; a writer (under reg_lock) fills a slot, then raises its block's
+ * high-water mark with release; a reader loads the mark, then the slots below it. A removed
+ * communicator's slot goes back to NULL and is reused.
+ */
+#define REG_BLOCK 32
+
+struct reg_block {
+    _Atomic(struct tutti_comm *) slot[REG_BLOCK];
+    _Atomic size_t used; /* slots [0, used) may be live */
+    struct reg_block *_Atomic next;
+};
+
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct tutti_comm **reg;
-static size_t reg_n, reg_cap;
+static struct reg_block reg;
 
 static int reg_add(struct tutti_comm *c)
 {
-    int ok = 1;
+    struct reg_block *b = &reg;
 
     pthread_mutex_lock(&reg_lock);
-    if (reg_n == reg_cap) {
-        size_t cap = reg_cap ? 2 * reg_cap : 16;
-        struct tutti_comm **g = realloc(reg, cap * sizeof(*g));
-        if (g) {
-            reg = g;
-            reg_cap = cap;
-        } else {
-            ok = 0;
+    for (;;) {
+        size_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
+        for (size_t i = 0; i < used; i++)
+            if (!atomic_load_explicit(&b->slot[i], memory_order_relaxed)) {
+                atomic_store_explicit(&b->slot[i], c, memory_order_release);
+                pthread_mutex_unlock(&reg_lock);
+                return 1;
+            }
+        if (used < REG_BLOCK) {
+            atomic_store_explicit(&b->slot[used], c, memory_order_relaxed);
+            atomic_store_explicit(&b->used, used + 1, memory_order_release);
+            pthread_mutex_unlock(&reg_lock);
+            return 1;
         }
+        struct reg_block *next = atomic_load_explicit(&b->next, memory_order_relaxed);
+        if (!next) {
+            if (!(next = calloc(1, sizeof(*next)))) {
+                pthread_mutex_unlock(&reg_lock);
+                return 0;
+            }
+            atomic_store_explicit(&b->next, next, memory_order_release);
+        }
+        b = next;
     }
-    if (ok)
-        reg[reg_n++] = c;
-    pthread_mutex_unlock(&reg_lock);
-    return ok;
 }
 
 static int reg_remove(struct tutti_comm *c)
@@ -50,31 +74,28 @@ static int reg_remove(struct tutti_comm *c)
     int found = 0;
 
     pthread_mutex_lock(&reg_lock);
-    for (size_t i = 0; i < reg_n; i++) {
-        if (reg[i] == c) {
-            reg[i] = reg[--reg_n];
-            found = 1;
-            break;
-        }
-    }
+    for (struct reg_block *b = &reg; b && !found; b = atomic_load(&b->next))
+        for (size_t i = 0; i < atomic_load(&b->used) && !found; i++)
+            if (atomic_load(&b->slot[i]) == c) {
+                atomic_store(&b->slot[i], NULL);
+                found = 1;
+            }
     pthread_mutex_unlock(&reg_lock);
     return found;
 }
 
 tutti_result_t tt_comm_check(struct tutti_comm *comm, const char *fn)
 {
-    int found = 0;
-
     if (!comm)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "%s: comm is NULL", fn);
-    pthread_mutex_lock(&reg_lock);
-    for (size_t i = 0; i < reg_n && !found; i++)
-        found = reg[i] == comm;
-    pthread_mutex_unlock(&reg_lock);
-    if (!found)
-        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
-                       "%s: comm is not a live communicator (destroyed, or never initialised)", fn);
-    return TUTTI_SUCCESS;
+    for (struct reg_block *b = &reg; b; b = atomic_load_explicit(&b->next, memory_order_acquire)) {
+        size_t used = atomic_load_explicit(&b->used, memory_order_acquire);
+        for (size_t i = 0; i < used; i++)
+            if (atomic_load_explicit(&b->slot[i], memory_order_acquire) == comm)
+                return TUTTI_SUCCESS;
+    }
+    return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                   "%s: comm is not a live communicator (destroyed, or never initialised)", fn);
 }
 
 /* Fail (close = 0) or close every connection, host and device path, senders first: an

@@ -25,6 +25,7 @@
 #include "tutti_build.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,12 @@ static void probe(void)
 
 int tt_cuda_ready(void)
 {
-    pthread_once(&once, probe);
+    static _Atomic int probed; /* every point-to-point call asks: skip pthread_once's call */
+
+    if (!atomic_load_explicit(&probed, memory_order_acquire)) {
+        pthread_once(&once, probe);
+        atomic_store_explicit(&probed, 1, memory_order_release);
+    }
     return ready;
 }
 
