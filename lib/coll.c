@@ -444,7 +444,8 @@ void tt_coll_skip_work(const struct tt_work *w, const char *why)
 /* Run now on this thread, after whatever streams hold for comm. */
 tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w)
 {
-    if (!tt_stream_in_worker())
+    /* Queued stream work is rare: look at the count before the thread-local flag. */
+    if (__atomic_load_n(&comm->work_pending, __ATOMIC_ACQUIRE) != 0 && !tt_stream_in_worker())
         tt_comm_wait_idle(comm);
     return tt_coll_exec_work(w);
 }
