@@ -329,14 +329,37 @@ TUTTI_API tutti_result_t tutti_all_to_allv(const void *sendbuf, const size_t *se
                                            tutti_stream_t stream);
 
 /*
+ * tutti_gather - rank r's sendbuf (count elements) lands in block r of the root's recvbuf
+ * (n * count elements; ignored, and may be NULL, on the other ranks). In place on the root:
+ * sendbuf == recvbuf + root * count elements (its block is already there). A rank whose count
+ * differs from the root's fails the root's call, naming the rank (TUTTI_CHECK_COLL=1: both,
+ * before anything moves); so does a rank that names another root, where the other ranks' calls
+ * wait on it. One batch of point-to-point operations, as tutti_all_to_all: host or device
+ * buffers, any stream, inside tutti_group_start/end it joins the caller's group.
+ */
+TUTTI_API tutti_result_t tutti_gather(const void *sendbuf, void *recvbuf, size_t count,
+                                      tutti_dtype_t dtype, int root, tutti_comm_t comm,
+                                      tutti_stream_t stream);
+
+/*
+ * tutti_scatter - block r of the root's sendbuf (n * count elements; ignored, and may be NULL,
+ * on the other ranks) lands in rank r's recvbuf (count elements). In place on the root:
+ * recvbuf == sendbuf + root * count elements. Otherwise as tutti_gather.
+ */
+TUTTI_API tutti_result_t tutti_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                                       tutti_dtype_t dtype, int root, tutti_comm_t comm,
+                                       tutti_stream_t stream);
+
+/*
  * tutti_group_start / tutti_group_end - batch point-to-point calls. Between the two, sends
  * and receives are only recorded (each checks its arguments and returns at once);
  * tutti_group_end runs them all concurrently and returns when all are complete. Calls on one
  * communicator only, from one thread; groups do not nest (an inner start/end pair is
  * counted and only the outermost end runs the batch). Collectives inside a group are
- * refused with TUTTI_ERR_UNSUPPORTED. Buffers must stay valid until tutti_group_end returns,
- * or, when the group's calls name a host stream (all the same one), until the stream has run
- * the batch that tutti_group_end queued on it.
+ * refused with TUTTI_ERR_UNSUPPORTED, except the ones made of point-to-point calls
+ * (tutti_all_to_all, tutti_all_to_allv, tutti_gather, tutti_scatter), which join it. Buffers must
+ * stay valid until tutti_group_end returns, or, when the group's calls name a host stream (all the
+ * same one), until the stream has run the batch that tutti_group_end queued on it.
  */
 TUTTI_API tutti_result_t tutti_group_start(void);
 TUTTI_API tutti_result_t tutti_group_end(void);

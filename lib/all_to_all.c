@@ -108,10 +108,7 @@ static tutti_result_t exchange(const char *fn, const void *sendbuf, void *recvbu
     me = (size_t)comm->rank;
     TT_CHECK(check_layout(comm, fn, sendbuf, recvbuf, l, es));
     own = count_of(l->scounts, l->count, me) * es;
-    /* Run now (no stream, no open group) on host memory: the own block is a memcpy once the
-     * batch is done (the batch first waits for comm's queued work). */
-    self_copy = !stream && !tt_group_open() && own > 0 && tt_cuda_kind(sendbuf) == TT_MEM_HOST &&
-                tt_cuda_kind(recvbuf) == TT_MEM_HOST;
+    self_copy = tt_own_copy_ok(stream, sendbuf, recvbuf, own);
     tutti_group_start();
     for (size_t j = 0; j < n && rc == TUTTI_SUCCESS; j++) {
         size_t sc = count_of(l->scounts, l->count, j), rcnt = count_of(l->rcounts, l->count, j);
@@ -126,13 +123,26 @@ static tutti_result_t exchange(const char *fn, const void *sendbuf, void *recvbu
     end = tutti_group_end(); /* runs the batch, or (failed) discards it */
     if (rc != TUTTI_SUCCESS || end != TUTTI_SUCCESS)
         return rc != TUTTI_SUCCESS ? rc : end;
-    if (self_copy) { /* an empty batch (one rank) did not wait or look at comm's health */
-        if (!tt_stream_in_worker())
-            tt_comm_wait_idle(comm);
-        TT_CHECK(tt_coll_check_health(comm, fn));
-        memcpy((char *)recvbuf + displ_of(l->rdispls, l->count, me) * es,
-               (const char *)sendbuf + displ_of(l->sdispls, l->count, me) * es, own);
-    }
+    if (self_copy)
+        return tt_own_copy(comm, fn, (char *)recvbuf + displ_of(l->rdispls, l->count, me) * es,
+                           (const char *)sendbuf + displ_of(l->sdispls, l->count, me) * es, own);
+    return TUTTI_SUCCESS;
+}
+
+int tt_own_copy_ok(tutti_stream_t stream, const void *src, const void *dst, size_t bytes)
+{
+    return !stream && !tt_group_open() && bytes > 0 && tt_cuda_kind(src) == TT_MEM_HOST &&
+           tt_cuda_kind(dst) == TT_MEM_HOST;
+}
+
+tutti_result_t tt_own_copy(struct tutti_comm *comm, const char *fn, void *dst, const void *src,
+                           size_t bytes)
+{
+    /* The batch may have been empty (one rank): it then neither waited nor looked at comm. */
+    if (!tt_stream_in_worker())
+        tt_comm_wait_idle(comm);
+    TT_CHECK(tt_coll_check_health(comm, fn));
+    memcpy(dst, src, bytes);
     return TUTTI_SUCCESS;
 }
 

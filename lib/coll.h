@@ -36,4 +36,11 @@ int tt_p2p_split(const struct tutti_comm *comm, const struct tt_p2p_op *ops, int
 /* Is a group open on this thread (between tutti_group_start and tutti_group_end)? */
 int tt_group_open(void);
 
+/* Personalized exchanges (all_to_all.c, gather.c), whose batch has this rank's own block: may
+ * it move by memcpy once the batch is done (a call that runs now, on host memory)? */
+int tt_own_copy_ok(tutti_stream_t stream, const void *src, const void *dst, size_t bytes);
+/* That copy, after comm's queued work and only on a healthy comm. */
+tutti_result_t tt_own_copy(struct tutti_comm *comm, const char *fn, void *dst, const void *src,
+                           size_t bytes);
+
 #endif

@@ -150,6 +150,67 @@ Test(api, collectives_check_their_arguments)
     tutti_comm_destroy(c);
 }
 
+Test(api, gather_and_scatter)
+{
+    tutti_comm_t c = solo();
+    tutti_stream_t st = NULL;
+    float buf[16] = {0}, in[4] = {1, 2, 3, 4}, got[5];
+
+    EXPECT_ERR(tutti_gather(buf, got, 4, TUTTI_FLOAT32, 0, NULL, NULL), TUTTI_ERR_INVALID_ARG,
+               "comm is NULL");
+    EXPECT_ERR(tutti_gather(buf, got, 4, (tutti_dtype_t)42, 0, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "dtype 42");
+    EXPECT_ERR(tutti_gather(buf, got, 4, TUTTI_FLOAT32, 1, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "root 1");
+    EXPECT_ERR(tutti_scatter(buf, got, 4, TUTTI_FLOAT32, -1, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "root -1");
+    EXPECT_ERR(tutti_gather(buf, got, SIZE_MAX / 4, TUTTI_FLOAT32, 0, c, NULL),
+               TUTTI_ERR_INVALID_ARG, "overflows");
+    EXPECT_ERR(tutti_gather(NULL, got, 4, TUTTI_FLOAT32, 0, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "sendbuf is NULL");
+    EXPECT_ERR(tutti_gather(buf, NULL, 4, TUTTI_FLOAT32, 0, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "recvbuf is NULL on the root");
+    EXPECT_ERR(tutti_scatter(buf, NULL, 4, TUTTI_FLOAT32, 0, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "recvbuf is NULL");
+    EXPECT_ERR(tutti_scatter(NULL, got, 4, TUTTI_FLOAT32, 0, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "sendbuf is NULL on the root");
+    /* in place is sendbuf == recvbuf + root * count; one element off overlaps */
+    EXPECT_ERR(tutti_gather(buf + 1, buf, 4, TUTTI_FLOAT32, 0, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "overlap");
+    EXPECT_ERR(tutti_scatter(buf, buf + 1, 4, TUTTI_FLOAT32, 0, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "overlap");
+    cr_assert_eq(tutti_gather(NULL, NULL, 0, TUTTI_FLOAT32, 0, c, NULL), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_scatter(NULL, NULL, 0, TUTTI_FLOAT32, 0, c, NULL), TUTTI_SUCCESS);
+    /* one rank, out of place (a memcpy), then in place (nothing moves), then on a host stream
+     * and in a group (the own block through the rank's own connection); got[4] is a guard */
+    for (int way = 0; way < 4; way++) {
+        for (int i = 0; i < 5; i++)
+            got[i] = way == 1 && i < 4 ? in[i] : -1;
+        tutti_result_t r;
+        if (way == 2) {
+            cr_assert_eq(tutti_stream_create(&st), TUTTI_SUCCESS);
+            r = tutti_gather(in, got, 4, TUTTI_FLOAT32, 0, c, st);
+            if (r == TUTTI_SUCCESS)
+                r = tutti_stream_sync(st);
+            tutti_stream_destroy(st);
+        } else if (way == 3) {
+            tutti_group_start();
+            r = tutti_scatter(in, got, 4, TUTTI_FLOAT32, 0, c, NULL);
+            tutti_result_t e = tutti_group_end();
+            r = r != TUTTI_SUCCESS ? r : e;
+        } else {
+            r = tutti_gather(way == 1 ? got : in, got, 4, TUTTI_FLOAT32, 0, c, NULL);
+        }
+        cr_assert_eq(r, TUTTI_SUCCESS, "way %d: %s", way, tutti_comm_last_error(c));
+        for (int i = 0; i < 4; i++)
+            cr_assert_eq(got[i], in[i], "way %d: element %d is %g", way, i, got[i]);
+        cr_assert_eq(got[4], -1, "way %d wrote past the block", way);
+    }
+    cr_assert_eq(tutti_scatter(in, got, 4, TUTTI_FLOAT32, 0, c, NULL), TUTTI_SUCCESS);
+    cr_assert(memcmp(in, got, sizeof(in)) == 0);
+    tutti_comm_destroy(c);
+}
+
 Test(api, groups)
 {
     tutti_comm_t c = solo();

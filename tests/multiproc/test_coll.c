@@ -67,6 +67,17 @@ Test(coll, all_to_allv, .timeout = 120)
     run_check("A2AV_CHECK", 3, 1, "TUTTI_CHECK_COLL=1");
 }
 
+/* tutti_gather and tutti_scatter (rooted_check): on 1 to 4 and 8 ranks, on 2 nodes x 2, and with
+ * TUTTI_CHECK_COLL=1 (the count mismatch is named on both ends before anything moves). */
+Test(coll, gather_scatter, .timeout = 120)
+{
+    for (int n = 1; n <= 4; n++)
+        run_check("ROOTED_CHECK", n, 1, "");
+    run_check("ROOTED_CHECK", 8, 1, "");
+    run_check("ROOTED_CHECK", 4, 2, "");
+    run_check("ROOTED_CHECK", 3, 1, "TUTTI_CHECK_COLL=1");
+}
+
 /* tutti_comm_split (split_check): on 1 to 5 ranks, and on 4 ranks posing as 2 nodes. */
 Test(coll, split, .timeout = 120)
 {
