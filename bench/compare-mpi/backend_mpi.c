@@ -1,7 +1,8 @@
 /*
  * backend_mpi.c -- mpi-perf's backend (tools/perf/perf.h): MPI_Allreduce, MPI_Allgather,
- * MPI_Reduce_scatter_block, MPI_Bcast, MPI_Reduce and MPI_Sendrecv, so the reference peer is
- * measured by the same driver, table and check as tutti-perf.
+ * MPI_Reduce_scatter_block, MPI_Bcast, MPI_Reduce, MPI_Sendrecv, MPI_Alltoall, MPI_Gather and
+ * MPI_Scatter, so the reference peer is measured by the same driver, table and check as
+ * tutti-perf.
  *
  * Layout differences, handled here and counted in MPI's time:
  *   - out-of-place broadcast: MPI_Bcast has one buffer, so the root first copies send to recv;
@@ -102,6 +103,13 @@ static int m_run(enum pcoll c, void *s, void *r, size_t count, tutti_dtype_t t, 
         return check(MPI_Reduce(inplace && me == root ? MPI_IN_PLACE : s, r, cnt, dt, mop(op), root,
                                 MPI_COMM_WORLD));
     case ALL_TO_ALL: return check(MPI_Alltoall(s, cnt, dt, r, cnt, dt, MPI_COMM_WORLD));
+    /* In place on the root, tutti.h's layout is MPI's: the root's block already in its slot. */
+    case GATHER:
+        return check(MPI_Gather(inplace && me == root ? MPI_IN_PLACE : s, cnt, dt, r, cnt, dt, root,
+                                MPI_COMM_WORLD));
+    case SCATTER:
+        return check(MPI_Scatter(s, cnt, dt, inplace && me == root ? MPI_IN_PLACE : r, cnt, dt,
+                                 root, MPI_COMM_WORLD));
     default:
         return check(MPI_Sendrecv(s, cnt, dt, (me + 1) % n, 0, r, cnt, dt, (me + n - 1) % n, 0,
                                   MPI_COMM_WORLD, MPI_STATUS_IGNORE));

@@ -10,7 +10,7 @@ trap 'rm -rf "$out"' EXIT
 "$run" -n 2 "$perf" all -b 8 -e 64M -f 4 -c 1 -J "$out/all.json" >"$out/all.txt" 2>&1 ||
     { cat "$out/all.txt"; echo "tutti-perf all failed"; exit 1; }
 grep -q "Out of bounds values : 0 OK" "$out/all.txt" || { cat "$out/all.txt"; exit 1; }
-for c in all_reduce all_gather reduce_scatter broadcast reduce sendrecv; do
+for c in all_reduce all_gather reduce_scatter broadcast reduce sendrecv all_to_all gather scatter; do
     grep -q "tutti-perf $c:" "$out/all.txt" || { echo "no table for $c"; exit 1; }
     grep -q "\"collective\": \"$c\"" "$out/all.json" || { echo "no JSON rows for $c"; exit 1; }
 done

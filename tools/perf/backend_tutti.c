@@ -76,6 +76,8 @@ static int t_run(enum pcoll c, void *s, void *r, size_t count, tutti_dtype_t t, 
     case BROADCAST: return tutti_broadcast(s, r, count, t, root, comm, NULL);
     case REDUCE: return tutti_reduce(s, r, count, t, o, root, comm, NULL);
     case ALL_TO_ALL: return tutti_all_to_all(s, r, count, t, comm, NULL);
+    case GATHER: return tutti_gather(s, r, count, t, root, comm, NULL);
+    case SCATTER: return tutti_scatter(s, r, count, t, root, comm, NULL);
     default:
         tutti_group_start();
         tutti_send(s, count, t, (me + 1) % n, comm, NULL);

@@ -21,6 +21,8 @@ enum pcoll {
     REDUCE,
     SENDRECV,
     ALL_TO_ALL,
+    GATHER,
+    SCATTER,
     NPCOLL
 };
 

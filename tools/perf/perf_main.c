@@ -5,11 +5,13 @@
  *   tutti-run -n N tutti-perf COLL [-b 8] [-e 64M] [-f 2 | -i BYTES] [-n 20] [-w 5] [-c 1]
  *                                 [-d float32|...|all] [-o sum|...|all] [-r 0] [-a avg|min|max]
  *                                 [-J results.json] [--csv]
- *   COLL: all_reduce all_gather reduce_scatter broadcast reduce sendrecv all_to_all all
+ *   COLL: all_reduce all_gather reduce_scatter broadcast reduce sendrecv all_to_all gather
+ *         scatter all
  *
- * Size S is the bytes of the full array (all-gather / reduce-scatter / all-to-all: all ranks'
- * blocks together); algbw = S / time, busbw = algbw * factor with nccl-tests' factors: all-reduce
- * 2(n-1)/n, all-gather, reduce-scatter and all-to-all (n-1)/n, broadcast, reduce and sendrecv 1.
+ * Size S is the bytes of the full array (all-gather / reduce-scatter / all-to-all / gather /
+ * scatter: all ranks' blocks together); algbw = S / time, busbw = algbw * factor with
+ * nccl-tests' factors: all-reduce 2(n-1)/n, all-gather, reduce-scatter, all-to-all, gather and
+ * scatter (n-1)/n, broadcast, reduce and sendrecv 1.
  * With -c 1, after the timed runs each size is run once more on fresh inputs and #wrong
  * counts, over all ranks, the elements that differ from an expectation computed without tutti
  * (tools/values.c). Inputs are small integers, so every float result is exactly representable
@@ -27,8 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *pcoll_names[NPCOLL] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
-                                          "reduce",     "sendrecv",   "all_to_all"};
+static const char *pcoll_names[NPCOLL] = {"all_reduce", "all_gather", "reduce_scatter",
+                                          "broadcast",  "reduce",     "sendrecv",
+                                          "all_to_all", "gather",     "scatter"};
 
 struct opts {
     size_t minb, maxb, incr;
@@ -110,13 +113,23 @@ static int has_op(enum pcoll c)
 }
 static int has_root(enum pcoll c)
 {
-    return c == BROADCAST || c == REDUCE;
+    return c == BROADCAST || c == REDUCE || c == GATHER || c == SCATTER;
 }
 
 /* Collectives whose size is n blocks (the whole array), each rank's block 1/n of it. */
 static int blocked(enum pcoll c)
 {
-    return c == ALL_GATHER || c == REDUCE_SCATTER || c == ALL_TO_ALL;
+    return c == ALL_GATHER || c == REDUCE_SCATTER || c == ALL_TO_ALL || c == GATHER || c == SCATTER;
+}
+
+/* Is the send side n blocks (the receive side one)? Gathering ones: the other way round. */
+static int sends_whole(enum pcoll c)
+{
+    return c == REDUCE_SCATTER || c == ALL_TO_ALL || c == SCATTER;
+}
+static int recvs_whole(enum pcoll c)
+{
+    return c == ALL_GATHER || c == ALL_TO_ALL || c == GATHER;
 }
 
 /* Collectives with an in-place form (measured both ways). */
@@ -155,9 +168,9 @@ static void call_bufs(enum pcoll c, struct bufs *b, size_t per, size_t es, int i
     *r = b->recv;
     if (!inplace)
         return;
-    if (c == ALL_GATHER) {
+    if (c == ALL_GATHER || c == GATHER) {
         *s = b->recv + (size_t)rank * per * es;
-    } else if (c == REDUCE_SCATTER) {
+    } else if (c == REDUCE_SCATTER || c == SCATTER) {
         *s = b->recv;
         *r = b->recv + (size_t)rank * per * es;
     } else {
@@ -184,8 +197,8 @@ static long long check_once(enum pcoll c, struct bufs *b, size_t per, tutti_dtyp
     if (o->device) { /* fill and check host mirrors at the same offsets; copy across */
         struct bufs h = {b->hsend, b->hrecv, NULL, NULL};
         void *hs, *hr, *ds = s, *dr = r;
-        size_t in = (c == REDUCE_SCATTER || c == ALL_TO_ALL ? per * n : per) * es;
-        size_t out = (c == ALL_GATHER || c == ALL_TO_ALL ? per * n : per) * es;
+        size_t in = (sends_whole(c) ? per * n : per) * es;
+        size_t out = (recvs_whole(c) ? per * n : per) * es;
         call_bufs(c, &h, per, es, inplace, &hs, &hr);
         val_fill(t, vop, rank, hs, in / es, 0);
         if (be->dev_copy(ds, hs, in) != 0)
@@ -197,7 +210,7 @@ static long long check_once(enum pcoll c, struct bufs *b, size_t per, tutti_dtyp
         s = hs;
         r = hr;
     } else {
-        val_fill(t, vop, rank, s, c == REDUCE_SCATTER || c == ALL_TO_ALL ? per * n : per, 0);
+        val_fill(t, vop, rank, s, sends_whole(c) ? per * n : per, 0);
         if (run(c, s, r, per, t, op, root, inplace) != 0)
             return -2;
     }
@@ -215,7 +228,10 @@ static long long check_once(enum pcoll c, struct bufs *b, size_t per, tutti_dtyp
         val_expect_reduce(t, op, nranks, table);
         wrong = val_count_wrong(t, op, r, per, (size_t)rank * per, table, NULL);
         break;
+    case GATHER: /* on the root, as all-gather */
     case ALL_GATHER:
+        if (c == GATHER && rank != root)
+            break;
         for (int k = 0; k < nranks; k++) {
             val_expect_input(t, vop, k, table);
             wrong += val_count_wrong(t, vop, (char *)r + (size_t)k * per * es, per, 0, table, NULL);
@@ -224,6 +240,10 @@ static long long check_once(enum pcoll c, struct bufs *b, size_t per, tutti_dtyp
     case BROADCAST:
         val_expect_input(t, vop, root, table);
         wrong = val_count_wrong(t, vop, r, per, 0, table, NULL);
+        break;
+    case SCATTER: /* the root's inputs from index rank * per */
+        val_expect_input(t, vop, root, table);
+        wrong = val_count_wrong(t, vop, r, per, (size_t)rank * per, table, NULL);
         break;
     case ALL_TO_ALL: /* block k: rank k's inputs from index rank * per */
         for (int k = 0; k < nranks; k++) {
@@ -374,7 +394,7 @@ static void print_row(enum pcoll c, size_t size, size_t count, tutti_dtype_t t, 
 static void bench(enum pcoll c, const struct opts *o)
 {
     size_t maxes = 8, n = (size_t)nranks;
-    size_t send_bytes = c == REDUCE_SCATTER || c == ALL_TO_ALL ? o->maxb : o->maxb + maxes;
+    size_t send_bytes = sends_whole(c) ? o->maxb : o->maxb + maxes;
     struct bufs b;
     void *hsend = NULL, *hrecv = NULL;
 
@@ -457,7 +477,7 @@ static void usage(void)
     if (rank == 0)
         printf("usage: tutti-perf COLL [options]   (run under tutti-run, srun or mpirun)\n"
                "  COLL: all_reduce all_gather reduce_scatter broadcast reduce sendrecv all_to_all "
-               "all\n"
+               "gather scatter all\n"
                "  -b SIZE   minimum bytes (K/M/G suffixes)     [8]\n"
                "  -e SIZE   maximum bytes                       [64M]\n"
                "  -f F      multiply the size by F each step    [2]\n"
@@ -471,7 +491,7 @@ static void usage(void)
                "  -d TYPE   int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32\n"
                "            float64, or all                     [float32]\n"
                "  -o OP     sum prod min max avg, or all        [sum]\n"
-               "  -r ROOT   root of broadcast and reduce        [0]\n"
+               "  -r ROOT   root of broadcast, reduce, gather and scatter [0]\n"
                "  -a AGG    combine ranks' times: avg min max   [avg]\n"
                "  -J FILE   also write the results as JSON\n"
                "  --csv     print CSV instead of the table\n");
@@ -499,7 +519,7 @@ static void parse(int argc, char **argv, struct opts *o, int *colls, int *ncolls
             colls[(*ncolls)++] = c;
     if (*ncolls == 0)
         die("unknown collective '%s' (all_reduce all_gather reduce_scatter broadcast reduce "
-            "sendrecv all_to_all all)",
+            "sendrecv all_to_all gather scatter all)",
             argv[1]);
     for (int i = 2; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
