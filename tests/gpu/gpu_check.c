@@ -435,6 +435,33 @@ static void p2p(void)
                     j = nranks;
                     break;
                 }
+        /* Gather to the last rank, then scatter from rank 0, on device buffers: block j of
+         * the root's n blocks belongs to rank j (ds holds this rank's own blocks from above). */
+        int root = nranks - 1;
+        CU(cudaMemset(dr, 0, all * 8));
+        if (tutti_gather(ds + (size_t)rank * blk, rank == root ? dr : NULL, blk, TUTTI_INT64, root,
+                         comm, st) != TUTTI_SUCCESS ||
+            (st && tutti_stream_sync(st) != TUTTI_SUCCESS))
+            fail("p2p: gather (pass %d): %s", reg, tutti_comm_last_error(comm));
+        CU(cudaMemcpy(h, dr, all * 8, cudaMemcpyDeviceToHost));
+        for (int j = 0; rank == root && j < nranks; j++)
+            for (size_t i = 0; i < blk; i++)
+                if (h[(size_t)j * blk + i] != (int64_t)j * 1000000 + j * 1000 + (int64_t)i) {
+                    fail("p2p: gather (pass %d): block %d element %zu", reg, j, i);
+                    j = nranks;
+                    break;
+                }
+        CU(cudaMemset(dr, 0, blk * 8));
+        if (tutti_scatter(rank == 0 ? ds : NULL, dr, blk, TUTTI_INT64, 0, comm, st) !=
+                TUTTI_SUCCESS ||
+            (st && tutti_stream_sync(st) != TUTTI_SUCCESS))
+            fail("p2p: scatter (pass %d): %s", reg, tutti_comm_last_error(comm));
+        CU(cudaMemcpy(h, dr, blk * 8, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < blk; i++)
+            if (h[i] != (int64_t)rank * 1000 + (int64_t)i) {
+                fail("p2p: scatter (pass %d): element %zu is %lld", reg, i, (long long)h[i]);
+                break;
+            }
         cudaFree(ds);
         cudaFree(dr);
         free(h);
