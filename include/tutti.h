@@ -333,9 +333,10 @@ TUTTI_API tutti_result_t tutti_all_to_allv(const void *sendbuf, const size_t *se
  * (n * count elements; ignored, and may be NULL, on the other ranks). In place on the root:
  * sendbuf == recvbuf + root * count elements (its block is already there). A rank whose count
  * differs from the root's fails the root's call, naming the rank (TUTTI_CHECK_COLL=1: both,
- * before anything moves); so does a rank that names another root, where the other ranks' calls
- * wait on it. One batch of point-to-point operations, as tutti_all_to_all: host or device
- * buffers, any stream, inside tutti_group_start/end it joins the caller's group.
+ * before anything moves). Ranks that name different roots wait on each other and fail after
+ * TUTTI_TIMEOUT (sooner if that rank exits), naming the rank they wait for. One batch of
+ * point-to-point operations, as tutti_all_to_all: host or device buffers, any stream, inside
+ * tutti_group_start/end it joins the caller's group.
  */
 TUTTI_API tutti_result_t tutti_gather(const void *sendbuf, void *recvbuf, size_t count,
                                       tutti_dtype_t dtype, int root, tutti_comm_t comm,

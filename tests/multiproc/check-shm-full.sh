@@ -31,7 +31,7 @@ out=$(TUTTI_NCHANNELS=2 TUTTI_DEBUG=INFO TUTTI_DEBUG_SUBSYS=INIT \
 rc=$?
 echo "$out" | grep -E "TUTTI_BUFFSIZE|Out of bounds|failed|killed" | head -4
 [ $rc = 0 ] || { echo "FAILED: with the default TUTTI_BUFFSIZE the job should fit (exit $rc)"; exit 1; }
-[ "$(echo "$out" | grep -c "^\[0\] # tutti-perf [a-z_]*: 4 ranks")" = 7 ] &&
+[ "$(echo "$out" | grep -c "^\[0\] # tutti-perf [a-z_]*: 4 ranks")" = 9 ] &&
     echo "$out" | grep -q "Out of bounds values : 0 OK" ||
     { echo "FAILED: not every collective ran and checked"; exit 1; }
 echo "$out" | grep -q "INFO INIT TUTTI_BUFFSIZE: .* KiB FIFOs, not the default 1024 KiB" ||
