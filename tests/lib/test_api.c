@@ -69,6 +69,32 @@ Test(api, queries)
     cr_assert_eq(tutti_comm_destroy(NULL), TUTTI_SUCCESS);
 }
 
+/* More live communicators than one block of the registry holds (32): every one is found, a
+ * destroyed one is refused, and its slot serves the next. */
+Test(api, many_communicators)
+{
+    enum { N = 70 };
+    tutti_comm_t c[N], again;
+    int v = -1;
+
+    for (int i = 0; i < N; i++)
+        c[i] = solo();
+    for (int i = 0; i < N; i += 2)
+        cr_assert_eq(tutti_comm_destroy(c[i]), TUTTI_SUCCESS);
+    again = solo();
+    for (int i = 0; i < N; i++)
+        if (i % 2)
+            cr_assert_eq(tutti_comm_rank(c[i], &v), TUTTI_SUCCESS, "comm %d: %s", i,
+                         tutti_last_error());
+        else if (c[i] != again) /* the allocator may hand the new one a freed address */
+            EXPECT_ERR(tutti_comm_rank(c[i], &v), TUTTI_ERR_INVALID_ARG, "not a live communicator");
+    cr_assert_eq(tutti_comm_rank(again, &v), TUTTI_SUCCESS, "%s", tutti_last_error());
+    cr_assert_eq(tutti_comm_destroy(again), TUTTI_SUCCESS);
+    for (int i = 1; i < N; i += 2)
+        cr_assert_eq(tutti_comm_destroy(c[i]), TUTTI_SUCCESS);
+    EXPECT_ERR(tutti_comm_rank(c[N - 1], &v), TUTTI_ERR_INVALID_ARG, "not a live communicator");
+}
+
 Test(api, collectives_check_their_arguments)
 {
     tutti_comm_t c = solo();
