@@ -407,6 +407,49 @@ static void p2p(void)
  * holds rank r's inputs from index first + j * count, so block i received here must be rank
  * i's inputs from first + rank * count. stream: NULL or a host stream to queue on and sync.
  */
+/*
+ * tutti_gather (gather = 1) or tutti_scatter of count elements per rank, values shifted by
+ * first: gathered, block i on the root is rank i's inputs from first; scattered, rank r gets
+ * the root's inputs from first + r * count. Non-roots pass NULL for the buffer they do not use.
+ */
+static void check_rooted(int gather, tutti_dtype_t t, size_t count, size_t first, int root,
+                         tutti_stream_t stream, const char *tag)
+{
+    size_t es = tutti_dtype_size(t), n = (size_t)nranks, whole = rank == root ? n * count : 0;
+    unsigned char table[VAL_MAX_PERIOD * 8];
+    char what[160];
+    struct buf sb, rb;
+    void *s = buf_alloc(&sb, (gather ? count : whole) * es),
+         *r = buf_alloc(&rb, (gather ? whole : count) * es);
+    tutti_result_t rc;
+
+    snprintf(what, sizeof(what), "%s%s of %zu %s per rank, root %d%s", tag,
+             gather ? "gather" : "scatter", count, tutti_dtype_name(t), root,
+             stream ? " on a stream" : "");
+    val_fill(t, VAL_NO_OP, rank, s, gather ? count : whole, first);
+    rc = gather ? tutti_gather(s, rank == root ? r : NULL, count, t, root, comm, stream)
+                : tutti_scatter(rank == root ? s : NULL, r, count, t, root, comm, stream);
+    if (rc == TUTTI_SUCCESS && stream)
+        rc = tutti_stream_sync(stream);
+    if (rc != TUTTI_SUCCESS) {
+        fail(what, "returned %s: %s", tutti_strerror(rc), tutti_comm_last_error(comm));
+    } else {
+        for (int i = 0; gather && rank == root && i < nranks; i++) {
+            val_expect_input(t, VAL_NO_OP, i, table);
+            check_elems(what, t, VAL_NO_OP, (char *)r + (size_t)i * count * es, count, first,
+                        table);
+        }
+        if (!gather) {
+            val_expect_input(t, VAL_NO_OP, root, table);
+            check_elems(what, t, VAL_NO_OP, r, count, first + (size_t)rank * count, table);
+        }
+        if (!guards_ok(&sb) || !guards_ok(&rb))
+            fail(what, "wrote outside its buffers");
+    }
+    buf_free(&sb);
+    buf_free(&rb);
+}
+
 static void check_all_to_all(tutti_dtype_t t, size_t count, size_t first, tutti_stream_t stream,
                              const char *tag)
 {
@@ -577,7 +620,8 @@ static void soak(double seconds, uint64_t seed, int abort_rank)
                 break;
         }
         /* Draw everything first, in a fixed order, so every rank draws the same values. */
-        int kind = (int)rng_below(NCOLL + 2); /* NCOLL: ring exchange; NCOLL + 1: all-to-all */
+        /* NCOLL: ring exchange; + 1: all-to-all; + 2: gather; + 3: scatter */
+        int kind = (int)rng_below(NCOLL + 4);
         tutti_dtype_t t = (tutti_dtype_t)rng_below(TUTTI_NUM_DTYPES);
         int op = (int)rng_below(TUTTI_NUM_OPS);
         size_t count = rng_below((size_t)1 << rng_below(22));
@@ -590,6 +634,9 @@ static void soak(double seconds, uint64_t seed, int abort_rank)
             soak_ring(t, count, first, tag);
         } else if (kind == NCOLL + 1) {
             check_all_to_all(t, count / (size_t)nranks, first, on_stream ? stream : NULL, tag);
+        } else if (kind >= NCOLL + 2) {
+            check_rooted(kind == NCOLL + 2, t, count / (size_t)nranks, first, root,
+                         on_stream ? stream : NULL, tag);
         } else {
             if (kind == ALL_GATHER || kind == REDUCE_SCATTER) /* about count in the whole array */
                 count /= (size_t)nranks;
