@@ -74,78 +74,84 @@ static void expect(const char *what, const unsigned char *p, size_t len, size_t 
     }
 }
 
+/* The root's n blocks with TAIL guard elements after them (NULL on the other ranks) and this
+ * rank's one block with its own TAIL, all guard bytes; `what` names the call. 0: out of
+ * memory (counted as a failure). */
+static int setup(int gather, tutti_dtype_t t, size_t count, int root, const struct how *h,
+                 unsigned char **whole, unsigned char **mine, char *what, size_t len)
+{
+    size_t es = tutti_dtype_size(t), all = (count * (size_t)nranks + TAIL) * es,
+           one = (count + TAIL) * es;
+
+    snprintf(what, len, "%s of %zu %s %s root %d%s%s%s", gather ? "gather" : "scatter", count,
+             tutti_dtype_name(t), gather ? "to" : "from", root, h->inplace ? ", in place" : "",
+             h->stream ? ", on a stream" : "", h->in_group ? ", in a group" : "");
+    *whole = rank == root ? malloc(all) : NULL;
+    *mine = malloc(one);
+    if ((rank == root && !*whole) || !*mine) {
+        CHECK(0, "%s: out of memory", what);
+        free(*whole);
+        free(*mine);
+        return 0;
+    }
+    if (*whole)
+        memset(*whole, GUARD_BYTE, all);
+    memset(*mine, GUARD_BYTE, one);
+    return 1;
+}
+
+/* On the root: block i of its n blocks is block `i` (byte()), the guard after them intact. */
+static void expect_blocks(const char *what, const unsigned char *whole, size_t bytes, size_t es)
+{
+    for (int i = 0; i < nranks; i++) {
+        char blk[192];
+        snprintf(blk, sizeof(blk), "%s, block %d", what, i);
+        expect(blk, whole + (size_t)i * bytes, bytes, i + 1 < nranks ? bytes : bytes + TAIL * es,
+               i);
+    }
+}
+
 static void check_gather(tutti_dtype_t t, size_t count, int root, const struct how *h)
 {
-    size_t es = tutti_dtype_size(t), bytes = count * es, all = (count * nranks + TAIL) * es;
-    unsigned char *whole = rank == root ? malloc(all) : NULL, *mine = malloc(bytes + es);
+    size_t es = tutti_dtype_size(t), bytes = count * es;
+    unsigned char *whole, *mine, *s;
     char what[128];
 
-    snprintf(what, sizeof(what), "gather of %zu %s to root %d%s%s%s", count, tutti_dtype_name(t),
-             root, h->inplace ? ", in place" : "", h->stream ? ", on a stream" : "",
-             h->in_group ? ", in a group" : "");
-    if ((rank == root && !whole) || !mine) {
-        CHECK(0, "%s: out of memory", what);
-        free(whole);
-        free(mine);
+    if (!setup(1, t, count, root, h, &whole, &mine, what, sizeof(what)))
         return;
-    }
-    if (whole)
-        memset(whole, GUARD_BYTE, all);
     for (size_t b = 0; b < bytes; b++)
         mine[b] = byte(rank, b);
-    unsigned char *s = mine;
+    s = mine;
     if (h->inplace && rank == root) { /* the root's block already where it belongs */
         s = whole + (size_t)root * bytes;
         memcpy(s, mine, bytes);
     }
     tutti_result_t res = call(1, s, whole, count, t, root, h);
     CHECK(res == TUTTI_SUCCESS, "%s: %s", what, tutti_comm_last_error(comm));
-    if (res == TUTTI_SUCCESS && rank == root) {
-        for (int i = 0; i < nranks; i++) {
-            char blk[192];
-            snprintf(blk, sizeof(blk), "%s, block %d", what, i);
-            expect(blk, whole + (size_t)i * bytes, bytes,
-                   i + 1 < nranks ? bytes : bytes + TAIL * es, i);
-        }
-    }
+    if (res == TUTTI_SUCCESS && rank == root)
+        expect_blocks(what, whole, bytes, es);
     free(whole);
     free(mine);
 }
 
 static void check_scatter(tutti_dtype_t t, size_t count, int root, const struct how *h)
 {
-    size_t es = tutti_dtype_size(t), bytes = count * es, all = (count * nranks + TAIL) * es;
-    unsigned char *whole = rank == root ? malloc(all) : NULL, *mine = malloc(bytes + TAIL * es);
+    size_t es = tutti_dtype_size(t), bytes = count * es;
+    unsigned char *whole, *mine, *r;
     char what[128];
 
-    snprintf(what, sizeof(what), "scatter of %zu %s from root %d%s%s%s", count, tutti_dtype_name(t),
-             root, h->inplace ? ", in place" : "", h->stream ? ", on a stream" : "",
-             h->in_group ? ", in a group" : "");
-    if ((rank == root && !whole) || !mine) {
-        CHECK(0, "%s: out of memory", what);
-        free(whole);
-        free(mine);
+    if (!setup(0, t, count, root, h, &whole, &mine, what, sizeof(what)))
         return;
-    }
-    if (whole) {
-        memset(whole, GUARD_BYTE, all);
-        for (int j = 0; j < nranks; j++)
-            for (size_t b = 0; b < bytes; b++)
-                whole[(size_t)j * bytes + b] = byte(j, b);
-    }
-    memset(mine, GUARD_BYTE, bytes + TAIL * es);
-    unsigned char *r = h->inplace && rank == root ? whole + (size_t)root * bytes : mine;
+    for (int j = 0; whole && j < nranks; j++)
+        for (size_t b = 0; b < bytes; b++)
+            whole[(size_t)j * bytes + b] = byte(j, b);
+    r = h->inplace && rank == root ? whole + (size_t)root * bytes : mine;
     tutti_result_t res = call(0, whole, r, count, t, root, h);
     CHECK(res == TUTTI_SUCCESS, "%s: %s", what, tutti_comm_last_error(comm));
     if (res == TUTTI_SUCCESS)
         expect(what, r, bytes, r == mine ? bytes + TAIL * es : bytes, rank);
     if (res == TUTTI_SUCCESS && whole) /* the root's blocks are its input: untouched */
-        for (int j = 0; j < nranks; j++) {
-            char blk[192];
-            snprintf(blk, sizeof(blk), "%s, the root's block %d afterwards", what, j);
-            expect(blk, whole + (size_t)j * bytes, bytes,
-                   j + 1 < nranks ? bytes : bytes + TAIL * es, j);
-        }
+        expect_blocks(what, whole, bytes, es);
     free(whole);
     free(mine);
 }

@@ -56,26 +56,27 @@ static void run_check(const char *prog, int n, int nodes, const char *env)
               WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
 
-/* tutti_all_to_allv (a2av_check) on 1 to 4 and 8 ranks, on 2 nodes x 2 (sockets between
- * them), and with TUTTI_CHECK_COLL=1 (the mismatch is named before anything moves). */
-Test(coll, all_to_allv, .timeout = 120)
+/* A personalized exchange's check program on 1 to 4 and 8 ranks, on 2 nodes x 2 (sockets
+ * between them), and with TUTTI_CHECK_COLL=1 (its mismatch named before anything moves). */
+static void run_exchange_check(const char *prog)
 {
     for (int n = 1; n <= 4; n++)
-        run_check("A2AV_CHECK", n, 1, "");
-    run_check("A2AV_CHECK", 8, 1, "");
-    run_check("A2AV_CHECK", 4, 2, "");
-    run_check("A2AV_CHECK", 3, 1, "TUTTI_CHECK_COLL=1");
+        run_check(prog, n, 1, "");
+    run_check(prog, 8, 1, "");
+    run_check(prog, 4, 2, "");
+    run_check(prog, 3, 1, "TUTTI_CHECK_COLL=1");
 }
 
-/* tutti_gather and tutti_scatter (rooted_check): on 1 to 4 and 8 ranks, on 2 nodes x 2, and with
- * TUTTI_CHECK_COLL=1 (the count mismatch is named on both ends before anything moves). */
+/* tutti_all_to_allv (a2av_check). */
+Test(coll, all_to_allv, .timeout = 120)
+{
+    run_exchange_check("A2AV_CHECK");
+}
+
+/* tutti_gather and tutti_scatter (rooted_check). */
 Test(coll, gather_scatter, .timeout = 120)
 {
-    for (int n = 1; n <= 4; n++)
-        run_check("ROOTED_CHECK", n, 1, "");
-    run_check("ROOTED_CHECK", 8, 1, "");
-    run_check("ROOTED_CHECK", 4, 2, "");
-    run_check("ROOTED_CHECK", 3, 1, "TUTTI_CHECK_COLL=1");
+    run_exchange_check("ROOTED_CHECK");
 }
 
 /* tutti_comm_split (split_check): on 1 to 5 ranks, and on 4 ranks posing as 2 nodes. */
