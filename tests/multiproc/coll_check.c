@@ -289,6 +289,8 @@ static void large(void)
     }
 }
 
+static void soak_ring(tutti_dtype_t t, size_t n, size_t first, const char *tag);
+
 static void p2p(void)
 {
     size_t sizes[] = {0, 1, 4099, 3000017};
@@ -373,33 +375,9 @@ static void p2p(void)
     }
     /* The same exchange before and after a collective, which replaces the plan the
      * point-to-point path keeps between calls of one shape: the second must not reuse it. */
-    {
-        int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-        int32_t x[3], y[3], sum = 0;
-        for (int pass = 0; pass < 2; pass++) {
-            for (int i = 0; i < 3; i++) {
-                x[i] = rank * 10 + pass * 100 + i;
-                y[i] = -1;
-            }
-            tutti_group_start();
-            tutti_send(x, 3, TUTTI_INT32, next, comm, NULL);
-            tutti_recv(y, 3, TUTTI_INT32, prev, comm, NULL);
-            if (tutti_group_end() != TUTTI_SUCCESS)
-                fail("exchange around a collective", "pass %d: %s", pass,
-                     tutti_comm_last_error(comm));
-            for (int i = 0; i < 3; i++)
-                if (y[i] != prev * 10 + pass * 100 + i) {
-                    fail("exchange around a collective", "pass %d: element %d is %d", pass, i,
-                         y[i]);
-                    break;
-                }
-            if (pass == 0 && tutti_all_reduce(&rank, &sum, 1, TUTTI_INT32, TUTTI_SUM, comm, NULL) !=
-                                 TUTTI_SUCCESS)
-                fail("exchange around a collective", "all-reduce: %s", tutti_comm_last_error(comm));
-        }
-        if (sum != nranks * (nranks - 1) / 2)
-            fail("exchange around a collective", "the all-reduce gave %d", sum);
-    }
+    soak_ring(TUTTI_INT32, 3, 5, "before a collective: ");
+    run_one(ALL_REDUCE, TUTTI_INT32, TUTTI_SUM, 3, 0, 0);
+    soak_ring(TUTTI_INT32, 3, 11, "after a collective: ");
 }
 
 /*
