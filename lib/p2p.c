@@ -288,6 +288,20 @@ tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int n
     return rc;
 }
 
+/* Run a batch now on this thread. Only the fields a P2P item uses are set: zeroing the whole
+ * item was most of tutti_group_end's time in a loop of small exchanges. */
+static tutti_result_t run_now(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops)
+{
+    struct tt_work w;
+
+    w.kind = TT_WORK_P2P;
+    w.comm = comm;
+    w.ops = ops;
+    w.nops = nops;
+    w.call.after = NULL;
+    return tt_coll_run_now(comm, &w);
+}
+
 static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype_t dtype, int peer,
                                struct tutti_comm *comm, tutti_stream_t stream)
 {
@@ -314,24 +328,17 @@ static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype
     TT_CHECK(tt_cuda_direct_check_p2p(comm, fn, &op));
     g = &group; /* one thread-local lookup */
     if (g->depth == 0) {
-        struct tt_work w;
         if (peer == comm->rank)
             return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
                            "%s: peer is this rank (%d); a send to self and its receive must be in "
                            "one tutti_group_start/end",
                            fn, peer);
-        if (!stream) { /* only the fields a P2P item uses: zeroing it all costs */
-            w.kind = TT_WORK_P2P;
-            w.comm = comm;
-            w.ops = &op;
-            w.nops = 1;
-            w.call.after = NULL;
-            return tt_coll_run_now(comm, &w);
-        }
+        if (!stream)
+            return run_now(comm, &op, 1);
         if (tt_stream_is_cuda(stream))
             return tt_cuda_enqueue_p2p(comm, &op, 1, stream);
-        w = (struct tt_work){.kind = TT_WORK_P2P, .comm = comm, .nops = 1};
-        w.ops = malloc(sizeof(op));
+        struct tt_work w = {
+            .kind = TT_WORK_P2P, .comm = comm, .ops = malloc(sizeof(op)), .nops = 1};
         if (!w.ops)
             return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
         *w.ops = op;
@@ -422,15 +429,7 @@ tutti_result_t tutti_group_end(void)
             else if (w.ops != g->ops)
                 free(w.ops); /* a copy the stream did not take */
         } else if (rc == TUTTI_SUCCESS) {
-            /* Only the fields a P2P item uses (zeroing the whole item was most of this
-             * function's time in a loop of small exchanges). */
-            struct tt_work w;
-            w.kind = TT_WORK_P2P;
-            w.comm = g->comm;
-            w.ops = g->ops;
-            w.nops = g->nops;
-            w.call.after = NULL;
-            rc = tt_coll_run_now(g->comm, &w);
+            rc = run_now(g->comm, g->ops, g->nops);
         }
     }
     if (g->ops != g->small)
