@@ -231,6 +231,22 @@ TUTTI_API tutti_result_t tutti_comm_destroy(tutti_comm_t comm);
  */
 TUTTI_API tutti_result_t tutti_comm_abort(tutti_comm_t comm);
 
+/*
+ * tutti_comm_get_error - comm's error state, from any thread, without blocking (what a
+ * watchdog thread polls; NCCL's ncclCommGetAsyncError). *error is TUTTI_SUCCESS while comm is
+ * healthy, else the error that made it unusable: a timeout, a peer's failure (TUTTI_ERR_REMOTE)
+ * or a system error met by a call or by work queued on a stream, or tutti_comm_abort
+ * (TUTTI_ERR_ABORTED, at once, before the call it interrupts has returned). Errors that leave
+ * comm usable (bad arguments, a mismatch TUTTI_CHECK_COLL caught) do not count. It changes
+ * nothing: a peer that fails while no call on comm waits on it shows here once the next call
+ * has run into it. With msg != NULL the message of that first error is copied there, cut to
+ * size bytes with its NUL ("" while healthy). This function's own errors
+ * (TUTTI_ERR_INVALID_ARG: comm not live, error NULL) go to the calling thread's
+ * tutti_last_error() only, never to comm's last error.
+ */
+TUTTI_API tutti_result_t tutti_comm_get_error(tutti_comm_t comm, tutti_result_t *error, char *msg,
+                                              size_t size);
+
 /* Queries. Each writes its output and returns TUTTI_SUCCESS, or TUTTI_ERR_INVALID_ARG. */
 TUTTI_API tutti_result_t tutti_comm_rank(tutti_comm_t comm, int *rank);
 TUTTI_API tutti_result_t tutti_comm_size(tutti_comm_t comm, int *size);

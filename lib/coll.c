@@ -42,8 +42,9 @@ tutti_result_t tt_coll_check_health(struct tutti_comm *comm, const char *fn)
 {
     if (tt_comm_error(comm) == TUTTI_SUCCESS &&
         __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE))
-        tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_ABORTED,
-                                        "%s: the communicator was aborted (tutti_comm_abort)", fn));
+        return tt_comm_set_error(
+            comm, tt_fail(comm, TUTTI_ERR_ABORTED,
+                          "%s: the communicator was aborted (tutti_comm_abort)", fn));
     if (tt_comm_error(comm) != TUTTI_SUCCESS)
         return tt_fail_quiet(comm, tt_comm_error(comm),
                              "%s: the communicator is unusable after an earlier error: %s", fn,

@@ -119,16 +119,46 @@ static void each_conn(struct tutti_comm *c, int close)
 
 tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc)
 {
+    int unclaimed = 0;
+
     tt_error_to_comm(comm);
-    if (tt_comm_error(comm) != TUTTI_SUCCESS)
+    /* First error wins, also between a stream worker and the caller's thread; the winner
+     * writes the message, then publishes `error`: readers on other threads
+     * (tutti_comm_get_error) look at `error`, then at `fatal`. */
+    if (!__atomic_compare_exchange_n(&comm->error_claimed, &unclaimed, 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
         return rc;
-    /* The message first: readers on other threads look at `error`, then at `fatal`. */
     snprintf(comm->fatal, sizeof(comm->fatal), "%s", tt_thread_error());
     __atomic_store_n(&comm->error, rc, __ATOMIC_RELEASE);
     /* Tell every peer we are connected to: their waits on us end now, not at their deadline,
      * and the error spreads through the whole communicator in a few hops. */
     each_conn(comm, 0);
     return rc;
+}
+
+tutti_result_t tutti_comm_get_error(tutti_comm_t comm, tutti_result_t *error, char *msg,
+                                    size_t size)
+{
+    tutti_result_t rc;
+    const char *text = "";
+
+    /* Arguments fail on this thread only: comm's last error belongs to the thread using comm. */
+    if (tt_comm_check(comm, "tutti_comm_get_error") != TUTTI_SUCCESS)
+        return TUTTI_ERR_INVALID_ARG;
+    if (!error)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_comm_get_error: error is NULL");
+    rc = tt_comm_error(comm);
+    if (rc != TUTTI_SUCCESS)
+        text = comm->fatal;
+    else if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE)) {
+        /* Aborted; the thread inside comm has not turned it into the error state yet. */
+        rc = TUTTI_ERR_ABORTED;
+        text = "the communicator was aborted (tutti_comm_abort)";
+    }
+    *error = rc;
+    if (msg && size)
+        snprintf(msg, size, "%s", text);
+    return TUTTI_SUCCESS;
 }
 
 /* work_pending changes under work_lock; wait_idle's first look is a lock-free read, so a

@@ -46,7 +46,9 @@ struct tutti_comm {
     const struct tt_transport **tp_of; /* transport chosen per peer, NULL if none yet */
 
     tutti_result_t error;      /* sticky: TUTTI_SUCCESS while healthy */
-    char fatal[TT_ERRMSG_LEN]; /* message of the error that made it unusable */
+    int error_claimed;         /* the first tt_comm_set_error took it (it alone writes fatal) */
+    char fatal[TT_ERRMSG_LEN]; /* message of the error that made it unusable: written once,
+                                * before `error` is published */
     volatile int abort_flag;   /* set by tutti_comm_abort, from any thread */
     int32_t *pids;             /* process id of every rank */
     uint64_t seq;              /* collectives started */

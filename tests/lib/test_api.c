@@ -69,6 +69,55 @@ Test(api, queries)
     cr_assert_eq(tutti_comm_destroy(NULL), TUTTI_SUCCESS);
 }
 
+/* tutti_comm_get_error: healthy (an argument error does not count), aborted at once, then the
+ * error state the next call enters, whose first message stays; its own argument errors go to
+ * the calling thread only. */
+Test(api, error_state)
+{
+    tutti_comm_t c = solo();
+    tutti_result_t e = TUTTI_ERR_INTERNAL;
+    char msg[512] = "x", first[512], cut[8];
+    float v = 1;
+
+    EXPECT_ERR(tutti_comm_get_error(NULL, &e, msg, sizeof(msg)), TUTTI_ERR_INVALID_ARG,
+               "comm is NULL");
+    EXPECT_ERR(tutti_comm_get_error(c, NULL, msg, sizeof(msg)), TUTTI_ERR_INVALID_ARG,
+               "error is NULL");
+    cr_assert_str_empty(tutti_comm_last_error(c), "comm's message: %s", tutti_comm_last_error(c));
+    cr_assert_eq(tutti_comm_get_error(c, &e, msg, sizeof(msg)), TUTTI_SUCCESS);
+    cr_assert_eq(e, TUTTI_SUCCESS, "%s", tutti_strerror(e));
+    cr_assert_str_empty(msg);
+    EXPECT_ERR(tutti_all_reduce(&v, &v, 1, (tutti_dtype_t)99, TUTTI_SUM, c, NULL),
+               TUTTI_ERR_INVALID_ARG, "dtype");
+    e = TUTTI_ERR_INTERNAL;
+    cr_assert_eq(tutti_comm_get_error(c, &e, NULL, 0), TUTTI_SUCCESS);
+    cr_assert_eq(e, TUTTI_SUCCESS, "an argument error is not comm's error state");
+
+    cr_assert_eq(tutti_comm_abort(c), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_comm_get_error(c, &e, msg, sizeof(msg)), TUTTI_SUCCESS);
+    cr_assert_eq(e, TUTTI_ERR_ABORTED, "%s", tutti_strerror(e));
+    cr_assert(strstr(msg, "tutti_comm_abort"), "%s", msg);
+    EXPECT_ERR(tutti_all_reduce(&v, &v, 1, TUTTI_FLOAT32, TUTTI_SUM, c, NULL), TUTTI_ERR_ABORTED,
+               "aborted");
+    cr_assert_eq(tutti_comm_get_error(c, &e, first, sizeof(first)), TUTTI_SUCCESS);
+    cr_assert_eq(e, TUTTI_ERR_ABORTED, "%s", tutti_strerror(e));
+    cr_assert_str_eq(first, tutti_comm_last_error(c));
+    cr_assert(strstr(first, "tutti_all_reduce"), "%s", first);
+    /* Later calls fail with their own message; the state keeps the first. */
+    EXPECT_ERR(tutti_barrier(c, NULL), TUTTI_ERR_ABORTED, "unusable");
+    cr_assert_eq(tutti_comm_get_error(c, &e, msg, sizeof(msg)), TUTTI_SUCCESS);
+    cr_assert_str_eq(msg, first);
+    /* Cut to the buffer, NUL-terminated. */
+    memset(cut, 'x', sizeof(cut));
+    cr_assert_eq(tutti_comm_get_error(c, &e, cut, sizeof(cut)), TUTTI_SUCCESS);
+    cr_assert_eq(strlen(cut), sizeof(cut) - 1);
+    cr_assert(strncmp(cut, first, sizeof(cut) - 1) == 0, "'%s' is not the start of '%s'", cut,
+              first);
+    cr_assert_eq(tutti_comm_destroy(c), TUTTI_SUCCESS);
+    EXPECT_ERR(tutti_comm_get_error(c, &e, msg, sizeof(msg)), TUTTI_ERR_INVALID_ARG,
+               "not a live communicator");
+}
+
 /* More live communicators than one block of the registry holds (32): every one is found, a
  * destroyed one is refused, and its slot serves the next. */
 Test(api, many_communicators)

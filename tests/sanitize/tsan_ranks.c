@@ -1,8 +1,9 @@
 /*
  * tsan_ranks -- ranks as threads of one process, for ThreadSanitizer (Criterion's runner does
  * not run under it): 4 ranks over shared memory do collectives and a point-to-point group
- * with checked results, then one blocks while another thread aborts it. Exit 0 when every
- * result is right; TSan's own reports fail the run (halt_on_error).
+ * with checked results, then one blocks while another thread aborts it (and polls
+ * tutti_comm_get_error meanwhile, as a watchdog would). Exit 0 when every result is right;
+ * TSan's own reports fail the run (halt_on_error).
  */
 #include "tutti.h"
 
@@ -103,8 +104,24 @@ int main(void)
     sleep(1);
     while (!__atomic_load_n(&victim, __ATOMIC_ACQUIRE))
         usleep(1000);
-    tutti_comm_abort(__atomic_load_n(&victim, __ATOMIC_ACQUIRE));
+    tutti_comm_t v = __atomic_load_n(&victim, __ATOMIC_ACQUIRE);
+    tutti_result_t e = TUTTI_ERR_INTERNAL;
+    char msg[256];
+    /* This thread is also a watchdog: healthy while the other blocks, aborted from the abort on,
+     * polled while the blocked thread turns the abort into the error state and its message. */
+    if (tutti_comm_get_error(v, &e, msg, sizeof(msg)) != TUTTI_SUCCESS || e != TUTTI_SUCCESS)
+        fail(0, "tutti_comm_get_error: a blocked communicator is not healthy");
+    tutti_comm_abort(v);
+    for (int i = 0; i < 20000; i++)
+        if (tutti_comm_get_error(v, &e, msg, sizeof(msg)) != TUTTI_SUCCESS ||
+            e != TUTTI_ERR_ABORTED || !msg[0]) {
+            fail(0, "tutti_comm_get_error: an aborted communicator is not TUTTI_ERR_ABORTED");
+            break;
+        }
     pthread_join(b, NULL);
+    if (tutti_comm_get_error(v, &e, msg, sizeof(msg)) != TUTTI_SUCCESS || e != TUTTI_ERR_ABORTED ||
+        !strstr(msg, "all_reduce #1"))
+        fail(0, "tutti_comm_get_error: the aborted all-reduce's message is not the state's");
     pthread_join(p, NULL);
     tutti_comm_destroy(victim);
     printf("tsan_ranks: %d failure(s)\n", failures);

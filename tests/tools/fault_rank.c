@@ -7,7 +7,10 @@
  *                           the last success it came, then destroy the communicator
  *   fault_rank DIR abort    rank 0 blocks in an all-reduce that cannot complete (rank 1 holds
  *                           back) and another thread aborts it after 1 s; rank 1 then joins
- *                           the all-reduce and must fail at once because rank 0 gave up
+ *                           the all-reduce and must fail at once because rank 0 gave up. The
+ *                           aborting thread checks tutti_comm_get_error before (healthy) and
+ *                           after (aborted) the abort, rank 1 before its call (healthy)
+ * After the failing call (loop, abort) tutti_comm_get_error must give its code and message.
  *   fault_rank DIR mismatch with TUTTI_CHECK_COLL=1: rank 2 passes another count, rank 1
  *                           (of 4+) another collective; every rank must get
  *                           TUTTI_ERR_INVALID_ARG naming them, then matching calls work
@@ -36,12 +39,33 @@ static double now(void)
 static tutti_comm_t comm;
 static double abort_at;
 
+/* comm's error state as tutti_comm_get_error reports it must be `want` (with a message
+ * containing `word`, "" for none); prints what it saw, returns 1 if right. */
+static int error_is(const char *when, tutti_result_t want, const char *word)
+{
+    tutti_result_t e = TUTTI_ERR_INTERNAL;
+    char msg[512];
+
+    if (tutti_comm_get_error(comm, &e, msg, sizeof(msg)) != TUTTI_SUCCESS) {
+        printf("get_error %s: failed: %s\n", when, tutti_last_error());
+        return 0;
+    }
+    printf("get_error %s: %s: '%s'\n", when, tutti_strerror(e), msg);
+    return e == want && (word[0] ? strstr(msg, word) != NULL : msg[0] == '\0');
+}
+
+/* The aborting thread is also a watchdog: it sees comm healthy while the main thread is
+ * blocked in its call, and aborted at once after tutti_comm_abort. */
+static int watchdog_ok;
+
 static void *aborter(void *arg)
 {
     (void)arg;
     sleep(1);
+    watchdog_ok = error_is("while blocked", TUTTI_SUCCESS, "");
     abort_at = now();
     tutti_comm_abort(comm);
+    watchdog_ok &= error_is("after the abort", TUTTI_ERR_ABORTED, "tutti_comm_abort");
     return NULL;
 }
 
@@ -154,6 +178,8 @@ int main(int argc, char **argv)
             pthread_join(t, NULL);
         } else {
             sleep(3); /* rank 0 is aborted meanwhile */
+            /* Nothing of ours has run into it yet. */
+            watchdog_ok = error_is("before the call", TUTTI_SUCCESS, "");
             last = now();
             rc = tutti_all_reduce(x, y, n, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
         }
@@ -167,6 +193,8 @@ int main(int argc, char **argv)
     }
     printf("RESULT rank %d code %s after %.2f s: %s\n", rank, tutti_strerror(rc), now() - last,
            tutti_comm_last_error(comm));
+    /* The error state holds the failed call's error and message. */
+    int state_ok = error_is("after the failure", rc, tutti_comm_last_error(comm));
     fflush(stdout);
     /* A later call fails at once; destroy releases everything. */
     if (tutti_barrier(comm, NULL) == TUTTI_SUCCESS) {
@@ -176,7 +204,9 @@ int main(int argc, char **argv)
     tutti_comm_destroy(comm);
     free(x);
     free(y);
+    if (!state_ok)
+        return 1;
     if (strcmp(argv[2], "abort") == 0)
-        return rc == (rank == 0 ? TUTTI_ERR_ABORTED : TUTTI_ERR_REMOTE) ? 0 : 1;
+        return rc == (rank == 0 ? TUTTI_ERR_ABORTED : TUTTI_ERR_REMOTE) && watchdog_ok ? 0 : 1;
     return rc == TUTTI_ERR_REMOTE || rc == TUTTI_ERR_TIMEOUT ? 0 : 1;
 }
