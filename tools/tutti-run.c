@@ -3,6 +3,7 @@
  *
  *   tutti-run -n N [--nodes K] [--bind core|none] [--no-prefix] [--grace S] [--] program
  *             [args...]
+ *   tutti-run -n N --nnodes H --node-rank I --master ADDRESS:PORT [options] program [args...]
  *   tutti-run --env
  *
  * Each rank gets TUTTI_ID, TUTTI_RANK, TUTTI_WORLD_SIZE and TUTTI_LOCAL_RANK; the rendezvous
@@ -16,6 +17,14 @@
  * did not get to remove are removed at the end. --bind core pins rank r to the r-th CPU this
  * launcher may use (modulo their count; threads of a rank share its core); the default,
  * none, leaves placement to the kernel.
+ *
+ * Several hosts (torchrun's way): the same command on each host but --node-rank; host I runs
+ * ranks [ceil(I*N/H), ceil((I+1)*N/H)) with TUTTI_RANK, TUTTI_LOCAL_RANK, TUTTI_WORLD_SIZE and
+ * MASTER_ADDR / MASTER_PORT (no TUTTI_ID): rank 0 serves the rendezvous at --master, which
+ * must be an address of host 0, and the secret comes from TUTTI_SECRET. Output lines carry
+ * global ranks. A rank that fails stops its own host's ranks as above; the other hosts' ranks
+ * see their connections to it fail and exit, which stops those launchers. Sockets use the
+ * interface TUTTI_SOCKET_IFNAME names, loopback only when --master is a loopback address.
  */
 #include "tutti.h"
 
@@ -54,6 +63,9 @@ struct rank {
 
 static struct rank *ranks;
 static int nranks, nnodes = 1, prefix = 1;
+/* --nnodes H --node-rank I: this host runs ranks [lfirst, lfirst + nlocal) of nranks; ranks[]
+ * is indexed by the local rank. One host: all of them. */
+static int nhosts = 1, host_rank = -1, lfirst, nlocal;
 static int ncpus, *cpus; /* --bind core: the CPUs we may use, in order; 0: no binding */
 
 static double now(void)
@@ -65,13 +77,19 @@ static double now(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: tutti-run -n N [--nodes K] [--bind core|none] [--no-prefix] [--grace SECONDS] "
-            "[--] program [args...]\n"
-            "       tutti-run --env     print every TUTTI_* variable and exit\n"
-            "Starts N ranks of program on this host, wired up through TUTTI_ID.\n"
-            "--nodes K: the ranks pose as K hosts (TUTTI_HOSTID), blocks of consecutive ranks.\n"
-            "--bind core: rank r runs on the r-th CPU tutti-run may use (modulo their count).\n");
+    fprintf(
+        f,
+        "usage: tutti-run -n N [--nodes K] [--bind core|none] [--no-prefix] [--grace SECONDS] "
+        "[--] program [args...]\n"
+        "       tutti-run -n N --nnodes H --node-rank I --master ADDRESS:PORT [options] "
+        "program [args...]\n"
+        "       tutti-run --env     print every TUTTI_* variable and exit\n"
+        "Starts N ranks of program on this host, wired up through TUTTI_ID.\n"
+        "--nodes K: the ranks pose as K hosts (TUTTI_HOSTID), blocks of consecutive ranks.\n"
+        "--nnodes H --node-rank I: N ranks on H hosts, one tutti-run on each (the same command,\n"
+        "  but I); this host runs host I's block of consecutive ranks. Rank 0, on host 0, serves\n"
+        "  the rendezvous at --master (an address of host 0); set TUTTI_SECRET alike on all.\n"
+        "--bind core: rank r runs on the r-th CPU tutti-run may use (modulo their count).\n");
 }
 
 static void write_all(int fd, const char *p, size_t n)
@@ -134,7 +152,7 @@ static int pump(int rank, struct stream *s)
 
 static void signal_all(int sig)
 {
-    for (int r = 0; r < nranks; r++)
+    for (int r = 0; r < nlocal; r++)
         if (ranks[r].pid > 0 && !ranks[r].done)
             kill(-ranks[r].pid, sig); /* its process group: the rank and its children */
 }
@@ -186,16 +204,22 @@ static char *find_program(const char *name)
     return NULL;
 }
 
-/* Rank r's environment: ours with its TUTTI_RANK, TUTTI_LOCAL_RANK (and TUTTI_HOSTID). One
- * allocation (pointers, then the three new strings): free() releases it. */
-static char **rank_env(int r)
+/* Node (or host) k of K holds ranks [ceil(k*n/K), ceil((k+1)*n/K)). */
+static int block_first(int k, int of)
+{
+    return (int)(((long long)k * nranks + of - 1) / of);
+}
+
+/* The environment of local rank i: ours with its TUTTI_RANK, TUTTI_LOCAL_RANK (and
+ * TUTTI_HOSTID). One allocation (pointers, then the three new strings): free() releases it. */
+static char **rank_env(int i)
 {
     extern char **environ;
     size_t n = 0, k = 0;
     char **env, *own;
-    /* Node k holds ranks [k*n/K, (k+1)*n/K). */
+    int r = lfirst + i;
     int node = (int)(((long long)r * nnodes) / nranks);
-    int first = (int)(((long long)node * nranks + nnodes - 1) / nnodes);
+    int local = nnodes > 1 ? r - block_first(node, nnodes) : i;
 
     while (environ[n])
         n++;
@@ -209,14 +233,14 @@ static char **rank_env(int r)
             (nnodes == 1 || strncmp(environ[i], "TUTTI_HOSTID=", 13) != 0))
             env[k++] = environ[i];
     snprintf(env[k++] = own, 64, "TUTTI_RANK=%d", r);
-    snprintf(env[k++] = own + 64, 64, "TUTTI_LOCAL_RANK=%d", r - first);
+    snprintf(env[k++] = own + 64, 64, "TUTTI_LOCAL_RANK=%d", local);
     if (nnodes > 1)
         snprintf(env[k++] = own + 128, 64, "TUTTI_HOSTID=node%d", node);
     return env;
 }
 
 /*
- * Start rank r. The child makes only async-signal-safe calls between fork and exec:
+ * Start local rank r. The child makes only async-signal-safe calls between fork and exec:
  * tutti-run has a thread (the rendezvous) that may hold the allocator's lock when we fork,
  * and a child that allocated (setenv, snprintf) would wait for it forever, a rank that never
  * reaches the rendezvous (seen once under ASan). So its environment is made here.
@@ -230,7 +254,7 @@ static pid_t spawn(int r, const char *path, char **argv, const sigset_t *oldmask
 
     CPU_ZERO(&core);
     if (ncpus > 0)
-        CPU_SET(cpus[r % ncpus], &core);
+        CPU_SET(cpus[r % ncpus], &core); /* r: the local rank */
 
     if (!env) {
         fprintf(stderr, "tutti-run: out of memory\n");
@@ -254,7 +278,7 @@ static pid_t spawn(int r, const char *path, char **argv, const sigset_t *oldmask
             _exit(127);
         dup2(out[1], 1);
         dup2(err[1], 2);
-        if (r != 0) {
+        if (lfirst + r != 0) {
             int devnull = open("/dev/null", O_RDONLY);
             if (devnull >= 0)
                 dup2(devnull, 0);
@@ -291,30 +315,46 @@ int main(int argc, char **argv)
     double grace = 3.0, kill_at = 0;
     int first = -1, result = 0, live, argi = 1, sfd, interrupted = 0, bind_core = 0;
     sigset_t mask, oldmask;
-    char tag[32], idstr[TUTTI_ID_STRLEN], val[32], *program;
+    char tag[32], idstr[TUTTI_ID_STRLEN], val[32], *program, *master = NULL, *port = NULL;
     tutti_id_t id;
     struct pollfd *pfd;
     pid_t self = getpid();
 
     for (; argi < argc; argi++) {
-        if (strcmp(argv[argi], "-n") == 0 && argi + 1 < argc) {
+        const char *opt = argv[argi], *arg = argi + 1 < argc ? argv[argi + 1] : NULL;
+        if (arg && (!strcmp(opt, "-n") || !strcmp(opt, "--nodes") || !strcmp(opt, "--nnodes") ||
+                    !strcmp(opt, "--node-rank"))) {
+            /* Counts are 1..MAX_RANKS, --node-rank 0..MAX_RANKS-1. */
+            int *out = !strcmp(opt, "-n")         ? &nranks
+                       : !strcmp(opt, "--nodes")  ? &nnodes
+                       : !strcmp(opt, "--nnodes") ? &nhosts
+                                                  : &host_rank;
+            int lo = out == &host_rank ? 0 : 1, hi = MAX_RANKS - 1 + lo;
             char *end;
-            long n = strtol(argv[++argi], &end, 10);
-            if (*end || n < 1 || n > MAX_RANKS) {
-                fprintf(stderr, "tutti-run: -n %s: need a rank count within 1..%d\n", argv[argi],
-                        MAX_RANKS);
+            long v = strtol(arg, &end, 10);
+            if (*end || !*arg || v < lo || v > hi) {
+                fprintf(stderr, "tutti-run: %s %s: need a number within %d..%d\n", opt, arg, lo,
+                        hi);
                 return 2;
             }
-            nranks = (int)n;
-        } else if (strcmp(argv[argi], "--nodes") == 0 && argi + 1 < argc) {
+            *out = (int)v;
+            argi++;
+        } else if (strcmp(argv[argi], "--master") == 0 && argi + 1 < argc) {
+            /* ADDR:PORT, [IPv6]:PORT */
             char *end;
-            long k = strtol(argv[++argi], &end, 10);
-            if (*end || k < 1 || k > MAX_RANKS) {
-                fprintf(stderr, "tutti-run: --nodes %s: need a node count within 1..%d\n",
-                        argv[argi], MAX_RANKS);
+            master = argv[++argi];
+            port = strrchr(master, ':');
+            long pn = port ? strtol(port + 1, &end, 10) : 0;
+            if (!port || port == master || !port[1] || *end || pn < 1 || pn > 65535) {
+                fprintf(stderr, "tutti-run: --master %s: want ADDRESS:PORT (a TCP port 1..65535)\n",
+                        master);
                 return 2;
             }
-            nnodes = (int)k;
+            *port++ = '\0';
+            if (master[0] == '[' && port[-2] == ']') {
+                master++;
+                port[-2] = '\0';
+            }
         } else if (strcmp(argv[argi], "--bind") == 0 && argi + 1 < argc) {
             const char *how = argv[++argi];
             if (strcmp(how, "core") == 0) {
@@ -356,6 +396,35 @@ int main(int argc, char **argv)
         fprintf(stderr, "tutti-run: --nodes %d is more than the %d ranks\n", nnodes, nranks);
         return 2;
     }
+    if ((nhosts > 1 || host_rank >= 0) && !master) {
+        fprintf(stderr,
+                "tutti-run: --nnodes and --node-rank need --master ADDRESS:PORT (where rank "
+                "0, on node 0, serves the rendezvous)\n");
+        return 2;
+    }
+    if (nhosts > 1 && host_rank < 0) {
+        fprintf(stderr, "tutti-run: --nnodes %d needs --node-rank (this host's, 0..%d)\n", nhosts,
+                nhosts - 1);
+        return 2;
+    }
+    if (host_rank < 0)
+        host_rank = 0;
+    if (host_rank >= nhosts) {
+        fprintf(stderr, "tutti-run: --node-rank %d is out of range for --nnodes %d (0..%d)\n",
+                host_rank, nhosts, nhosts - 1);
+        return 2;
+    }
+    if (nhosts > nranks) {
+        fprintf(stderr, "tutti-run: --nnodes %d is more than the %d ranks\n", nhosts, nranks);
+        return 2;
+    }
+    if (nhosts > 1 && nnodes > 1) {
+        fprintf(stderr, "tutti-run: --nodes (hosts emulated on this one) and --nnodes (real hosts) "
+                        "do not go together\n");
+        return 2;
+    }
+    lfirst = block_first(host_rank, nhosts);
+    nlocal = block_first(host_rank + 1, nhosts) - lfirst;
     if (bind_core) {
         cpu_set_t mine;
         if (sched_getaffinity(0, sizeof(mine), &mine) != 0 ||
@@ -383,38 +452,47 @@ int main(int argc, char **argv)
     sigaddset(&mask, SIGHUP);
     sigprocmask(SIG_BLOCK, &mask, &oldmask);
 
-    /* Single-host launcher: rendezvous on loopback unless told otherwise. */
-    setenv("TUTTI_SOCKET_IFNAME", "=lo", 0);
+    /* One host: rendezvous inside tutti-run, on loopback unless told otherwise. With --master,
+     * rank 0 serves it there (tutti_comm_init_env's MASTER_ADDR); loopback is the default
+     * interface only when the master is a loopback address (every "host" is this one). */
+    if (!master || !strncmp(master, "127.", 4) || !strcmp(master, "::1") ||
+        !strcmp(master, "localhost"))
+        setenv("TUTTI_SOCKET_IFNAME", "=lo", 0);
     snprintf(tag, sizeof(tag), "r%d", (int)self);
     setenv("TUTTI_JOB_TAG", tag, 1);
-    if (tutti_get_id(&id) != TUTTI_SUCCESS ||
-        tutti_id_to_string(&id, idstr, sizeof(idstr)) != TUTTI_SUCCESS) {
+    if (master) {
+        unsetenv("TUTTI_ID");
+        setenv("MASTER_ADDR", master, 1);
+        setenv("MASTER_PORT", port, 1);
+    } else if (tutti_get_id(&id) != TUTTI_SUCCESS ||
+               tutti_id_to_string(&id, idstr, sizeof(idstr)) != TUTTI_SUCCESS) {
         fprintf(stderr, "tutti-run: cannot start the rendezvous: %s\n", tutti_last_error());
         free(program);
         free(cpus);
         return 1;
+    } else {
+        setenv("TUTTI_ID", idstr, 1);
     }
-    setenv("TUTTI_ID", idstr, 1);
     snprintf(val, sizeof(val), "%d", nranks);
     setenv("TUTTI_WORLD_SIZE", val, 1);
 
     sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    ranks = calloc((size_t)nranks, sizeof(*ranks));
-    pfd = calloc(2 * (size_t)nranks + 1, sizeof(*pfd));
+    ranks = calloc((size_t)nlocal, sizeof(*ranks));
+    pfd = calloc(2 * (size_t)nlocal + 1, sizeof(*pfd));
     if (sfd < 0 || !ranks || !pfd) {
         fprintf(stderr, "tutti-run: setup failed: %s\n", strerror(errno));
         free(program);
         free(cpus);
         return 1;
     }
-    for (int r = 0; r < nranks; r++) {
+    for (int r = 0; r < nlocal; r++) {
         ranks[r].s[0].fd = ranks[r].s[1].fd = -1;
         ranks[r].pid = spawn(r, program, argv + argi, &oldmask, self);
         if (ranks[r].pid < 0) {
             signal_all(SIGKILL);
             result = 1;
             ranks[r].done = 1;
-            for (int k = r + 1; k < nranks; k++)
+            for (int k = r + 1; k < nlocal; k++)
                 ranks[k].done = 1;
             first = r;
             kill_at = now();
@@ -425,14 +503,14 @@ int main(int argc, char **argv)
     free(cpus);
 
     live = 0;
-    for (int r = 0; r < nranks; r++)
+    for (int r = 0; r < nlocal; r++)
         live += !ranks[r].done;
     for (;;) {
         int np = 0, open_streams = 0;
         double t = now();
 
         pfd[np++] = (struct pollfd){.fd = sfd, .events = POLLIN};
-        for (int r = 0; r < nranks; r++)
+        for (int r = 0; r < nlocal; r++)
             for (int k = 0; k < 2; k++)
                 if (ranks[r].s[k].fd >= 0) {
                     pfd[np++] = (struct pollfd){.fd = ranks[r].s[k].fd, .events = POLLIN};
@@ -457,10 +535,10 @@ int main(int argc, char **argv)
         for (int i = 1; i < np; i++) {
             if (!pfd[i].revents)
                 continue;
-            for (int r = 0; r < nranks; r++)
+            for (int r = 0; r < nlocal; r++)
                 for (int k = 0; k < 2; k++)
                     if (ranks[r].s[k].fd == pfd[i].fd)
-                        pump(r, &ranks[r].s[k]);
+                        pump(lfirst + r, &ranks[r].s[k]);
         }
         if (pfd[0].revents) {
             struct signalfd_siginfo si;
@@ -483,7 +561,7 @@ int main(int argc, char **argv)
                 pid_t pid = waitpid(-1, &st, WNOHANG);
                 if (pid <= 0)
                     break;
-                for (int r = 0; r < nranks; r++) {
+                for (int r = 0; r < nlocal; r++) {
                     if (ranks[r].pid != pid || ranks[r].done)
                         continue;
                     ranks[r].done = 1;
@@ -498,12 +576,12 @@ int main(int argc, char **argv)
                             fprintf(stderr,
                                     "tutti-run: rank %d (pid %d) was killed by %s; "
                                     "stopping the other ranks\n",
-                                    r, (int)pid, strsignal(WTERMSIG(st)));
+                                    lfirst + r, (int)pid, strsignal(WTERMSIG(st)));
                         else
                             fprintf(stderr,
                                     "tutti-run: rank %d (pid %d) exited with status %d; "
                                     "stopping the other ranks\n",
-                                    r, (int)pid, result);
+                                    lfirst + r, (int)pid, result);
                         signal_all(SIGTERM);
                         kill_at = now() + grace;
                     }
@@ -514,7 +592,7 @@ int main(int argc, char **argv)
     shm_cleanup(tag);
     if (interrupted && first < 0)
         result = 128 + interrupted;
-    for (int r = 0; r < nranks; r++) {
+    for (int r = 0; r < nlocal; r++) {
         free(ranks[r].s[0].buf);
         free(ranks[r].s[1].buf);
     }

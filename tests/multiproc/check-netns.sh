@@ -1,6 +1,7 @@
 #!/bin/sh
 # Two ranks in two network namespaces joined by a veth pair: the bootstrap and the socket
-# transport run over the veth addresses (10.231.0.1 and .2), nothing else. Skips (77) with
+# transport run over the veth addresses (10.231.0.1 and .2), nothing else; then tutti-run on
+# each side as two hosts (--nnodes 2), 2 ranks a namespace. Skips (77) with
 # the reason when namespaces cannot be made here (not root, no ip(8), no netns support).
 set -u
 run=$1 perf=$2 fault=${3:-}
@@ -39,6 +40,28 @@ grep -q "transport socket" "$out/r0" || ok=0
 grep -q "interface $v1 (10.231.0.1" "$out/r0" || ok=0
 [ $ok = 1 ] || { rm -rf "$out"; echo "netns test failed (exit $rc0 / $rc1)"; exit 1; }
 echo "netns: collectives over the veth pair passed"
+
+# tutti-run on each "host" (--nnodes 2), 2 ranks in each namespace, no interface named: the
+# launcher leaves the choice to the library (not loopback: the master is 10.231.0.1), and
+# the ranks of one namespace share memory while the namespaces talk over the veth pair.
+common="TUTTI_SECRET=netns-run-$$ TUTTI_TIMEOUT=60 TUTTI_DEBUG=INFO TUTTI_DEBUG_SUBSYS=NET"
+for h in 0 1; do
+    ns=$([ $h = 0 ] && echo "$ns1" || echo "$ns2")
+    ip netns exec "$ns" env $common TUTTI_HOSTID=ns$h "$run" -n 4 --nnodes 2 --node-rank $h \
+        --master 10.231.0.1:29634 "$perf" all_reduce -b 8 -e 1M -f 32 -n 3 -w 1 -c 1 \
+        >"$out/l$h" 2>&1 &
+    eval "l$h=\$!"
+done
+wait $l0; rc0=$?
+wait $l1; rc1=$?
+grep -E "^\[0\] +[0-9]|WARN" "$out/l0"
+ok=1
+[ $rc0 = 0 ] && [ $rc1 = 0 ] || ok=0
+grep -q "Out of bounds values : 0 OK" "$out/l0" || ok=0
+grep -q "^\[2\] .*interface $v2 (10.231.0.2" "$out/l1" || ok=0
+grep -q "^\[0\] .*interface $v1 (10.231.0.1" "$out/l0" || ok=0
+[ $ok = 1 ] || { cat "$out/l0" "$out/l1"; rm -rf "$out"; echo "netns tutti-run --nnodes failed (exit $rc0 / $rc1)"; exit 1; }
+echo "netns: tutti-run on two hosts (4 ranks, 2 a namespace) passed"
 
 # Cut the link in the middle of all-reduces: both ranks must fail (no hang) within 10 s,
 # with the default TUTTI_NET_TIMEOUT and no TUTTI_TIMEOUT.

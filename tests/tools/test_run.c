@@ -1,16 +1,20 @@
 /*
  * test_run.c -- tutti-run: exit status of the first failing rank, stopping the others,
  * signal forwarding, no processes and no shared memory left behind, output prefixes,
- * usage errors. Paths come from the environment meson sets (TUTTI_RUN, RANK_HELPER).
+ * usage errors; one launcher per host (--nnodes, --node-rank, --master), two of them here
+ * posing as two hosts. Paths come from the environment meson sets (TUTTI_RUN, RANK_HELPER).
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,8 +34,8 @@ static void make_dir(void)
     cr_assert_not_null(mkdtemp(dir));
 }
 
-/* Start tutti-run with args (NULL-terminated); stdout+stderr to DIR/out. */
-static pid_t launch(const char *const *args)
+/* Start tutti-run with args (NULL-terminated); stdout+stderr to DIR/OUT_NAME. */
+static pid_t launch_to(const char *const *args, const char *out_name)
 {
     char out[128];
     const char *argv[32];
@@ -43,7 +47,7 @@ static pid_t launch(const char *const *args)
         argv[n++] = args[i];
     argv[n] = NULL;
     cr_assert_not_null(argv[0], "TUTTI_RUN is not set");
-    snprintf(out, sizeof(out), "%s/out", dir);
+    snprintf(out, sizeof(out), "%s/%s", dir, out_name);
     pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
@@ -54,6 +58,11 @@ static pid_t launch(const char *const *args)
         _exit(126);
     }
     return pid;
+}
+
+static pid_t launch(const char *const *args)
+{
+    return launch_to(args, "out");
 }
 
 /* Wait for pid; fail after limit seconds. Returns the exit code (128+sig for signals). */
@@ -240,6 +249,98 @@ Test(launcher, partial_last_line_is_printed, .timeout = 30)
     cr_assert(strstr(slurp("out"), "[1] no newline 1\n"), "%s", slurp("out"));
 }
 
+static int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/*
+ * One tutti-run per "host" (--nnodes 2 --node-rank I --master 127.0.0.1:PORT), the two posing
+ * as hostA and hostB (TUTTI_HOSTID, which each launcher's ranks inherit), n ranks in all:
+ * output to DIR/out.0 and DIR/out.1, launcher pids in l[2].
+ */
+static void launch_two_hosts(int n, const char *mode, const char *arg1, const char *arg2,
+                             pid_t l[2])
+{
+    char ns[16], master[64];
+
+    snprintf(ns, sizeof(ns), "%d", n);
+    snprintf(master, sizeof(master), "127.0.0.1:%d", free_port());
+    for (int h = 0; h < 2; h++) {
+        const char *args[] = {"-n",
+                              ns,
+                              "--nnodes",
+                              "2",
+                              "--node-rank",
+                              h ? "1" : "0",
+                              "--master",
+                              master,
+                              getenv("RANK_HELPER"),
+                              dir,
+                              mode,
+                              arg1,
+                              arg2,
+                              NULL};
+        setenv("TUTTI_HOSTID", h ? "hostB" : "hostA", 1); /* the launcher inherits it */
+        l[h] = launch_to(args, h ? "out.1" : "out.0");
+    }
+    unsetenv("TUTTI_HOSTID");
+}
+
+/* 5 ranks on 2 hosts: 0-2 on the first, 3-4 on the second, each told its global and local
+ * rank; the hosts talk over sockets (rank_helper's all-reduce and barriers would fail
+ * otherwise), and the launchers' rendezvous defaults to loopback for a loopback master. */
+Test(launcher, two_hosts, .timeout = 60)
+{
+    pid_t l[2], pids[5];
+
+    make_dir();
+    launch_two_hosts(5, "ok", NULL, NULL, l);
+    cr_assert_eq(wait_exit(l[0], 30, NULL), 0, "%s", slurp("out.0"));
+    cr_assert_eq(wait_exit(l[1], 30, NULL), 0, "%s", slurp("out.1"));
+    wait_pids(5, pids);
+    assert_gone(5, pids);
+    assert_no_shm(l[0]);
+    assert_no_shm(l[1]);
+    const char *want[2][3] = {{"[0] rank 0 ready (local rank 0, 5 ranks)",
+                               "[1] rank 1 ready (local rank 1, 5 ranks)",
+                               "[2] rank 2 ready (local rank 2, 5 ranks)"},
+                              {"[3] rank 3 ready (local rank 0, 5 ranks)",
+                               "[4] rank 4 ready (local rank 1, 5 ranks)", NULL}};
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 3 && want[h][k]; k++)
+            cr_assert(strstr(slurp(h ? "out.1" : "out.0"), want[h][k]), "host %d lacks '%s':\n%s",
+                      h, want[h][k], slurp(h ? "out.1" : "out.0"));
+}
+
+/* A rank of the second host exits with status 7: its launcher stops its other rank and exits
+ * 7; on the first host the ranks' calls fail (the peer is gone), so that launcher stops too. */
+Test(launcher, two_hosts_failure_stops_both, .timeout = 60)
+{
+    pid_t l[2], pids[4];
+    double took;
+
+    make_dir();
+    launch_two_hosts(4, "exit", "3", "7", l);
+    wait_pids(4, pids);
+    cr_assert_eq(wait_exit(l[1], 20, &took), 7, "%s", slurp("out.1"));
+    cr_assert(strstr(slurp("out.1"), "rank 3") && strstr(slurp("out.1"), "status 7"), "%s",
+              slurp("out.1"));
+    int code = wait_exit(l[0], 20, &took);
+    cr_assert_neq(code, 0, "the first host's launcher exited 0:\n%s", slurp("out.0"));
+    cr_assert(took < 10.0, "the first host took %.1f s to stop:\n%s", took, slurp("out.0"));
+    assert_gone(4, pids);
+    assert_no_shm(l[0]);
+    assert_no_shm(l[1]);
+}
+
 Test(launcher, usage_errors, .timeout = 30)
 {
     make_dir();
@@ -254,4 +355,27 @@ Test(launcher, usage_errors, .timeout = 30)
     const char *a4[] = {"-n", "2", "/nonexistent/program", NULL};
     cr_assert_eq(wait_exit(launch(a4), 10, NULL), 127);
     cr_assert(strstr(slurp("out"), "cannot run /nonexistent/program"), "%s", slurp("out"));
+    /* Several hosts: each option's mistake is named. */
+    const char *b1[] = {"-n", "2", "--nnodes", "2", "/bin/true", NULL};
+    cr_assert_eq(wait_exit(launch(b1), 10, NULL), 2);
+    cr_assert(strstr(slurp("out"), "--master"), "%s", slurp("out"));
+    const char *b2[] = {"-n",        "2", "--nnodes", "2", "--master", "127.0.0.1:29500",
+                        "/bin/true", NULL};
+    cr_assert_eq(wait_exit(launch(b2), 10, NULL), 2);
+    cr_assert(strstr(slurp("out"), "needs --node-rank"), "%s", slurp("out"));
+    const char *b3[] = {"-n", "2",        "--nnodes", "2",         "--node-rank",
+                        "2",  "--master", "h:29500",  "/bin/true", NULL};
+    cr_assert_eq(wait_exit(launch(b3), 10, NULL), 2);
+    cr_assert(strstr(slurp("out"), "--node-rank 2 is out of range"), "%s", slurp("out"));
+    const char *b4[] = {"-n", "2", "--master", "127.0.0.1", "/bin/true", NULL};
+    cr_assert_eq(wait_exit(launch(b4), 10, NULL), 2);
+    cr_assert(strstr(slurp("out"), "ADDRESS:PORT"), "%s", slurp("out"));
+    const char *b5[] = {"-n", "1",        "--nnodes", "2",         "--node-rank",
+                        "0",  "--master", "h:1",      "/bin/true", NULL};
+    cr_assert_eq(wait_exit(launch(b5), 10, NULL), 2);
+    cr_assert(strstr(slurp("out"), "more than the 1 ranks"), "%s", slurp("out"));
+    const char *b6[] = {"-n",          "4", "--nodes",  "2",   "--nnodes",  "2",
+                        "--node-rank", "0", "--master", "h:1", "/bin/true", NULL};
+    cr_assert_eq(wait_exit(launch(b6), 10, NULL), 2);
+    cr_assert(strstr(slurp("out"), "do not go together"), "%s", slurp("out"));
 }
