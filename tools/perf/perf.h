@@ -26,7 +26,8 @@ enum pcoll {
     NPCOLL
 };
 
-enum perf_agg { AGG_AVG, AGG_MIN, AGG_MAX };
+/* How ranks' times combine (-a); a backend's allreduce_double sees the first three only. */
+enum perf_agg { AGG_AVG, AGG_MIN, AGG_MAX, AGG_RANK0 };
 
 struct perf_backend {
     const char *name; /* "tutti", "mpi": goes into JSON rows */
@@ -53,5 +54,24 @@ struct perf_backend {
 };
 
 extern const struct perf_backend perf_backend;
+
+/* The command line (perf_opts.c). */
+struct perf_opts {
+    size_t minb, maxb, incr;
+    double factor;
+    int iters, warmup, agg_iters, check, root, agg, csv, corrupt, device, reg;
+    int dtypes[TUTTI_NUM_DTYPES], ndt;
+    int ops[TUTTI_NUM_OPS], nops;
+    const char *json, *csv_file;
+};
+
+extern const char *const perf_coll_names[NPCOLL];
+
+/* Print "NAME-perf: " fmt (with arg) on rank 0 and exit 2. */
+_Noreturn void perf_die(const char *fmt, const char *arg);
+void perf_usage(const char *name, int rank);
+/* Fill o and the collectives to run from argv (argv[1] is COLL); dies on a bad flag. */
+void perf_parse(int argc, char **argv, struct perf_opts *o, int *colls, int *ncolls,
+                const struct perf_backend *be, int nranks);
 
 #endif

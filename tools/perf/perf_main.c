@@ -2,11 +2,12 @@
  * perf_main.c -- the driver of tutti-perf (and of mpi-perf, with another backend, perf.h):
  * collective bandwidth and latency in nccl-tests' language.
  *
- *   tutti-run -n N tutti-perf COLL [-b 8] [-e 64M] [-f 2 | -i BYTES] [-n 20] [-w 5] [-c 1]
- *                                 [-d float32|...|all] [-o sum|...|all] [-r 0] [-a avg|min|max]
- *                                 [-J results.json] [--csv]
+ *   tutti-run -n N tutti-perf COLL [-b 8] [-e 64M] [-f 2 | -i BYTES] [-n 20] [-w 5] [-m 1]
+ *                                 [-c 1] [-d float32|...|all] [-o sum|...|all] [-r 0]
+ *                                 [-a 0|1|2|3] [-F rows.csv] [-J results.json] [--csv]
  *   COLL: all_reduce all_gather reduce_scatter broadcast reduce sendrecv all_to_all gather
  *         scatter all
+ * The flags are nccl-tests' (long forms too); perf_opts.c has them all.
  *
  * Size S is the bytes of the full array (all-gather / reduce-scatter / all-to-all / gather /
  * scatter: all ranks' blocks together); algbw = S / time, busbw = algbw * factor with
@@ -29,18 +30,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *pcoll_names[NPCOLL] = {"all_reduce", "all_gather", "reduce_scatter",
-                                          "broadcast",  "reduce",     "sendrecv",
-                                          "all_to_all", "gather",     "scatter"};
-
-struct opts {
-    size_t minb, maxb, incr;
-    double factor;
-    int iters, warmup, check, root, agg, csv, corrupt, device, reg;
-    int dtypes[TUTTI_NUM_DTYPES], ndt;
-    int ops[TUTTI_NUM_OPS], nops;
-    const char *json;
-};
+const char *const perf_coll_names[NPCOLL] = {"all_reduce", "all_gather", "reduce_scatter",
+                                             "broadcast",  "reduce",     "sendrecv",
+                                             "all_to_all", "gather",     "scatter"};
 
 struct result {
     double time_us, algbw, busbw;
@@ -50,6 +42,7 @@ struct result {
 static const struct perf_backend *be = &perf_backend;
 static int rank, nranks;
 static FILE *json;
+static FILE *csv; /* rank 0: CSV rows (--csv: stdout, instead of the table; -F: a file) */
 static int json_rows;
 static double bw_sum;
 static int bw_n;
@@ -62,7 +55,7 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void die(const char *fmt, const char *arg)
+_Noreturn void perf_die(const char *fmt, const char *arg)
 {
     if (rank == 0) {
         fprintf(stderr, "%s-perf: ", be->name);
@@ -70,41 +63,6 @@ static void die(const char *fmt, const char *arg)
         fprintf(stderr, "\n");
     }
     exit(2);
-}
-
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    unsigned long long v;
-
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno || end == s || *s == '-')
-        return -1;
-    switch (*end) {
-    case 'K':
-    case 'k':
-        v <<= 10;
-        end++;
-        break;
-    case 'M':
-    case 'm':
-        v <<= 20;
-        end++;
-        break;
-    case 'G':
-    case 'g':
-        v <<= 30;
-        end++;
-        break;
-    default: break;
-    }
-    if (*end == 'B')
-        end++;
-    if (*end)
-        return -1;
-    *out = (size_t)v;
-    return 0;
 }
 
 static int has_op(enum pcoll c)
@@ -186,7 +144,7 @@ static int run(enum pcoll c, void *s, void *r, size_t per, tutti_dtype_t t, int 
 
 /* Run once on fresh inputs and count wrong elements on this rank. */
 static long long check_once(enum pcoll c, struct bufs *b, size_t per, tutti_dtype_t t, int op,
-                            int root, int inplace, const struct opts *o)
+                            int root, int inplace, const struct perf_opts *o)
 {
     size_t es = tutti_dtype_size(t), n = (size_t)nranks, wrong = 0;
     int vop = has_op(c) ? op : VAL_NO_OP;
@@ -261,7 +219,7 @@ static long long check_once(enum pcoll c, struct bufs *b, size_t per, tutti_dtyp
 }
 
 static struct result measure(enum pcoll c, struct bufs *b, size_t bytes, tutti_dtype_t t, int op,
-                             int inplace, const struct opts *o)
+                             int inplace, const struct perf_opts *o)
 {
     size_t es = tutti_dtype_size(t), per = block_count(c, bytes, es);
     double times[1], total, t0;
@@ -270,19 +228,21 @@ static struct result measure(enum pcoll c, struct bufs *b, size_t bytes, tutti_d
     int bad = 0;
 
     call_bufs(c, b, per, es, inplace, &s, &r);
-    for (int i = 0; i < o->warmup && !bad; i++)
+    /* -m: agg_iters calls an iteration; the time is per call (nccl-tests' way). */
+    for (long i = 0; i < (long)o->warmup * o->agg_iters && !bad; i++)
         bad |= run(c, s, r, per, t, op, o->root, inplace) != 0;
     be->barrier();
     t0 = now();
-    for (int i = 0; i < o->iters && !bad; i++)
+    for (long i = 0; i < (long)o->iters * o->agg_iters && !bad; i++)
         bad |= run(c, s, r, per, t, op, o->root, inplace) != 0;
-    times[0] = (now() - t0) / o->iters;
+    times[0] = (now() - t0) / ((double)o->iters * o->agg_iters);
     if (bad) {
-        fprintf(stderr, "%s-perf: rank %d: %s failed: %s\n", be->name, rank, pcoll_names[c],
+        fprintf(stderr, "%s-perf: rank %d: %s failed: %s\n", be->name, rank, perf_coll_names[c],
                 be->last_error());
         exit(1);
     }
-    be->allreduce_double(times, (enum perf_agg)o->agg);
+    if (o->agg != AGG_RANK0) /* rank 0 prints: its own time as it is */
+        be->allreduce_double(times, (enum perf_agg)o->agg);
     total = (double)(per * es * (blocked(c) ? (size_t)nranks : 1));
     res.time_us = times[0] * 1e6;
     res.algbw = times[0] > 0 ? total / times[0] / 1e9 : 0;
@@ -290,7 +250,7 @@ static struct result measure(enum pcoll c, struct bufs *b, size_t bytes, tutti_d
     if (o->check) {
         long long w = check_once(c, b, per, t, op, o->root, inplace, o);
         if (w == -2) {
-            fprintf(stderr, "%s-perf: rank %d: %s failed: %s\n", be->name, rank, pcoll_names[c],
+            fprintf(stderr, "%s-perf: rank %d: %s failed: %s\n", be->name, rank, perf_coll_names[c],
                     be->last_error());
             exit(1);
         }
@@ -300,25 +260,26 @@ static struct result measure(enum pcoll c, struct bufs *b, size_t bytes, tutti_d
     return res;
 }
 
-static void print_header(enum pcoll c, const struct opts *o)
+static void print_header(enum pcoll c, const struct perf_opts *o)
 {
     char host[64] = "?";
 
     if (rank != 0)
         return;
     gethostname(host, sizeof(host));
-    if (o->csv) {
-        printf("collective,nranks,size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,"
-               "oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong\n");
+    if (csv)
+        fprintf(csv, "collective,nranks,size,count,type,redop,root,oop_time_us,oop_algbw,"
+                     "oop_busbw,oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong\n");
+    if (o->csv)
         return;
-    }
     printf("# %s-perf %s: %d ranks on %s, minBytes %zu maxBytes %zu step %s%g, warmup %d, "
-           "iters %d, agg %s, validation %d%s\n",
-           be->name, pcoll_names[c], nranks, host, o->minb, o->maxb, o->incr ? "+" : "x",
-           o->incr ? (double)o->incr : o->factor, o->warmup, o->iters,
-           o->agg == 1   ? "min"
-           : o->agg == 2 ? "max"
-                         : "avg",
+           "iters %d x %d calls, agg %s, validation %d%s\n",
+           be->name, perf_coll_names[c], nranks, host, o->minb, o->maxb, o->incr ? "+" : "x",
+           o->incr ? (double)o->incr : o->factor, o->warmup, o->iters, o->agg_iters,
+           o->agg == AGG_MIN     ? "min"
+           : o->agg == AGG_MAX   ? "max"
+           : o->agg == AGG_RANK0 ? "rank 0"
+                                 : "avg",
            o->check, o->reg ? ", registered buffers" : "");
     printf("#\n");
     printf("# %62s %28s %6s\n", "out-of-place", "", "in-place");
@@ -346,13 +307,13 @@ static void json_row(enum pcoll c, size_t size, size_t count, tutti_dtype_t t, c
             "\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"root\": %d, "
             "\"inplace\": %s, \"time_us\": %.3f, \"algbw\": %.4f, \"busbw\": %.4f, "
             "\"wrong\": %lld}",
-            json_rows++ ? "," : "", be->name, pcoll_names[c], nranks, size, count,
+            json_rows++ ? "," : "", be->name, perf_coll_names[c], nranks, size, count,
             tutti_dtype_name(t), op, root, inplace ? "true" : "false", r->time_us, r->algbw,
             r->busbw, r->wrong);
 }
 
 static void print_row(enum pcoll c, size_t size, size_t count, tutti_dtype_t t, int op,
-                      const struct result *oop, const struct result *ip, const struct opts *o)
+                      const struct result *oop, const struct result *ip, const struct perf_opts *o)
 {
     const char *opname = has_op(c) ? tutti_op_name((tutti_op_t)op) : "none";
     int root = has_root(c) ? o->root : -1;
@@ -373,15 +334,16 @@ static void print_row(enum pcoll c, size_t size, size_t count, tutti_dtype_t t, 
     json_row(c, size, count, t, opname, root, 1, ip);
     fmt_wrong(w1, sizeof(w1), oop->wrong);
     fmt_wrong(w2, sizeof(w2), ip ? ip->wrong : -1);
-    if (o->csv) {
-        printf("%s,%d,%zu,%zu,%s,%s,%d,%.3f,%.4f,%.4f,%s,", pcoll_names[c], nranks, size, count,
-               tutti_dtype_name(t), opname, root, oop->time_us, oop->algbw, oop->busbw, w1);
+    if (csv) {
+        fprintf(csv, "%s,%d,%zu,%zu,%s,%s,%d,%.3f,%.4f,%.4f,%s,", perf_coll_names[c], nranks, size,
+                count, tutti_dtype_name(t), opname, root, oop->time_us, oop->algbw, oop->busbw, w1);
         if (ip)
-            printf("%.3f,%.4f,%.4f,%s\n", ip->time_us, ip->algbw, ip->busbw, w2);
+            fprintf(csv, "%.3f,%.4f,%.4f,%s\n", ip->time_us, ip->algbw, ip->busbw, w2);
         else
-            printf(",,,\n");
-        return;
+            fprintf(csv, ",,,\n");
     }
+    if (o->csv)
+        return;
     printf("  %10zu %12zu %8s %6s %6d %9.2f %7.3f %7.3f %6s", size, count, tutti_dtype_name(t),
            opname, root, oop->time_us, oop->algbw, oop->busbw, w1);
     if (ip)
@@ -391,7 +353,7 @@ static void print_row(enum pcoll c, size_t size, size_t count, tutti_dtype_t t, 
     fflush(stdout);
 }
 
-static void bench(enum pcoll c, const struct opts *o)
+static void bench(enum pcoll c, const struct perf_opts *o)
 {
     size_t maxes = 8, n = (size_t)nranks;
     size_t send_bytes = sends_whole(c) ? o->maxb : o->maxb + maxes;
@@ -434,8 +396,8 @@ static void bench(enum pcoll c, const struct opts *o)
             int op = has_op(c) ? o->ops[k] : TUTTI_SUM;
             if (!be->supports(c, t, op)) {
                 if (rank == 0 && !o->csv)
-                    printf("# %s %s %s: not supported by %s\n", pcoll_names[c], tutti_dtype_name(t),
-                           tutti_op_name((tutti_op_t)op), be->name);
+                    printf("# %s %s %s: not supported by %s\n", perf_coll_names[c],
+                           tutti_dtype_name(t), tutti_op_name((tutti_op_t)op), be->name);
                 continue;
             }
             for (size_t size = o->minb; size <= o->maxb;) {
@@ -472,160 +434,31 @@ static void bench(enum pcoll c, const struct opts *o)
     }
 }
 
-static void usage(void)
-{
-    if (rank == 0)
-        printf("usage: tutti-perf COLL [options]   (run under tutti-run, srun or mpirun)\n"
-               "  COLL: all_reduce all_gather reduce_scatter broadcast reduce sendrecv all_to_all "
-               "gather scatter all\n"
-               "  -b SIZE   minimum bytes (K/M/G suffixes)     [8]\n"
-               "  -e SIZE   maximum bytes                       [64M]\n"
-               "  -f F      multiply the size by F each step    [2]\n"
-               "  -i SIZE   add SIZE each step instead\n"
-               "  -n N      timed iterations per size           [20]\n"
-               "  -w N      warm-up iterations per size         [5]\n"
-               "  -c 0|1    check results (#wrong)              [1]\n"
-               "  -G 0|1    buffers in CUDA device memory       [0]\n"
-               "  -R 0|1    register the buffers with the communicator (zero-copy sends\n"
-               "            where the transport can: net_ib)    [0]\n"
-               "  -d TYPE   int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32\n"
-               "            float64, or all                     [float32]\n"
-               "  -o OP     sum prod min max avg, or all        [sum]\n"
-               "  -r ROOT   root of broadcast, reduce, gather and scatter [0]\n"
-               "  -a AGG    combine ranks' times: avg min max   [avg]\n"
-               "  -J FILE   also write the results as JSON\n"
-               "  --csv     print CSV instead of the table\n");
-}
-
-static void parse(int argc, char **argv, struct opts *o, int *colls, int *ncolls)
-{
-    *o = (struct opts){.minb = 8,
-                       .maxb = 64 << 20,
-                       .factor = 2,
-                       .iters = 20,
-                       .warmup = 5,
-                       .check = 1,
-                       .dtypes = {TUTTI_FLOAT32},
-                       .ndt = 1,
-                       .ops = {TUTTI_SUM},
-                       .nops = 1};
-    if (argc < 2 || argv[1][0] == '-') {
-        usage();
-        exit(argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? 0 : 2);
-    }
-    *ncolls = 0;
-    for (int c = 0; c < NPCOLL; c++)
-        if (!strcmp(argv[1], pcoll_names[c]) || !strcmp(argv[1], "all"))
-            colls[(*ncolls)++] = c;
-    if (*ncolls == 0)
-        die("unknown collective '%s' (all_reduce all_gather reduce_scatter broadcast reduce "
-            "sendrecv all_to_all gather scatter all)",
-            argv[1]);
-    for (int i = 2; i < argc; i++) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "--csv")) {
-            o->csv = 1;
-            continue;
-        }
-        if (!strcmp(f, "--corrupt")) {
-            o->corrupt = 1;
-            continue;
-        }
-        if (!v || f[0] != '-' || strlen(f) != 2)
-            die("bad argument '%s' (see tutti-perf --help)", f);
-        i++;
-        switch (f[1]) {
-        case 'b':
-            if (parse_size(v, &o->minb))
-                die("-b %s: not a size", v);
-            break;
-        case 'e':
-            if (parse_size(v, &o->maxb))
-                die("-e %s: not a size", v);
-            break;
-        case 'i':
-            if (parse_size(v, &o->incr) || !o->incr)
-                die("-i %s: not a size", v);
-            break;
-        case 'f':
-            o->factor = atof(v);
-            if (o->factor <= 1)
-                die("-f %s: must be > 1", v);
-            break;
-        case 'n':
-            o->iters = atoi(v);
-            if (o->iters < 1)
-                die("-n %s: must be >= 1", v);
-            break;
-        case 'w':
-            o->warmup = atoi(v);
-            if (o->warmup < 0)
-                die("-w %s: must be >= 0", v);
-            break;
-        case 'c': o->check = atoi(v); break;
-        case 'G':
-            o->device = atoi(v);
-            if (o->device && !be->dev_alloc)
-                die("-G %s: this perf tool was built without CUDA", v);
-            break;
-        case 'R':
-            o->reg = atoi(v);
-            if (o->reg && !be->mem_register)
-                die("-R %s: this library has no buffer registration", v);
-            break;
-        case 'r':
-            o->root = atoi(v);
-            if (o->root < 0 || o->root >= nranks)
-                die("-r %s: no such rank", v);
-            break;
-        case 'J': o->json = v; break;
-        case 'a':
-            o->agg = !strcmp(v, "avg") ? 0 : !strcmp(v, "min") ? 1 : !strcmp(v, "max") ? 2 : -1;
-            if (o->agg < 0)
-                die("-a %s: avg, min or max", v);
-            break;
-        case 'd':
-            o->ndt = 0;
-            for (int t = 0; t < TUTTI_NUM_DTYPES; t++)
-                if (!strcmp(v, "all") || !strcmp(v, tutti_dtype_name((tutti_dtype_t)t)) ||
-                    (!strcmp(v, "float") && t == TUTTI_FLOAT32) ||
-                    (!strcmp(v, "half") && t == TUTTI_FLOAT16) ||
-                    (!strcmp(v, "double") && t == TUTTI_FLOAT64))
-                    o->dtypes[o->ndt++] = t;
-            if (!o->ndt)
-                die("-d %s: unknown dtype", v);
-            break;
-        case 'o':
-            o->nops = 0;
-            for (int op = 0; op < TUTTI_NUM_OPS; op++)
-                if (!strcmp(v, "all") || !strcmp(v, tutti_op_name((tutti_op_t)op)))
-                    o->ops[o->nops++] = op;
-            if (!o->nops)
-                die("-o %s: unknown op", v);
-            break;
-        default: die("unknown flag '%s' (see tutti-perf --help)", f);
-        }
-    }
-    if (o->minb > o->maxb)
-        die("-b is larger than -e%s", "");
-}
-
 int main(int argc, char **argv)
 {
-    struct opts o;
+    struct perf_opts o;
     int colls[NPCOLL], ncolls;
 
     if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        usage();
+        perf_usage(be->name, 0);
         return 0;
     }
     if (be->init(&argc, &argv, &rank, &nranks) != 0)
         return 1;
-    parse(argc, argv, &o, colls, &ncolls);
+    if (argc < 2 || argv[1][0] == '-') {
+        perf_usage(be->name, rank);
+        exit(2);
+    }
+    perf_parse(argc, argv, &o, colls, &ncolls, be, nranks);
+    if (rank == 0 && (o.csv || o.csv_file)) {
+        csv = o.csv ? stdout : fopen(o.csv_file, "w");
+        if (!csv)
+            perf_die("-F %s: cannot write", o.csv_file);
+    }
     if (o.json && rank == 0) {
         json = fopen(o.json, "w");
         if (!json)
-            die("-J %s: cannot write", o.json);
+            perf_die("-J %s: cannot write", o.json);
         fprintf(json, "[");
     }
     for (int k = 0; k < ncolls; k++) {
@@ -637,6 +470,8 @@ int main(int argc, char **argv)
         fprintf(json, "\n]\n");
         fclose(json);
     }
+    if (csv && csv != stdout)
+        fclose(csv);
     if (rank == 0 && !o.csv) {
         printf("# Out of bounds values : %lld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
         printf("# Avg bus bandwidth    : %g\n", bw_n ? bw_sum / bw_n : 0.0);
