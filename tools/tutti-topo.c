@@ -20,41 +20,11 @@
  */
 #include "lib/comm.h"
 #include "lib/tune.h"
+#include "size_arg.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-
-    if (end == s || v < 0)
-        return -1;
-    switch (*end) {
-    case 'K':
-    case 'k':
-        v *= 1024;
-        end++;
-        break;
-    case 'M':
-    case 'm':
-        v *= 1024 * 1024;
-        end++;
-        break;
-    case 'G':
-    case 'g':
-        v *= 1024.0 * 1024 * 1024;
-        end++;
-        break;
-    default: break;
-    }
-    if (*end)
-        return -1;
-    *out = (size_t)v;
-    return 0;
-}
 
 static double bus_factor(enum tt_coll c, int n)
 {
@@ -255,9 +225,9 @@ int main(int argc, char **argv)
             oversub = 1;
         else if (!strcmp(a, "--coll") && v)
             coll = argv[++i];
-        else if (!strcmp(a, "-b") && v && parse_size(argv[++i], &minb) == 0)
+        else if (!strcmp(a, "-b") && v && tt_size_arg(argv[++i], &minb) == 0)
             ;
-        else if (!strcmp(a, "-e") && v && parse_size(argv[++i], &maxb) == 0)
+        else if (!strcmp(a, "-e") && v && tt_size_arg(argv[++i], &maxb) == 0)
             ;
         else if (!strcmp(a, "-f") && v && (factor = atof(argv[++i])) > 1)
             ;

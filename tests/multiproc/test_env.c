@@ -4,30 +4,17 @@
  * rendezvous from the job id); and the errors that name a missing or malformed variable.
  * Each rank is a process started here with exactly those variables (no tutti-run).
  */
-#include <arpa/inet.h>
+#include "../free_port.h"
+
 #include <criterion/criterion.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[64];
-
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    bind(fd, (struct sockaddr *)&a, sizeof(a));
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 /* Start n ranks of rank_helper; env[r] is rank r's NULL-terminated environment. */
 static void run_ranks(int n, char *env[][12], int *codes)

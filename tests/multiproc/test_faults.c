@@ -6,16 +6,15 @@
  * later call must fail at once, destroy must return, and nothing may be left in /dev/shm.
  * Ranks are started here directly (MASTER_ADDR rendezvous).
  */
-#include <arpa/inet.h>
+#include "../free_port.h"
+
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,18 +26,6 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    bind(fd, (struct sockaddr *)&a, sizeof(a));
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 static const char *extra_env;

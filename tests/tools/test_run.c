@@ -4,17 +4,16 @@
  * usage errors; one launcher per host (--nnodes, --node-rank, --master), two of them here
  * posing as two hosts. Paths come from the environment meson sets (TUTTI_RUN, RANK_HELPER).
  */
-#include <arpa/inet.h>
+#include "../free_port.h"
+
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -247,18 +246,6 @@ Test(launcher, partial_last_line_is_printed, .timeout = 30)
     cr_assert_eq(wait_exit(p, 20, NULL), 0);
     cr_assert(strstr(slurp("out"), "[0] no newline 0\n"), "%s", slurp("out"));
     cr_assert(strstr(slurp("out"), "[1] no newline 1\n"), "%s", slurp("out"));
-}
-
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    bind(fd, (struct sockaddr *)&a, sizeof(a));
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 /*

@@ -5,6 +5,7 @@
  * that cannot mean the same is refused by name rather than ignored.
  */
 #include "perf.h"
+#include "size_arg.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -22,39 +23,6 @@ static const struct {
     {'a', "average"},     {'p', "parallel_init"}, {'c', "check"},        {'z', "blocking"},
     {'F', "output_file"}, {'J', "json"},          {'G', "device"},       {'R', "register"},
 };
-
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    unsigned long long v;
-
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno || end == s || *s == '-')
-        return -1;
-    switch (*end) {
-    case 'K':
-    case 'k':
-        v <<= 10;
-        end++;
-        break;
-    case 'M':
-    case 'm':
-        v <<= 20;
-        end++;
-        break;
-    case 'G':
-    case 'g':
-        v <<= 30;
-        end++;
-        break;
-    default: break;
-    }
-    if (*end)
-        return -1;
-    *out = (size_t)v;
-    return 0;
-}
 
 /* A whole number >= lo, or die naming the flag. */
 static int count_arg(const char *flag, const char *v, int lo)
@@ -183,15 +151,15 @@ void perf_parse(int argc, char **argv, struct perf_opts *o, int *colls, int *nco
         char flag = flag_of(argc, argv, &i, &v);
         switch (flag) {
         case 'b':
-            if (parse_size(v, &o->minb))
+            if (tt_size_arg(v, &o->minb))
                 perf_die("-b %s: not a size", v);
             break;
         case 'e':
-            if (parse_size(v, &o->maxb))
+            if (tt_size_arg(v, &o->maxb))
                 perf_die("-e %s: not a size", v);
             break;
         case 'i':
-            if (parse_size(v, &o->incr) || !o->incr)
+            if (tt_size_arg(v, &o->incr) || !o->incr)
                 perf_die("-i %s: not a size", v);
             break;
         case 'f':
