@@ -242,7 +242,8 @@ TUTTI_API tutti_result_t tutti_comm_abort(tutti_comm_t comm);
  * has run into it. With msg != NULL the message of that first error is copied there, cut to
  * size bytes with its NUL ("" while healthy). This function's own errors
  * (TUTTI_ERR_INVALID_ARG: comm not live, error NULL) go to the calling thread's
- * tutti_last_error() only, never to comm's last error.
+ * tutti_last_error() only, never to comm's last error. Not concurrently with
+ * tutti_comm_destroy of the same comm (stop the watchdog first).
  */
 TUTTI_API tutti_result_t tutti_comm_get_error(tutti_comm_t comm, tutti_result_t *error, char *msg,
                                               size_t size);
