@@ -210,16 +210,16 @@ static int block_first(int k, int of)
     return (int)(((long long)k * nranks + of - 1) / of);
 }
 
-/* The environment of local rank i: ours with its TUTTI_RANK, TUTTI_LOCAL_RANK (and
+/* The environment of local rank li: ours with its TUTTI_RANK, TUTTI_LOCAL_RANK (and
  * TUTTI_HOSTID). One allocation (pointers, then the three new strings): free() releases it. */
-static char **rank_env(int i)
+static char **rank_env(int li)
 {
     extern char **environ;
     size_t n = 0, k = 0;
     char **env, *own;
-    int r = lfirst + i;
+    int r = lfirst + li;
     int node = (int)(((long long)r * nnodes) / nranks);
-    int local = nnodes > 1 ? r - block_first(node, nnodes) : i;
+    int local = nnodes > 1 ? r - block_first(node, nnodes) : li;
 
     while (environ[n])
         n++;
