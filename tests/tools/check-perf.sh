@@ -39,6 +39,11 @@ sizes=$(grep -E '^\[0\] +[0-9]' "$out/nccl.txt" | awk '$5 == "max" {print $2}' |
 csvsizes=$(awk -F, 'NR > 1 && $6 == "max" && $11 == "0" {print $3}' "$out/rows.csv" | tr '\n' ' ')
 [ "$sizes" = "8 64 512 4096 " ] && [ "$csvsizes" = "$sizes" ] ||
     { echo "table sizes '$sizes', CSV sizes '$csvsizes'"; cat "$out/rows.csv"; exit 1; }
+# -r all: a checked row per root for each size.
+"$run" -n 2 "$perf" scatter -r all -b 8 -e 64 -f 8 -c 1 >"$out/roots.txt" 2>&1 ||
+    { cat "$out/roots.txt"; echo "-r all failed"; exit 1; }
+roots=$(grep -E '^\[0\] +[0-9]' "$out/roots.txt" | awk '$10 == "0" {print $2 "/" $6}' | tr '\n' ' ')
+[ "$roots" = "8/0 8/1 64/0 64/1 " ] || { echo "-r all rows (size/root): '$roots'"; cat "$out/roots.txt"; exit 1; }
 for bad in "-t 2:one thread a rank" "-g 4:one GPU a rank" "-G 8:CUDA graph" "-m 0:-m 0" \
     "--bogus 1:--bogus" "-a 7:-a 7"; do
     flags=${bad%%:*} want=${bad#*:}

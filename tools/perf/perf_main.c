@@ -404,11 +404,16 @@ static void bench(enum pcoll c, const struct perf_opts *o)
                 size_t per = block_count(c, size, es);
                 size_t count = per * (blocked(c) ? n : 1);
                 struct result oop, ip;
-
-                oop = measure(c, &b, size, t, op, 0, o);
-                if (has_inplace(c))
-                    ip = measure(c, &b, size, t, op, 1, o);
-                print_row(c, count * es, count, t, op, &oop, has_inplace(c) ? &ip : NULL, o);
+                /* -r all: a row per root, each size */
+                int all = has_root(c) && o->root < 0;
+                for (int root = all ? 0 : o->root; root < (all ? nranks : o->root + 1); root++) {
+                    struct perf_opts ro = *o;
+                    ro.root = root;
+                    oop = measure(c, &b, size, t, op, 0, &ro);
+                    if (has_inplace(c))
+                        ip = measure(c, &b, size, t, op, 1, &ro);
+                    print_row(c, count * es, count, t, op, &oop, has_inplace(c) ? &ip : NULL, &ro);
+                }
                 if (o->incr)
                     size += o->incr;
                 else if ((size_t)(size * o->factor) > size)

@@ -69,7 +69,8 @@ void perf_usage(const char *name, int rank)
                "  -d TYPE   --datatype      int8 uint8 int32 uint32 int64 uint64 float16\n"
                "                            bfloat16 float32 float64 (float half double), all\n"
                "  -o OP     --op            sum prod min max avg, or all       [sum]\n"
-               "  -r ROOT   --root          root of broadcast, reduce, gather, scatter [0]\n"
+               "  -r ROOT   --root          root of broadcast, reduce, gather, scatter, or\n"
+               "                            all (a row per root)               [0]\n"
                "  -a AGG    --average       ranks' times: 0|rank0 (rank 0's), 1|avg, 2|min,\n"
                "                            3|max                              [avg]\n"
                "  -t 1      --nthreads      one thread a rank (more: refused)\n"
@@ -195,7 +196,7 @@ void perf_parse(int argc, char **argv, struct perf_opts *o, int *colls, int *nco
                 perf_die("-R %s: this library has no buffer registration", v);
             break;
         case 'r':
-            o->root = count_arg("-r", v, 0);
+            o->root = !strcmp(v, "all") ? -1 : count_arg("-r", v, 0); /* -1: every root */
             if (o->root >= nranks)
                 perf_die("-r %s: no such rank", v);
             break;
