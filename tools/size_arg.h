@@ -1,6 +1,6 @@
 /*
  * size_arg.h -- a byte count on a command line: digits with an optional K, M or G (binary)
- * suffix, as nccl-tests takes -b and -e. For tutti-perf and tutti-topo.
+ * suffix and an optional B, as nccl-tests takes -b and -e. For tutti-perf and tutti-topo.
  */
 #ifndef TT_TOOLS_SIZE_ARG_H
 #define TT_TOOLS_SIZE_ARG_H
@@ -30,6 +30,8 @@ static inline int tt_size_arg(const char *s, size_t *out)
     default: break;
     }
     if (shift)
+        end++;
+    if (*end == 'B') /* 64M or 64MB */
         end++;
     if (*end || v > (~0ull >> shift))
         return -1;

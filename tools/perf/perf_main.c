@@ -23,7 +23,6 @@
 #include "perf.h"
 #include "values.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
