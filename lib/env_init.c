@@ -107,6 +107,37 @@ static const char *local_job_id(int size)
     return NULL;
 }
 
+/*
+ * The loopback rendezvous port for a job: a hash of its id into the 10,000 ports below the
+ * kernel's ephemeral range (ip_local_port_range; every rank on the host reads the same one),
+ * so that no connection's local port can be holding it. Above the range when too little lies
+ * below it.
+ */
+static int job_port(const char *job)
+{
+    unsigned h = 2166136261u;
+    int lo = 32768, hi = 60999, base, span;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+    if (f) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2 || lo < 1 || hi < lo || hi > 65535)
+            lo = 32768, hi = 60999;
+        fclose(f);
+    }
+    if (lo - 1024 >= 4096) {
+        span = lo - 1024 < 10000 ? lo - 1024 : 10000;
+        base = lo - span;
+    } else if (65535 - hi >= 4096) {
+        base = hi + 1;
+        span = 65536 - base < 10000 ? 65536 - base : 10000;
+    } else {
+        base = 29000, span = 20000;
+    }
+    for (const char *p = job; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return base + (int)(h % (unsigned)span);
+}
+
 static tutti_result_t rendezvous_from_env(int rank, int size, tutti_id_t *id)
 {
     const char *s = env("TUTTI_ID"), *host = env("MASTER_ADDR"), *port_s = env("MASTER_PORT");
@@ -134,10 +165,7 @@ static tutti_result_t rendezvous_from_env(int rank, int size, tutti_id_t *id)
         snprintf(text, sizeof(text), "%s|%s|%d|%d", env("TUTTI_SECRET") ? env("TUTTI_SECRET") : "",
                  host, port, size);
     } else if ((job = local_job_id(size)) != NULL) {
-        unsigned h = 2166136261u;
-        for (const char *p = job; *p; p++)
-            h = (h ^ (unsigned char)*p) * 16777619u;
-        port = 29000 + (int)(h % 20000u);
+        port = job_port(job);
         TT_CHECK(tt_addr_resolve("127.0.0.1", port, &info.root));
         snprintf(text, sizeof(text), "%s|job|%s|%d", env("TUTTI_SECRET") ? env("TUTTI_SECRET") : "",
                  job, size);
@@ -154,8 +182,12 @@ static tutti_result_t rendezvous_from_env(int rank, int size, tutti_id_t *id)
         char buf[80];
         if (tt_boot_root_start(&at, info.secret, tt_env_double("TUTTI_TIMEOUT")) != TUTTI_SUCCESS)
             return tt_fail(NULL, TUTTI_ERR_SYSTEM,
-                           "tutti_comm_init_env: rank 0 cannot serve the rendezvous at %s: %s",
-                           tt_addr_str(&info.root, buf, sizeof(buf)), tutti_last_error());
+                           "tutti_comm_init_env: rank 0 cannot serve the rendezvous at %s: "
+                           "%s%s",
+                           tt_addr_str(&info.root, buf, sizeof(buf)), tutti_last_error(),
+                           host ? ""
+                                : " (the port comes from the job id; set MASTER_ADDR and "
+                                  "MASTER_PORT to choose one)");
     }
     tt_id_encode(&info, id);
     return TUTTI_SUCCESS;

@@ -58,16 +58,24 @@ static const char *output(int r)
     return buf;
 }
 
+static void expect_init_error(char **e, const char *word);
+
 static void setup(void)
 {
     snprintf(dir, sizeof(dir), "/tmp/tutti-env-test-XXXXXX");
     cr_assert_not_null(mkdtemp(dir));
 }
 
+/* One formatted variable; the strings live as long as the test (no allocation to leak). */
 static char *fmt(const char *f, int v)
 {
+    static char pool[32][64];
+    static int used;
     char *s;
-    cr_assert(asprintf(&s, f, v) > 0);
+
+    cr_assert(used < 32);
+    s = pool[used++];
+    cr_assert(snprintf(s, sizeof(pool[0]), f, v) < (int)sizeof(pool[0]));
     return s;
 }
 
@@ -117,9 +125,29 @@ Test(env, slurm_on_one_node, .init = setup, .timeout = 60)
         e[k++] = "SLURM_NNODES=1";
         e[k++] = fmt("SLURM_JOB_ID=%d", job);
         e[k++] = "TUTTI_TIMEOUT=30";
+        e[k++] = "TUTTI_DEBUG=INFO";
         e[k] = NULL;
     }
     expect_ok(2, env);
+
+    /* The port is below the ephemeral range, where no connection's local port can hold it. */
+    const char *at = strstr(output(0), "loopback rendezvous on port ");
+    int port = 0, lo = 32768, hi = 0;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    cr_assert(at && sscanf(at, "loopback rendezvous on port %d", &port) == 1, "%s", output(0));
+    cr_assert(f && fscanf(f, "%d %d", &lo, &hi) == 2);
+    fclose(f);
+    cr_assert(port >= 1024 && port < lo, "port %d is not below the ephemeral range %d..%d", port,
+              lo, hi);
+
+    /* Someone else listening there: rank 0 says so and names the way out. */
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)); /* past rank 0's TIME_WAIT */
+    a.sin_port = htons((unsigned short)port);
+    cr_assert(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(fd, 1) == 0);
+    expect_init_error(env[0], "set MASTER_ADDR and MASTER_PORT");
+    close(fd);
 }
 
 Test(env, open_mpi_on_one_host, .init = setup, .timeout = 60)
