@@ -4,6 +4,7 @@
  * rendezvous from the job id); and the errors that name a missing or malformed variable.
  * Each rank is a process started here with exactly those variables (no tutti-run).
  */
+#include "../scratch_dir.h"
 #include "../free_port.h"
 
 #include <criterion/criterion.h>
@@ -62,8 +63,10 @@ static void expect_init_error(char **e, const char *word);
 
 static void setup(void)
 {
-    snprintf(dir, sizeof(dir), "/tmp/tutti-env-test-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    const char *d = scratch_dir("tutti-env-test");
+
+    cr_assert_not_null(d, "cannot make a directory under /tmp");
+    snprintf(dir, sizeof(dir), "%s", d);
 }
 
 /* One formatted variable; the strings live as long as the test (no allocation to leak). */

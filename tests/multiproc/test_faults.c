@@ -6,6 +6,7 @@
  * later call must fail at once, destroy must return, and nothing may be left in /dev/shm.
  * Ranks are started here directly (MASTER_ADDR rendezvous).
  */
+#include "../scratch_dir.h"
 #include "../free_port.h"
 
 #include <criterion/criterion.h>
@@ -174,8 +175,10 @@ static void assert_no_shm(void)
 
 static void setup(void)
 {
-    snprintf(dir, sizeof(dir), "/tmp/tutti-fault-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    const char *d = scratch_dir("tutti-fault");
+
+    cr_assert_not_null(d, "cannot make a directory under /tmp");
+    snprintf(dir, sizeof(dir), "%s", d);
 }
 
 /* Kill rank `victim` of n mid-loop; every other rank must report an error within 10 s. */

@@ -4,6 +4,7 @@
  * usage errors; one launcher per host (--nnodes, --node-rank, --master), two of them here
  * posing as two hosts. Paths come from the environment meson sets (TUTTI_RUN, RANK_HELPER).
  */
+#include "../scratch_dir.h"
 #include "../free_port.h"
 
 #include <criterion/criterion.h>
@@ -29,8 +30,10 @@ static char dir[64];
 
 static void make_dir(void)
 {
-    snprintf(dir, sizeof(dir), "/tmp/tutti-run-test-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    const char *d = scratch_dir("tutti-run-test");
+
+    cr_assert_not_null(d, "cannot make a directory under /tmp");
+    snprintf(dir, sizeof(dir), "%s", d);
 }
 
 /* Start tutti-run with args (NULL-terminated); stdout+stderr to DIR/OUT_NAME. */
