@@ -206,14 +206,14 @@ Test(env, missing_and_malformed_variables_are_named, .init = setup, .timeout = 6
     char *j[12] = {"RANK=0",
                    "WORLD_SIZE=1",
                    "MASTER_ADDR=127.0.0.1",
-                   "MASTER_PORT=29999",
+                   fmt("MASTER_PORT=%d", free_port()),
                    "TUTTI_CUDA_P2P_MIN=lots",
                    NULL};
     expect_init_error(j, "TUTTI_CUDA_P2P_MIN='lots'");
     char *k[12] = {"RANK=0",
                    "WORLD_SIZE=1",
                    "MASTER_ADDR=127.0.0.1",
-                   "MASTER_PORT=29999",
+                   fmt("MASTER_PORT=%d", free_port()),
                    "TUTTI_CUDA_BUFFSIZE=1K",
                    NULL};
     expect_init_error(k, "TUTTI_CUDA_BUFFSIZE='1K'");
