@@ -8,6 +8,7 @@
  */
 #include "coll.h"
 #include "comm.h"
+#include "copy.h"
 #include "cuda.h"
 #include "error.h"
 #include "stream.h"
@@ -142,7 +143,7 @@ tutti_result_t tt_own_copy(struct tutti_comm *comm, const char *fn, void *dst, c
     if (!tt_stream_in_worker())
         tt_comm_wait_idle(comm);
     TT_CHECK(tt_coll_check_health(comm, fn));
-    memcpy(dst, src, bytes);
+    tt_copy(dst, src, bytes);
     return TUTTI_SUCCESS;
 }
 

@@ -1,5 +1,6 @@
 /* exec.c -- the executor; see exec.h and algorithms/plan.h for the chunk-major walk. */
 #include "exec.h"
+#include "copy.h"
 #include "error.h"
 #include "trace.h"
 #include "wait.h"
@@ -205,7 +206,7 @@ static tutti_result_t mv_copy(struct tt_exec *x, void *dst, const void *src, siz
 {
     if (x->mover)
         return x->mover->copy(x->mover->ctx, dst, src, bytes);
-    memmove(dst, src, bytes);
+    tt_copy(dst, src, bytes);
     return TUTTI_SUCCESS;
 }
 
@@ -343,7 +344,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
             if (r == TUTTI_SUCCESS)
                 r = zc_note(x, zc_src, bytes, sc, ticket);
             else if (r == TUTTI_ERR_UNSUPPORTED) /* the transport cannot: copy after all */
-                memcpy(sslot, zc_src, bytes);    /* host memory */
+                tt_copy(sslot, zc_src, bytes);   /* host memory */
         }
         if (r == TUTTI_ERR_UNSUPPORTED)
             r = sc->tp->send_commit(sc, bytes);
