@@ -73,6 +73,12 @@ size_t tt_boot_fuzz_queued(const struct tt_boot *b);
 #define TT_MSG_HDR_LEN 16    /* "TTBM", tag, length (64 bit) */
 #define TT_REPLY_HDR_LEN 12  /* "TTBR", status, count */
 
+/*
+ * The first host a Slurm node list names ("gpu[07-12,20],login1": "gpu07"), into out; -1 if
+ * the list is empty or malformed, or the name does not fit in size bytes.
+ */
+int tt_hostlist_first(const char *list, char *out, size_t size);
+
 /* Constant-time comparison of two secrets. */
 int tt_secret_equal(const unsigned char *a, const unsigned char *b);
 

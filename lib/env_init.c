@@ -4,7 +4,8 @@
  * Rank/size, first complete pair wins: TUTTI_RANK/TUTTI_WORLD_SIZE (tutti-run), RANK/WORLD_SIZE
  * (torchrun), SLURM_PROCID/SLURM_NTASKS (srun), OMPI_COMM_WORLD_RANK/_SIZE (mpirun).
  * Rendezvous: TUTTI_ID; else MASTER_ADDR/MASTER_PORT with rank 0 serving; else, when the
- * launcher says every rank is on this host, 127.0.0.1 and a port derived from the job id.
+ * launcher says every rank is on this host, 127.0.0.1 and a port derived from the job id;
+ * else, under srun across nodes, the step's first node and a port derived from the step.
  */
 #include "bootstrap.h"
 #include "comm.h"
@@ -89,13 +90,42 @@ static void derive_secret(const char *text, unsigned char *secret)
     }
 }
 
-/* The job's id from Slurm or Open MPI, for a loopback rendezvous; NULL if none. */
-static const char *local_job_id(int size)
-{
-    const char *nn = env("SLURM_NNODES"), *ls = env("OMPI_COMM_WORLD_LOCAL_SIZE");
+/* This Slurm step: its key ("JOB.STEP", or the job id alone), node count and node list (the
+ * step's, else the job's; NULL if none). 0 when not under Slurm. */
+struct slurm_step {
+    char key[96];
+    int nodes;
+    const char *list, *list_name;
+};
 
-    if (nn && strcmp(nn, "1") == 0 && env("SLURM_JOB_ID"))
-        return env("SLURM_JOB_ID");
+static int slurm_step(struct slurm_step *st)
+{
+    static const char *lists[] = {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"};
+    const char *job = env("SLURM_JOB_ID"), *step = env("SLURM_STEP_ID");
+    const char *nn =
+        env("SLURM_STEP_NUM_NODES") ? env("SLURM_STEP_NUM_NODES") : env("SLURM_NNODES");
+
+    if (!job || !nn)
+        return 0;
+    snprintf(st->key, sizeof(st->key), "%s%s%s", job, step ? "." : "", step ? step : "");
+    st->nodes = atoi(nn);
+    st->list = st->list_name = NULL;
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]) && !st->list; i++)
+        if (env(lists[i])) {
+            st->list = env(lists[i]);
+            st->list_name = lists[i];
+        }
+    return 1;
+}
+
+/* The job's key from Slurm or Open MPI when every rank is on this host, for a loopback
+ * rendezvous; NULL if none. */
+static const char *local_job_id(int size, struct slurm_step *st)
+{
+    const char *ls = env("OMPI_COMM_WORLD_LOCAL_SIZE");
+
+    if (slurm_step(st) && st->nodes == 1)
+        return st->key;
     if (ls && atoi(ls) == size) {
         if (env("OMPI_MCA_ess_base_jobid"))
             return env("OMPI_MCA_ess_base_jobid");
@@ -107,6 +137,46 @@ static const char *local_job_id(int size)
     return NULL;
 }
 
+int tt_hostlist_first(const char *list, char *out, size_t size)
+{
+    size_t n = 0;
+
+    for (const char *p = list; *p && *p != ','; p++) {
+        if (*p == '[') { /* a range list: its first number, as written (zero padding kept) */
+            size_t digits = 0;
+            for (p++; *p >= '0' && *p <= '9'; p++, digits++) {
+                if (n + 1 >= size)
+                    return -1;
+                out[n++] = *p;
+            }
+            if (!digits || (*p != '-' && *p != ',' && *p != ']'))
+                return -1;
+            while (*p && *p != ']')
+                p++;
+            if (!*p)
+                return -1;
+            continue;
+        }
+        if (*p == ']' || n + 1 >= size)
+            return -1;
+        out[n++] = *p;
+    }
+    if (n == 0)
+        return -1;
+    out[n] = '\0';
+    return 0;
+}
+
+/* A port for key in [base, base + span). */
+static int hash_port(const char *key, int base, int span)
+{
+    unsigned h = 2166136261u;
+
+    for (const char *p = key; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return base + (int)(h % (unsigned)span);
+}
+
 /*
  * The loopback rendezvous port for a job: a hash of its id into the 10,000 ports below the
  * kernel's ephemeral range (ip_local_port_range; every rank on the host reads the same one),
@@ -115,7 +185,6 @@ static const char *local_job_id(int size)
  */
 static int job_port(const char *job)
 {
-    unsigned h = 2166136261u;
     int lo = 32768, hi = 60999, base, span;
     FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
 
@@ -133,17 +202,16 @@ static int job_port(const char *job)
     } else {
         base = 29000, span = 20000;
     }
-    for (const char *p = job; *p; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    return base + (int)(h % (unsigned)span);
+    return hash_port(job, base, span);
 }
 
 static tutti_result_t rendezvous_from_env(int rank, int size, tutti_id_t *id)
 {
     const char *s = env("TUTTI_ID"), *host = env("MASTER_ADDR"), *port_s = env("MASTER_PORT");
-    const char *job;
+    const char *job, *hint = "";
+    struct slurm_step st;
     struct tt_id_info info;
-    char text[512];
+    char text[512], first[256], why[160];
     int port;
 
     if (s) {
@@ -164,13 +232,38 @@ static tutti_result_t rendezvous_from_env(int rank, int size, tutti_id_t *id)
         TT_CHECK(tt_addr_resolve(host, port, &info.root));
         snprintf(text, sizeof(text), "%s|%s|%d|%d", env("TUTTI_SECRET") ? env("TUTTI_SECRET") : "",
                  host, port, size);
-    } else if ((job = local_job_id(size)) != NULL) {
+    } else if ((job = local_job_id(size, &st)) != NULL) {
         port = job_port(job);
         TT_CHECK(tt_addr_resolve("127.0.0.1", port, &info.root));
         snprintf(text, sizeof(text), "%s|job|%s|%d", env("TUTTI_SECRET") ? env("TUTTI_SECRET") : "",
                  job, size);
         TT_INFO(TT_SUB_BOOT, "all ranks on this host: loopback rendezvous on port %d (job %s)",
                 port, job);
+        hint = " (the port comes from the job id; set MASTER_ADDR and MASTER_PORT to choose one)";
+    } else if (env("SLURM_PROCID") && slurm_step(&st) && st.nodes > 1 && st.list) {
+        /* srun across nodes: rank 0 runs on the step's first node (block and cyclic
+         * distributions alike) and serves there, on a port from the step's key in the band
+         * below the usual ephemeral range (the nodes' own ranges may differ). */
+        if (tt_hostlist_first(st.list, first, sizeof(first)) != 0)
+            return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                           "tutti_comm_init_env: %s='%s' is not a node list this library can "
+                           "read; set MASTER_ADDR and MASTER_PORT",
+                           st.list_name, st.list);
+        port = hash_port(st.key, 22768, 10000);
+        if (tt_addr_resolve(first, port, &info.root) != TUTTI_SUCCESS)
+            return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                           "tutti_comm_init_env: the first node of %s, %s: %s; set MASTER_ADDR "
+                           "and MASTER_PORT",
+                           st.list_name, first, tutti_last_error());
+        snprintf(text, sizeof(text), "%s|slurm|%s|%s|%d",
+                 env("TUTTI_SECRET") ? env("TUTTI_SECRET") : "", st.key, first, size);
+        TT_INFO(TT_SUB_BOOT, "Slurm step %s on %d nodes: rendezvous at %s:%d, its first node",
+                st.key, st.nodes, first, port);
+        snprintf(why, sizeof(why),
+                 " (rank 0 serves on the first node of %s, which must be its own; set "
+                 "MASTER_ADDR and MASTER_PORT to choose)",
+                 st.list_name);
+        hint = why;
     } else {
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
                        "tutti_comm_init_env: no rendezvous in the environment: set TUTTI_ID, or "
@@ -184,10 +277,7 @@ static tutti_result_t rendezvous_from_env(int rank, int size, tutti_id_t *id)
             return tt_fail(NULL, TUTTI_ERR_SYSTEM,
                            "tutti_comm_init_env: rank 0 cannot serve the rendezvous at %s: "
                            "%s%s",
-                           tt_addr_str(&info.root, buf, sizeof(buf)), tutti_last_error(),
-                           host ? ""
-                                : " (the port comes from the job id; set MASTER_ADDR and "
-                                  "MASTER_PORT to choose one)");
+                           tt_addr_str(&info.root, buf, sizeof(buf)), tutti_last_error(), hint);
     }
     tt_id_encode(&info, id);
     return TUTTI_SUCCESS;

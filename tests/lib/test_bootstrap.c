@@ -288,3 +288,32 @@ Test(bootstrap, a_rank_gone_after_the_rendezvous_fails_every_rank_at_once, .time
     tt_boot_close(j[0].b);
     tt_boot_close(j[1].b);
 }
+
+/* Slurm node lists (srun's rendezvous on the step's first node): the first host, as Slurm's
+ * own `scontrol show hostnames` would print it first. */
+Test(bootstrap, first_host_of_a_slurm_node_list)
+{
+    static const char *const cases[][2] = {
+        {"node1", "node1"},
+        {"gpu[07-12,20],login1", "gpu07"},
+        {"gpu[3],x", "gpu3"},
+        {"n[1-4]-ib", "n1-ib"},
+        {"rack[2-3]-n[010-012]", "rack2-n010"},
+        {"a,b[1-2]", "a"},
+        {"127.0.0.[1-2]", "127.0.0.1"},
+        {"c[5,1-3]", "c5"},
+    };
+    static const char *const bad[] = {"", ",a", "n[", "n[]", "n[x-2]", "n[1-2", "n]1", "n[1x]"};
+    char out[64], tiny[4];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cr_assert_eq(tt_hostlist_first(cases[i][0], out, sizeof(out)), 0, "%s", cases[i][0]);
+        cr_assert_str_eq(out, cases[i][1], "%s", cases[i][0]);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        cr_assert_eq(tt_hostlist_first(bad[i], out, sizeof(out)), -1, "'%s' was accepted", bad[i]);
+    cr_assert_eq(tt_hostlist_first("abc", tiny, sizeof(tiny)), 0);
+    cr_assert_str_eq(tiny, "abc");
+    cr_assert_eq(tt_hostlist_first("abcd", tiny, sizeof(tiny)), -1, "a name too long was cut");
+    cr_assert_eq(tt_hostlist_first("ab[123]", tiny, sizeof(tiny)), -1, "a name too long was cut");
+}

@@ -153,6 +153,40 @@ Test(env, slurm_on_one_node, .init = setup, .timeout = 60)
     close(fd);
 }
 
+/* srun across nodes: the rendezvous is on the step's first node, found in its node list. */
+Test(env, slurm_across_nodes, .init = setup, .timeout = 60)
+{
+    char *env[3][12];
+    int job = getpid() * 5 + 3, port = 0;
+
+    for (int r = 0; r < 3; r++) {
+        char **e = env[r];
+        int k = 0;
+        e[k++] = fmt("SLURM_PROCID=%d", r);
+        e[k++] = "SLURM_NTASKS=3";
+        e[k++] = fmt("SLURM_LOCALID=%d", r);
+        e[k++] = "SLURM_NNODES=2";
+        e[k++] = "SLURM_STEP_NODELIST=127.0.0.[1-2]"; /* the step's list wins over the job's */
+        e[k++] = "SLURM_JOB_NODELIST=192.0.2.[1-2]";
+        e[k++] = fmt("SLURM_JOB_ID=%d", job);
+        e[k++] = "SLURM_STEP_ID=0";
+        e[k++] = "TUTTI_TIMEOUT=30";
+        e[k++] = "TUTTI_DEBUG=INFO";
+        e[k] = NULL;
+    }
+    expect_ok(3, env);
+    const char *at = strstr(output(0), "rendezvous at 127.0.0.1:");
+    cr_assert(at && sscanf(at, "rendezvous at 127.0.0.1:%d", &port) == 1, "%s", output(0));
+    cr_assert(port >= 22768 && port < 32768, "port %d", port);
+
+    /* Rank 0 not on the first node: its error says where it should be and the way out. */
+    env[0][4] = "SLURM_STEP_NODELIST=192.0.2.[1-2]"; /* TEST-NET-1: bind fails locally */
+    expect_init_error(env[0], "first node of SLURM_STEP_NODELIST");
+    expect_init_error(env[0], "MASTER_PORT");
+    env[0][4] = "SLURM_STEP_NODELIST=node[1-";
+    expect_init_error(env[0], "SLURM_STEP_NODELIST='node[1-'");
+}
+
 Test(env, open_mpi_on_one_host, .init = setup, .timeout = 60)
 {
     char *env[2][12];
