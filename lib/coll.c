@@ -11,6 +11,7 @@
 #include "log.h"
 #include "stream.h"
 #include "trace.h"
+#include "wait.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -212,6 +213,7 @@ tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
     if (rc == TUTTI_SUCCESS) {
         x.regs = regs;
         x.mover = device ? &comm->cuda_mover : NULL;
+        x.stream_slots = !device && comm->stream_slots;
         struct stall_ctx sc = {comm, what};
         struct tt_wait_policy w = {.timeout_s = comm->timeout_s,
                                    .spin = comm->spin,
@@ -342,6 +344,27 @@ static tutti_result_t scratch_for(struct tutti_comm *comm, size_t bytes, const c
     return TUTTI_SUCCESS;
 }
 
+/* A timed call of the streaming-store trial is over (stream_pick.h); say when a size's way
+ * changes. */
+static void pick_done(struct tutti_comm *comm, int token, double seconds, int ok)
+{
+    const struct tt_pick_class *k;
+    char upto[48] = " and more";
+    size_t lo, hi;
+    int kind;
+
+    if (!tt_pick_done(&comm->pick, token, seconds, ok) || !tt_log_on(TT_LOG_INFO, TT_SUB_TUNE))
+        return;
+    k = tt_pick_class_of(&comm->pick, token, &kind, &lo, &hi);
+    if (hi != SIZE_MAX)
+        snprintf(upto, sizeof(upto), " to %zu KiB", hi >> 10);
+    TT_INFO(TT_SUB_TUNE,
+            "%s calls of %zu KiB%s now write FIFO slots with %s stores (trial: median %.1f us a "
+            "call, against %.1f us with %s stores)",
+            tt_coll_name((enum tt_coll)kind), lo >> 10, upto, k->way ? "streaming" : "ordinary",
+            k->med[k->way] * 1e6, k->med[!k->way] * 1e6, k->way ? "ordinary" : "streaming");
+}
+
 /* Run a checked collective on host buffers on this thread; comm's run lock is held. */
 static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_call *c)
 {
@@ -393,8 +416,18 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
         regs[TT_BUF_SEND] = tt_memreg_find(comm, c->sendbuf, sbytes);
         regs[TT_BUF_RECV] = tt_memreg_find(comm, c->recvbuf, rbytes);
     }
+    int token = -1;
+    double t_run = 0;
+    if (!c->device) {
+        comm->stream_slots = tt_pick_way(&comm->pick, c->coll, bytes, &token);
+        if (token >= 0)
+            t_run = tt_now();
+    }
     rc = tt_coll_run_plan(comm, bufs, comm->memregs && !c->device ? regs : NULL, c->dtype, c->op,
                           &label, c->device, c->after);
+    comm->stream_slots = 0;
+    if (token >= 0)
+        pick_done(comm, token, tt_now() - t_run, rc == TUTTI_SUCCESS);
     if (tt_trace_on) {
         char args[160];
         snprintf(args, sizeof(args),

@@ -396,6 +396,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
                                     .node_size = c->topo.node_size,
                                     .uniform = c->topo.uniform};
     TT_CHECK(tt_tune_init(&c->tuner, c->nranks, c->nchannels, &c->view, c->slot_bytes, c->sleepy));
+    tt_pick_init(&c->pick);
     for (int k = 0; k < c->nranks; k++)
         if (c->topo.ring[k] == c->rank)
             pos = k;

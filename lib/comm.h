@@ -10,6 +10,7 @@
 #include "board.h"
 #include "exec.h"
 #include "memreg.h"
+#include "stream_pick.h"
 #include "topo.h"
 #include "tune.h"
 
@@ -32,6 +33,8 @@ struct tutti_comm {
     int net_logged;   /* the network interface has been logged */
     char ib_why[256]; /* why this rank has no verbs HCA ("" if it has one) */
     struct tt_tuner tuner;
+    struct tt_pick pick; /* streaming stores into FIFO slots for large calls (stream_pick.h) */
+    int stream_slots;    /* the call being run writes slots with streaming stores */
     char job_tag[64];
 
     struct tt_boot *boot;

@@ -69,6 +69,11 @@ static struct knob knobs[] = {
     {"TUTTI_TUNE_LINKS", "",
      "cost model links: intra_us,intra_gbs,inter_us,inter_gbs (default 0.25,12,10,2.5)", NULL, 0,
      0},
+    {"TUTTI_STREAM_STORES", "auto",
+     "how calls of 64 KiB and more write shared-memory FIFO slots: auto (a trial per "
+     "collective and size, repeated every 256 calls, picks ordinary or streaming stores), 0 "
+     "(ordinary), 1 (streaming)",
+     NULL, 0, 0},
     {"TUTTI_SPIN", "auto",
      "polls a wait spins before it yields the core; auto: 2000, or 0 when this host's ranks "
      "outnumber its cores",

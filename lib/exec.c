@@ -93,6 +93,7 @@ tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void 
     x->conns = conns;
     x->regs = NULL;
     x->mover = NULL;
+    x->stream_slots = 0;
     x->mem = mem;
     x->nzc = 0;
     x->lanes = mem->lanes;
@@ -210,6 +211,18 @@ static tutti_result_t mv_copy(struct tt_exec *x, void *dst, const void *src, siz
     return TUTTI_SUCCESS;
 }
 
+/* A copy into send connection sc's slot: with streaming stores where x says and the slot is
+ * memory another process reads (stream_pick.h). */
+static tutti_result_t mv_copy_out(struct tt_exec *x, const struct tt_conn *sc, void *slot,
+                                  const void *src, size_t bytes)
+{
+    if (x->stream_slots && !x->mover && sc->tp->shared_slots) {
+        tt_copy_stream(slot, src, bytes);
+        return TUTTI_SUCCESS;
+    }
+    return mv_copy(x, slot, src, bytes);
+}
+
 static tutti_result_t mv_reduce(struct tt_exec *x, void *dst, void *dst2, const void *a,
                                 const void *b, size_t n)
 {
@@ -303,7 +316,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
             zc_reg = x->regs[s->dst], zc_src = dst;
     }
     switch (s->prim) {
-    case TT_PRIM_SEND: r = zc_src ? TUTTI_SUCCESS : mv_copy(x, sslot, src, bytes); break;
+    case TT_PRIM_SEND: r = zc_src ? TUTTI_SUCCESS : mv_copy_out(x, sc, sslot, src, bytes); break;
     case TT_PRIM_RECV: r = mv_copy(x, dst, rslot, bytes); break;
     case TT_PRIM_RECV_REDUCE_SEND: r = mv_reduce(x, sslot, NULL, rslot, src, n); break;
     case TT_PRIM_RECV_REDUCE_COPY:
@@ -317,7 +330,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
             if (r == TUTTI_SUCCESS)
                 r = postop(x, s, dst, n);
             if (r == TUTTI_SUCCESS && !zc_src)
-                r = mv_copy(x, sslot, dst, bytes);
+                r = mv_copy_out(x, sc, sslot, dst, bytes);
         } else {
             r = mv_reduce(x, dst, zc_src ? NULL : sslot, rslot, src, n);
         }
@@ -325,7 +338,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
     case TT_PRIM_RECV_COPY_SEND:
         r = mv_copy(x, dst, rslot, bytes);
         if (r == TUTTI_SUCCESS && !zc_src)
-            r = mv_copy(x, sslot, rslot, bytes);
+            r = mv_copy_out(x, sc, sslot, rslot, bytes);
         break;
     case TT_PRIM_COPY:
         r = dst != src ? mv_copy(x, dst, src, bytes) : TUTTI_SUCCESS;

@@ -81,6 +81,9 @@ struct tt_exec {
      * write bytes a zero-copy send may still read waits until the transport is done. */
     struct tt_memreg *const *regs;
     const struct tt_mover *mover; /* NULL: host memory; set after tt_exec_init */
+    /* Write slots that another process reads (transport.h shared_slots) with streaming
+     * stores (lib/copy.h tt_copy_stream; stream_pick.h says when); set after tt_exec_init. */
+    int stream_slots;
     struct tt_exec_mem *mem;
     size_t nzc;                  /* entries of mem->zc in use */
     struct tt_lane_state *lanes; /* plan->nlanes entries, in the caller's tt_exec_mem */

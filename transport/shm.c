@@ -303,6 +303,7 @@ void tt_transport_sleep(struct tt_conn *conn, long ns)
 const struct tt_transport tt_transport_shm = {
     .size = sizeof(struct tt_transport),
     .name = "shm",
+    .shared_slots = 1,
     .recv_setup = shm_recv_setup,
     .send_connect = shm_send_connect,
     .finish = tt_transport_no_finish,

@@ -1,11 +1,14 @@
 /*
  * test_copy.c -- tt_copy (lib/copy.h) moves the same bytes as a byte-by-byte reference at
  * every destination offset around a page, at the sizes on both sides of its own loop's range,
- * and for overlapping ranges (which must keep memmove's meaning).
+ * and for overlapping ranges (which must keep memmove's meaning); tt_copy_stream (streaming
+ * stores) at every destination alignment, around its 64-byte loop's edges, not writing a byte
+ * outside its range.
  */
 #include "lib/copy.h"
 
 #include <criterion/criterion.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,4 +91,39 @@ Test(copy, the_band_is_what_copy_h_says)
     cr_assert(!tt_copy_aliased(p, p + 4096 + 16, 4096)); /* behind, not ahead */
     cr_assert(!tt_copy_aliased(p + 4096 + 16, p, 2047)); /* too small for rep movsb */
     cr_assert(!tt_copy_aliased(p + 16, p, 4096));        /* overlapping */
+}
+
+/* tt_copy_stream(arena + dst, arena + src, n) against the bytes src held; a guard band on
+ * either side of dst must keep its bytes. Ranges do not overlap (tt_copy_stream's contract). */
+static void check_stream(size_t dst, size_t src, size_t n)
+{
+    const size_t guard = 80;
+
+    memcpy(want + dst - guard, arena + dst - guard, n + 2 * guard);
+    for (size_t i = 0; i < n; i++)
+        want[dst + i] = arena[src + i];
+    tt_copy_stream(arena + dst, arena + src, n);
+    for (size_t i = dst - guard; i < dst + n + guard; i++)
+        cr_assert(arena[i] == want[i],
+                  "tt_copy_stream(dst %zu, src %zu, %zu bytes): byte %td from dst is %u, not %u",
+                  dst, src, n, (ptrdiff_t)(i - dst), arena[i], want[i]);
+}
+
+Test(copy, stream_every_alignment_and_edge, .init = setup, .fini = teardown)
+{
+    static const size_t sizes[] = {0,  1,   15,  16,  63,         64,       65,    79,        80,
+                                   81, 127, 128, 129, 64 * 7 + 1, 4096 + 3, 65536, 65536 + 17};
+    size_t dst = 2 * 4096 + 65536 + 8192;
+
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+        for (size_t off = 0; off < 80; off++)
+            for (size_t soff = 0; soff < 24; soff += 7)
+                check_stream(dst + off, 4096 + soff, sizes[k]);
+}
+
+Test(copy, stream_large_and_unaligned, .init = setup, .fini = teardown)
+{
+    check_stream(4096 + (1 << 20) + 16, 4096, 1 << 20);      /* 1 MiB, page + 16 */
+    check_stream(4096 + (1 << 20) + 4093, 4099, 777777);     /* odd everything */
+    check_stream(2 * 4096 + (1 << 20), 4096, (1 << 20) - 1); /* aligned start, odd end */
 }

@@ -1,0 +1,108 @@
+/*
+ * stream_pick.c -- the trial that decides whether large calls write FIFO slots with streaming
+ * stores (stream_pick.h says why and how).
+ */
+#include "stream_pick.h"
+
+#include "config.h"
+#include "log.h"
+
+#include <string.h>
+
+void tt_pick_init(struct tt_pick *p)
+{
+    const char *v = tt_env_str("TUTTI_STREAM_STORES");
+
+    memset(p, 0, sizeof(*p));
+    p->forced = -1;
+    if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
+        p->forced = v[0] - '0';
+    else if (strcmp(v, "auto") != 0)
+        TT_WARN(TT_SUB_TUNE, "TUTTI_STREAM_STORES='%s' is not auto, 0 or 1; using auto", v);
+}
+
+static int class_of(size_t bytes)
+{
+    int k = 0;
+
+    for (size_t b = bytes / TT_PICK_MIN; b > 1 && k < TT_PICK_CLASSES - 1; b >>= 1)
+        k++;
+    return k;
+}
+
+/* A token: (kind * TT_PICK_CLASSES + class) * 2 + way. */
+const struct tt_pick_class *tt_pick_class_of(const struct tt_pick *p, int token, int *kind,
+                                             size_t *lo, size_t *hi)
+{
+    int k = (token >> 1) % TT_PICK_CLASSES;
+
+    *kind = (token >> 1) / TT_PICK_CLASSES;
+    *lo = TT_PICK_MIN << k;
+    *hi = k == TT_PICK_CLASSES - 1 ? SIZE_MAX : *lo * 2;
+    return &p->cls[*kind][k];
+}
+
+int tt_pick_way(struct tt_pick *p, int kind, size_t bytes, int *token)
+{
+    struct tt_pick_class *c;
+    uint32_t q;
+    int k, way;
+
+    *token = -1;
+    if (bytes < TT_PICK_MIN)
+        return 0;
+    if (p->forced >= 0)
+        return p->forced;
+    if (kind < 0 || kind >= TT_PICK_KINDS)
+        kind = TT_PICK_KINDS - 1;
+    k = kind * TT_PICK_CLASSES + class_of(bytes);
+    c = &p->cls[kind][k % TT_PICK_CLASSES];
+    if (c->calls++ < TT_PICK_FIRST)
+        return c->way;
+    q = (c->calls - 1 - TT_PICK_FIRST) % TT_PICK_PERIOD;
+    if (q >= 2 * TT_PICK_TRIAL)
+        return c->way;
+    if (q == 0) /* a trial starts: forget what a failed one left */
+        c->seen[0] = c->seen[1] = 0;
+    way = (q & 1) ? !c->way : c->way;
+    *token = k * 2 + way;
+    return way;
+}
+
+/* The median of a way's TT_PICK_TRIAL times: one call that the scheduler held up does not
+ * decide a trial. */
+static double median(const float *t)
+{
+    float v[TT_PICK_TRIAL];
+
+    memcpy(v, t, sizeof(v));
+    for (int i = 1; i < TT_PICK_TRIAL; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            float x = v[j];
+            v[j] = v[j - 1], v[j - 1] = x;
+        }
+    return (v[(TT_PICK_TRIAL - 1) / 2] + v[TT_PICK_TRIAL / 2]) / 2;
+}
+
+int tt_pick_done(struct tt_pick *p, int token, double seconds, int ok)
+{
+    struct tt_pick_class *c;
+    int way = token & 1, other;
+
+    if (token < 0 || !ok)
+        return 0;
+    c = &p->cls[(token >> 1) / TT_PICK_CLASSES][(token >> 1) % TT_PICK_CLASSES];
+    if (c->seen[way] >= TT_PICK_TRIAL)
+        return 0;
+    c->t[way][c->seen[way]++] = (float)seconds;
+    if (c->seen[0] < TT_PICK_TRIAL || c->seen[1] < TT_PICK_TRIAL)
+        return 0;
+    c->med[0] = median(c->t[0]);
+    c->med[1] = median(c->t[1]);
+    other = !c->way;
+    c->seen[0] = c->seen[1] = 0;
+    if (!(c->med[other] < TT_PICK_MARGIN * c->med[c->way]))
+        return 0;
+    c->way = (uint8_t)other;
+    return 1;
+}

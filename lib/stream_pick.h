@@ -1,0 +1,71 @@
+/*
+ * stream_pick.h -- does a large host call write its shared-memory FIFO slots with streaming
+ * stores (tt_copy_stream, lib/copy.h) or ordinary ones? Measured, per communicator and size.
+ *
+ * Which is faster depends on how far apart the two ranks' cores are, which no API says and
+ * which a virtual machine changes while it runs: on this project's 2-vCPU VM the hypervisor
+ * moves the pair between host cores that share a cache (a cache line's round trip 100-140
+ * ns) and cores that do not (430-560 ns), for seconds to minutes at a time. Next to each
+ * other, ordinary stores win (streaming: 1.2-1.9x slower); far apart, streaming stores do
+ * (2-rank all-gather 256 KiB-8 MiB about 2x faster, level with Open MPI's single copy, which
+ * the far placement hardly touches). BENCHMARKS.md, "Two placements".
+ *
+ * So each collective's size class (a power of two from TT_PICK_MIN bytes; classes are per
+ * collective, so a program that alternates two collectives of one size, all-gather and
+ * reduce-scatter, say, does not time one against the other) runs a trial at its call
+ * TT_PICK_FIRST and then every TT_PICK_PERIOD calls: TT_PICK_TRIAL calls each way,
+ * alternating, timed; the way whose median call took less time, by more than TT_PICK_MARGIN,
+ * is used until the next trial (a median, so that one call the scheduler held up does not
+ * decide). Every rank makes the same calls, so the ranks
+ * try the same way in the same call and each times what both ways together cost. A rank's
+ * choice only decides how it writes its own slots: ranks that disagree still move the same
+ * bytes.
+ *
+ * TUTTI_STREAM_STORES: auto (the trial), 0 (never), 1 (always).
+ */
+#ifndef TT_STREAM_PICK_H
+#define TT_STREAM_PICK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TT_PICK_MIN ((size_t)64 << 10)
+#define TT_PICK_CLASSES 16 /* 64 KiB .. 2 GiB and above */
+#define TT_PICK_KINDS 8    /* collectives (enum tt_coll); others share the last */
+#define TT_PICK_FIRST 2    /* a class's first calls set up connections and touch pages */
+#define TT_PICK_TRIAL 4
+#define TT_PICK_PERIOD 256
+#define TT_PICK_MARGIN 0.85 /* the other way must take less than this share of the time */
+
+struct tt_pick_class {
+    uint32_t calls;
+    uint8_t way;               /* in use: 0 ordinary stores, 1 streaming */
+    uint8_t seen[2];           /* this trial's timed calls each way */
+    float t[2][TT_PICK_TRIAL]; /* their times, seconds */
+    float med[2];              /* the last whole trial's median each way */
+};
+
+struct tt_pick {
+    int forced; /* -1: measure; 0 or 1: that way always */
+    struct tt_pick_class cls[TT_PICK_KINDS][TT_PICK_CLASSES];
+};
+
+/* From TUTTI_STREAM_STORES. */
+void tt_pick_init(struct tt_pick *p);
+
+/*
+ * The way for a call of collective `kind` (enum tt_coll) moving `bytes`: 0 ordinary stores, 1
+ * streaming. *token: what to hand to tt_pick_done once the call is over, or -1 when it need
+ * not be timed.
+ */
+int tt_pick_way(struct tt_pick *p, int kind, size_t bytes, int *token);
+
+/* The call of `token` took `seconds`; `ok`: it succeeded (a failed call is not counted).
+ * Returns 1 when this ended a trial that changed the class's way. */
+int tt_pick_done(struct tt_pick *p, int token, double seconds, int ok);
+
+/* The class a token timed: its collective, its way now, and its bytes range [*lo, *hi). */
+const struct tt_pick_class *tt_pick_class_of(const struct tt_pick *p, int token, int *kind,
+                                             size_t *lo, size_t *hi);
+
+#endif
