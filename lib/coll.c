@@ -214,6 +214,11 @@ tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
         x.regs = regs;
         x.mover = device ? &comm->cuda_mover : NULL;
         x.stream_slots = !device && comm->stream_slots;
+        if (comm->single_copy && !device &&
+            (what->coll == TT_COLL_ALL_GATHER || what->coll == TT_COLL_BROADCAST))
+            rc = tt_exec_single_copy(&x, comm->single_send);
+    }
+    if (rc == TUTTI_SUCCESS) {
         struct stall_ctx sc = {comm, what};
         struct tt_wait_policy w = {.timeout_s = comm->timeout_s,
                                    .spin = comm->spin,
@@ -344,26 +349,31 @@ static tutti_result_t scratch_for(struct tutti_comm *comm, size_t bytes, const c
     return TUTTI_SUCCESS;
 }
 
-/* A timed call of the streaming-store trial is over (stream_pick.h); say when a size's way
- * changes. */
-static void pick_done(struct tutti_comm *comm, int token, double seconds, int ok)
+/* A timed call of a trial is over (stream_pick.h): `how` names picker p's two ways. Say when
+ * a size's way changes. */
+static void pick_done(struct tt_pick *p, const char *const how[2], int token, double seconds,
+                      int ok)
 {
     const struct tt_pick_class *k;
     char upto[48] = " and more";
     size_t lo, hi;
     int kind;
 
-    if (!tt_pick_done(&comm->pick, token, seconds, ok) || !tt_log_on(TT_LOG_INFO, TT_SUB_TUNE))
+    if (!tt_pick_done(p, token, seconds, ok) || !tt_log_on(TT_LOG_INFO, TT_SUB_TUNE))
         return;
-    k = tt_pick_class_of(&comm->pick, token, &kind, &lo, &hi);
+    k = tt_pick_class_of(p, token, &kind, &lo, &hi);
     if (hi != SIZE_MAX)
         snprintf(upto, sizeof(upto), " to %zu KiB", hi >> 10);
     TT_INFO(TT_SUB_TUNE,
-            "%s calls of %zu KiB%s now write FIFO slots with %s stores (trial: median %.1f us a "
-            "call, against %.1f us with %s stores)",
-            tt_coll_name((enum tt_coll)kind), lo >> 10, upto, k->way ? "streaming" : "ordinary",
-            k->med[k->way] * 1e6, k->med[!k->way] * 1e6, k->way ? "ordinary" : "streaming");
+            "%s calls of %zu KiB%s now go %s (trial: median %.1f us a call, against %.1f us %s)",
+            tt_coll_name((enum tt_coll)kind), lo >> 10, upto, how[k->way], k->med[k->way] * 1e6,
+            k->med[!k->way] * 1e6, how[!k->way]);
 }
+
+static const char *const stream_how[2] = {"with ordinary stores into FIFO slots",
+                                          "with streaming stores into FIFO slots"};
+static const char *const single_how[2] = {"in two copies through the FIFO",
+                                          "in one copy (the receiver reads the sender's memory)"};
 
 /* Run a checked collective on host buffers on this thread; comm's run lock is held. */
 static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_call *c)
@@ -416,18 +426,25 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
         regs[TT_BUF_SEND] = tt_memreg_find(comm, c->sendbuf, sbytes);
         regs[TT_BUF_RECV] = tt_memreg_find(comm, c->recvbuf, rbytes);
     }
-    int token = -1;
+    /* The measured choices for large calls (stream_pick.h): streaming stores into FIFO
+     * slots, and for all-gather and broadcast over shm a single copy. */
+    int token = -1, token_sc = -1;
     double t_run = 0;
     if (!c->device) {
         comm->stream_slots = tt_pick_way(&comm->pick, c->coll, bytes, &token);
-        if (token >= 0)
+        if (comm->single_copy && (c->coll == TT_COLL_ALL_GATHER || c->coll == TT_COLL_BROADCAST))
+            comm->single_send = tt_pick_way(&comm->pick_sc, c->coll, bytes, &token_sc);
+        if (token >= 0 || token_sc >= 0)
             t_run = tt_now();
     }
     rc = tt_coll_run_plan(comm, bufs, comm->memregs && !c->device ? regs : NULL, c->dtype, c->op,
                           &label, c->device, c->after);
-    comm->stream_slots = 0;
-    if (token >= 0)
-        pick_done(comm, token, tt_now() - t_run, rc == TUTTI_SUCCESS);
+    comm->stream_slots = comm->single_send = 0;
+    if (token >= 0 || token_sc >= 0) {
+        double took = tt_now() - t_run;
+        pick_done(&comm->pick, stream_how, token, took, rc == TUTTI_SUCCESS);
+        pick_done(&comm->pick_sc, single_how, token_sc, took, rc == TUTTI_SUCCESS);
+    }
     if (tt_trace_on) {
         char args[160];
         snprintf(args, sizeof(args),

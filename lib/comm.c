@@ -390,13 +390,16 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     c->local_size = c->topo.node_size[c->topo.node_of[c->rank]];
     c->sleepy = oversubscribed(c->topo.machine_ranks, c->topo.machine_cores);
     c->spin = wait_spin(c->sleepy);
+    c->single_copy = !c->sleepy && strcmp(tt_env_str("TUTTI_SHM_SINGLE_COPY"), "0") != 0;
     c->view = (struct tt_topo_view){.nnodes = c->topo.nnodes,
                                     .node_of = c->topo.node_of,
                                     .local_of = c->topo.local_of,
                                     .node_size = c->topo.node_size,
                                     .uniform = c->topo.uniform};
     TT_CHECK(tt_tune_init(&c->tuner, c->nranks, c->nchannels, &c->view, c->slot_bytes, c->sleepy));
-    tt_pick_init(&c->pick);
+    tt_pick_init(&c->pick, "TUTTI_STREAM_STORES", TT_PICK_FIRST);
+    /* its trials start where the first's end: the two never time the same calls */
+    tt_pick_init(&c->pick_sc, "TUTTI_SHM_SINGLE_COPY", TT_PICK_FIRST + 2 * TT_PICK_TRIAL);
     for (int k = 0; k < c->nranks; k++)
         if (c->topo.ring[k] == c->rank)
             pos = k;

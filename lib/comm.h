@@ -33,8 +33,10 @@ struct tutti_comm {
     int net_logged;   /* the network interface has been logged */
     char ib_why[256]; /* why this rank has no verbs HCA ("" if it has one) */
     struct tt_tuner tuner;
-    struct tt_pick pick; /* streaming stores into FIFO slots for large calls (stream_pick.h) */
-    int stream_slots;    /* the call being run writes slots with streaming stores */
+    struct tt_pick pick;    /* streaming stores into FIFO slots for large calls (stream_pick.h) */
+    int stream_slots;       /* the call being run writes slots with streaming stores */
+    struct tt_pick pick_sc; /* single copy for all-gather and broadcast over shm (below) */
+    int single_send;        /* the call being run sends by address where it can */
     char job_tag[64];
 
     struct tt_boot *boot;
@@ -102,7 +104,10 @@ struct tutti_comm {
         size_t work_bytes;
     } p2p;
     struct tt_exec_mem exec_mem;
-    void *scratch; /* TT_BUF_SCRATCH of host collectives, grown to the largest call's */
+    int single_copy; /* TUTTI_SHM_SINGLE_COPY not 0, where waits spin: all-gather and broadcast
+                        may go by address over shm (exec.h tt_exec_single_copy); pick_sc says
+                        when this rank sends that way */
+    void *scratch;   /* TT_BUF_SCRATCH of host collectives, grown to the largest call's */
     size_t scratch_bytes;
 };
 

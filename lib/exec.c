@@ -14,6 +14,7 @@ void tt_exec_mem_free(struct tt_exec_mem *m)
     free(m->lanes);
     free(m->pend);
     free(m->zc);
+    free(m->ahead);
     memset(m, 0, sizeof(*m));
 }
 
@@ -92,6 +93,8 @@ tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void 
     x->chunk_elems = chunk_bytes >> __builtin_ctzl(esize); /* esize: a power of two */
     x->conns = conns;
     x->regs = NULL;
+    x->ahead = NULL;
+    x->single_send = 0;
     x->mover = NULL;
     x->stream_slots = 0;
     x->mem = mem;
@@ -202,6 +205,26 @@ static tutti_result_t zc_wait(struct tt_exec *x, const char *dst, size_t bytes)
     return TUTTI_SUCCESS;
 }
 
+tutti_result_t tt_exec_single_copy(struct tt_exec *x, int send)
+{
+    struct tt_exec_mem *m = x->mem;
+    size_t need = 2 * x->plan->nsteps;
+
+    if (need == 0) /* nothing moves (one rank) */
+        return TUTTI_SUCCESS;
+    if (need > m->ahead_cap) {
+        size_t *g = realloc(m->ahead, need * sizeof(*g));
+        if (!g)
+            return tt_fail(NULL, TUTTI_ERR_SYSTEM, "executor: out of memory");
+        m->ahead = g;
+        m->ahead_cap = need;
+    }
+    memset(m->ahead, 0, need * sizeof(*m->ahead));
+    x->ahead = m->ahead;
+    x->single_send = send;
+    return TUTTI_SUCCESS;
+}
+
 /* Byte moves and reductions: host memory here, or the device mover's queued work. */
 static tutti_result_t mv_copy(struct tt_exec *x, void *dst, const void *src, size_t bytes)
 {
@@ -251,27 +274,62 @@ static void pend_add(struct tt_exec *x, struct tt_conn *c)
     }
 }
 
-/* One chunk of one step: elements [lo, lo + n) of the step's range. */
-static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int channel, size_t lo,
-                                 size_t n)
+/*
+ * Single copy (x->ahead): a step may move the whole rest of its range in one message by
+ * address, at its first chunk; ahead[2 gi] / ahead[2 gi + 1] record how far step gi has
+ * received / sent ahead of the chunk walk, whose later chunks then skip that part.
+ */
+static int chunk_ahead(const struct tt_exec *x, const struct tt_step *s, size_t gi, size_t lo)
 {
-    size_t bytes = n * x->esize;
+    int r = tt_prim_recvs(s->prim), w = tt_prim_sends(s->prim);
+
+    return (r || w) && (!r || lo < x->ahead[2 * gi]) && (!w || lo < x->ahead[2 * gi + 1]);
+}
+
+/* May a send read elements [off, off + count) of buffer buf all at once: does no other step
+ * of the lane's phase still write any of them? (Earlier phases are done; a later phase that
+ * writes them waits for the send, zc_wait; channels own disjoint parts.) */
+static int source_final(const struct tt_exec *x, const struct tt_lane *lane,
+                        const struct tt_lane_state *ls, size_t gi, uint16_t buf, size_t off,
+                        size_t count)
+{
+    for (size_t j = ls->phase; j < ls->end; j++) {
+        const struct tt_step *t = &x->plan->steps[lane->first + j];
+        if (lane->first + j == gi || !tt_prim_writes(t->prim) || t->dst != buf ||
+            t->dst_off >= off + count || off >= t->dst_off + t->count)
+            continue;
+        if (!tt_prim_recvs(t->prim) || x->ahead[2 * (lane->first + j)] < t->count)
+            return 0;
+    }
+    return 1;
+}
+
+/* One chunk of step gi (s) of a lane: elements [lo, lo + n) of the step's range. */
+static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
+                                 const struct tt_lane_state *ls, size_t gi, size_t lo, size_t n)
+{
+    const struct tt_step *s = &x->plan->steps[gi];
+    int channel = lane->channel;
+    size_t bytes = n * x->esize, rest = (s->count - lo) * x->esize;
     const char *src = (const char *)x->bufs[s->src] + (s->src_off + lo) * x->esize;
     char *dst = (char *)x->bufs[s->dst] + (s->dst_off + lo) * x->esize;
+    size_t *ahead = x->ahead ? &x->ahead[2 * gi] : NULL;
+    int in_dst = ahead && lo < ahead[0]; /* the received bytes are in dst already */
     struct tt_conn *rc = NULL, *sc = NULL;
     const void *rslot = NULL;
     void *sslot = NULL;
-    size_t rbytes = 0;
+    size_t rbytes = 0, zc_bytes = bytes;
     struct tt_memreg *zc_reg = NULL;
     const char *zc_src = NULL;
+    int pull = 0; /* by address: 1 a chunk into dst, 2 into its slot, 3 the whole rest */
     tutti_result_t r;
 
-    if (x->nzc && tt_prim_writes(s->prim)) {
+    if (x->nzc && tt_prim_writes(s->prim) && !in_dst) {
         r = zc_wait(x, dst, bytes);
         if (r != TUTTI_SUCCESS)
             return r;
     }
-    if (tt_prim_recvs(s->prim)) {
+    if (tt_prim_recvs(s->prim) && !in_dst) {
         rc = conn_at(x->conns->recv, x->conns, channel, s->recv_peer);
         if (!rc)
             return tt_fail(NULL, TUTTI_ERR_INTERNAL, "no connection from rank %d on channel %d",
@@ -284,13 +342,23 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
         }
         if (r != TUTTI_SUCCESS)
             return r;
-        if (rbytes != bytes)
+        /* By address (single copy): a step that only copies the bytes out takes them
+         * straight into place (the sender's whole rest, or a chunk), any other into its slot;
+         * pulled below, once nothing can make the chunk wait (no side effects before). */
+        if (rc->tp->recv_remote && rc->tp->recv_remote(rc))
+            pull = s->prim == TT_PRIM_RECV || s->prim == TT_PRIM_RECV_COPY_SEND ? 1 : 2;
+        if (pull == 1 && ahead && lo == 0 && rbytes == rest && rest != bytes) {
+            pull = 3;
+            if (x->nzc && (r = zc_wait(x, dst, rest)) != TUTTI_SUCCESS)
+                return r;
+        } else if (rbytes != bytes) {
             return tt_fail(NULL, TUTTI_ERR_REMOTE,
                            "rank %d sent %zu bytes where %zu were expected: do all ranks pass the "
                            "same count, dtype and root?",
                            s->recv_peer, rbytes, bytes);
+        }
     }
-    if (tt_prim_sends(s->prim)) {
+    if (tt_prim_sends(s->prim) && !(ahead && lo < ahead[1])) {
         sc = conn_at(x->conns->send, x->conns, channel, s->send_peer);
         if (!sc)
             return tt_fail(NULL, TUTTI_ERR_INTERNAL, "no connection to rank %d on channel %d",
@@ -304,11 +372,28 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
         if (r != TUTTI_SUCCESS)
             return r;
     }
+    if (pull) {
+        r = rc->tp->recv_pull(rc, pull == 2 ? (void *)rslot : dst, pull == 3 ? rest : bytes);
+        if (r != TUTTI_SUCCESS)
+            return r;
+        in_dst = pull != 2;
+        if (pull == 3)
+            ahead[0] = s->count;
+    }
 
     /* Zero copy: the bytes this step sends already sit in registered memory (the source of
      * a send, or the destination a copying step writes anyway): the transport reads them
-     * from there instead of from the slot. */
-    if (sc && x->regs && sc->tp->send_commit_from) {
+     * from there instead of from the slot. A single-copy transport (shm) instead takes the
+     * whole rest of a send whose bytes are final, from any host memory. */
+    if (sc && sc->tp->send_commit_from && sc->tp->recv_pull) {
+        if (!x->single_send || !ahead || lo != 0)
+            ; /* two copies: this rank does not send by address in this call */
+        else if (s->prim == TT_PRIM_SEND &&
+                 source_final(x, lane, ls, gi, s->src, s->src_off, s->count))
+            zc_src = src, zc_bytes = rest;
+        else if (s->prim == TT_PRIM_RECV_COPY_SEND && (ahead[0] == s->count || rest == bytes))
+            zc_src = dst, zc_bytes = rest;
+    } else if (sc && sc->tp->send_commit_from && x->regs) {
         if (s->prim == TT_PRIM_SEND && x->regs[s->src])
             zc_reg = x->regs[s->src], zc_src = src;
         else if ((s->prim == TT_PRIM_RECV_COPY_SEND || s->prim == TT_PRIM_RECV_REDUCE_COPY_SEND) &&
@@ -317,7 +402,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
     }
     switch (s->prim) {
     case TT_PRIM_SEND: r = zc_src ? TUTTI_SUCCESS : mv_copy_out(x, sc, sslot, src, bytes); break;
-    case TT_PRIM_RECV: r = mv_copy(x, dst, rslot, bytes); break;
+    case TT_PRIM_RECV: r = in_dst ? TUTTI_SUCCESS : mv_copy(x, dst, rslot, bytes); break;
     case TT_PRIM_RECV_REDUCE_SEND: r = mv_reduce(x, sslot, NULL, rslot, src, n); break;
     case TT_PRIM_RECV_REDUCE_COPY:
         r = mv_reduce(x, dst, NULL, rslot, src, n);
@@ -336,9 +421,9 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
         }
         break;
     case TT_PRIM_RECV_COPY_SEND:
-        r = mv_copy(x, dst, rslot, bytes);
-        if (r == TUTTI_SUCCESS && !zc_src)
-            r = mv_copy_out(x, sc, sslot, rslot, bytes);
+        r = in_dst ? TUTTI_SUCCESS : mv_copy(x, dst, rslot, bytes);
+        if (r == TUTTI_SUCCESS && sc && !zc_src)
+            r = mv_copy_out(x, sc, sslot, in_dst ? dst : rslot, bytes);
         break;
     case TT_PRIM_COPY:
         r = dst != src ? mv_copy(x, dst, src, bytes) : TUTTI_SUCCESS;
@@ -353,11 +438,14 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_step *s, int
         r = TUTTI_ERR_UNSUPPORTED;
         if (zc_src) {
             uint64_t ticket;
-            r = sc->tp->send_commit_from(sc, zc_src, bytes, zc_reg, &ticket);
-            if (r == TUTTI_SUCCESS)
-                r = zc_note(x, zc_src, bytes, sc, ticket);
-            else if (r == TUTTI_ERR_UNSUPPORTED) /* the transport cannot: copy after all */
-                tt_copy(sslot, zc_src, bytes);   /* host memory */
+            r = sc->tp->send_commit_from(sc, zc_src, zc_bytes, zc_reg, &ticket);
+            if (r == TUTTI_SUCCESS) {
+                r = zc_note(x, zc_src, zc_bytes, sc, ticket);
+                if (zc_bytes != bytes)
+                    ahead[1] = s->count;
+            } else if (r == TUTTI_ERR_UNSUPPORTED) { /* the transport cannot: copy after all */
+                tt_copy(sslot, zc_src, bytes);       /* host memory */
+            }
         }
         if (r == TUTTI_ERR_UNSUPPORTED)
             r = sc->tp->send_commit(sc, bytes);
@@ -407,9 +495,9 @@ static tutti_result_t lane_progress(struct tt_exec *x, const struct tt_lane *lan
         while (ls->step < ls->end) {
             const struct tt_step *s = &steps[ls->step];
 
-            if (lo < s->count) {
+            if (lo < s->count && !(x->ahead && chunk_ahead(x, s, lane->first + ls->step, lo))) {
                 size_t n = s->count - lo < x->chunk_elems ? s->count - lo : x->chunk_elems;
-                tutti_result_t r = exec_chunk(x, s, lane->channel, lo, n);
+                tutti_result_t r = exec_chunk(x, lane, ls, lane->first + ls->step, lo, n);
                 if (r != TUTTI_SUCCESS)
                     return r;
                 x->moved = 1;

@@ -45,6 +45,8 @@ struct tt_exec_mem {
     size_t pend_cap;
     struct tt_zc *zc;
     size_t zc_cap;
+    size_t *ahead;
+    size_t ahead_cap;
 };
 
 void tt_exec_mem_free(struct tt_exec_mem *m);
@@ -80,6 +82,10 @@ struct tt_exec {
      * it or NULL; the whole array NULL if none. Set after tt_exec_init. A step that would
      * write bytes a zero-copy send may still read waits until the transport is done. */
     struct tt_memreg *const *regs;
+    /* Single copy (tt_exec_single_copy): per step, elements received and sent ahead of the
+     * chunk walk (2 per step), or NULL. */
+    size_t *ahead;
+    int single_send;              /* tt_exec_single_copy: this rank sends by address where it can */
     const struct tt_mover *mover; /* NULL: host memory; set after tt_exec_init */
     /* Write slots that another process reads (transport.h shared_slots) with streaming
      * stores (lib/copy.h tt_copy_stream; stream_pick.h says when); set after tt_exec_init. */
@@ -106,6 +112,17 @@ struct tt_exec {
 tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void *const *bufs,
                             tutti_dtype_t dtype, tutti_op_t op, int avg_divisor, size_t chunk_bytes,
                             const struct tt_exec_conns *conns, struct tt_exec_mem *mem);
+
+/*
+ * After tt_exec_init, for an operation whose every receive only copies its bytes out
+ * (all-gather, broadcast; no reduction): over a single-copy transport (shm, transport.h
+ * recv_pull) a send whose bytes are final goes whole, by address, at its first chunk, from any
+ * host memory, and the receiver copies it straight into place; the operation ends once its
+ * receivers have copied. `send` 0: this rank sends its own bytes through the FIFO as usual but
+ * still takes whole what a peer sends by address (each rank picks for itself, stream_pick.h).
+ * TUTTI_ERR_SYSTEM if out of memory.
+ */
+tutti_result_t tt_exec_single_copy(struct tt_exec *x, int send);
 
 /*
  * TUTTI_SUCCESS when every lane is done and every committed message has left this process

@@ -9,16 +9,17 @@
 
 #include <string.h>
 
-void tt_pick_init(struct tt_pick *p)
+void tt_pick_init(struct tt_pick *p, const char *knob, uint32_t first)
 {
-    const char *v = tt_env_str("TUTTI_STREAM_STORES");
+    const char *v = tt_env_str(knob);
 
     memset(p, 0, sizeof(*p));
     p->forced = -1;
+    p->first = first;
     if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
         p->forced = v[0] - '0';
     else if (strcmp(v, "auto") != 0)
-        TT_WARN(TT_SUB_TUNE, "TUTTI_STREAM_STORES='%s' is not auto, 0 or 1; using auto", v);
+        TT_WARN(TT_SUB_TUNE, "%s='%s' is not auto, 0 or 1; using auto", knob, v);
 }
 
 static int class_of(size_t bytes)
@@ -57,9 +58,9 @@ int tt_pick_way(struct tt_pick *p, int kind, size_t bytes, int *token)
         kind = TT_PICK_KINDS - 1;
     k = kind * TT_PICK_CLASSES + class_of(bytes);
     c = &p->cls[kind][k % TT_PICK_CLASSES];
-    if (c->calls++ < TT_PICK_FIRST)
+    if (c->calls++ < p->first)
         return c->way;
-    q = (c->calls - 1 - TT_PICK_FIRST) % TT_PICK_PERIOD;
+    q = (c->calls - 1 - p->first) % TT_PICK_PERIOD;
     if (q >= 2 * TT_PICK_TRIAL)
         return c->way;
     if (q == 0) /* a trial starts: forget what a failed one left */

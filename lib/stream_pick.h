@@ -1,11 +1,20 @@
 /*
- * stream_pick.h -- does a large host call write its shared-memory FIFO slots with streaming
- * stores (tt_copy_stream, lib/copy.h) or ordinary ones? Measured, per communicator and size.
+ * stream_pick.h -- measured choices between two ways of moving a large host call, per
+ * communicator, collective and size:
+ *   - does it write its shared-memory FIFO slots with streaming stores (tt_copy_stream,
+ *     lib/copy.h) or ordinary ones (comm->pick, TUTTI_STREAM_STORES);
+ *   - does an all-gather or broadcast over shm send its final bytes by address for the
+ *     receiver to copy out of the sender's memory, one copy, or through the FIFO, two copies
+ *     (comm->pick_sc, TUTTI_SHM_SINGLE_COPY; exec.h tt_exec_single_copy).
  *
- * Which is faster depends on how far apart the two ranks' cores are, which no API says and
- * which a virtual machine changes while it runs: on this project's 2-vCPU VM the hypervisor
- * moves the pair between host cores that share a cache (a cache line's round trip 100-140
- * ns) and cores that do not (430-560 ns), for seconds to minutes at a time. Next to each
+ * Single copy wins where process_vm_readv is fast next to memcpy: on 2026-12-02's machine a
+ * 2-rank all-gather of 1 MiB took 32-37 us in one copy against 80-83 in two; on 2026-12-01's it
+ * lost broadcast from 1 MiB and out-of-place all-gather at 16 MiB.
+ *
+ * Whether streaming stores are faster depends on how far apart the two ranks' cores are,
+ * which no API says and which a virtual machine changes while it runs: on this project's 2-vCPU VM
+ * the hypervisor moves the pair between host cores that share a cache (a cache line's round trip
+ * 100-140 ns) and cores that do not (430-560 ns), for seconds to minutes at a time. Next to each
  * other, ordinary stores win (streaming: 1.2-1.9x slower); far apart, streaming stores do
  * (2-rank all-gather 256 KiB-8 MiB about 2x faster, level with Open MPI's single copy, which
  * the far placement hardly touches). BENCHMARKS.md, "Two placements".
@@ -16,12 +25,13 @@
  * TT_PICK_FIRST and then every TT_PICK_PERIOD calls: TT_PICK_TRIAL calls each way,
  * alternating, timed; the way whose median call took less time, by more than TT_PICK_MARGIN,
  * is used until the next trial (a median, so that one call the scheduler held up does not
- * decide). Every rank makes the same calls, so the ranks
- * try the same way in the same call and each times what both ways together cost. A rank's
- * choice only decides how it writes its own slots: ranks that disagree still move the same
- * bytes.
+ * decide). Every rank makes the same calls, so the ranks try the same way in the same call
+ * and each times what both ways together cost. A rank's
+ * choice only decides how it sends its own bytes: ranks that disagree still move the same
+ * bytes (a receiver takes a message by address or through a slot alike). The second picker's
+ * trials start where the first's end, so no call is timed by both.
  *
- * TUTTI_STREAM_STORES: auto (the trial), 0 (never), 1 (always).
+ * The knobs: auto (the trial), 0 (never), 1 (always).
  */
 #ifndef TT_STREAM_PICK_H
 #define TT_STREAM_PICK_H
@@ -46,12 +56,15 @@ struct tt_pick_class {
 };
 
 struct tt_pick {
-    int forced; /* -1: measure; 0 or 1: that way always */
+    int forced;     /* -1: measure; 0 or 1: that way always */
+    uint32_t first; /* a class's first trial starts at this call (0-based) */
     struct tt_pick_class cls[TT_PICK_KINDS][TT_PICK_CLASSES];
 };
 
-/* From TUTTI_STREAM_STORES. */
-void tt_pick_init(struct tt_pick *p);
+/* From the knob (auto, 0 or 1); trials at call `first` of a class and every TT_PICK_PERIOD
+ * calls after (TT_PICK_FIRST, or later for a second picker whose trials must not overlap the
+ * first's). */
+void tt_pick_init(struct tt_pick *p, const char *knob, uint32_t first);
 
 /*
  * The way for a call of collective `kind` (enum tt_coll) moving `bytes`: 0 ordinary stores, 1

@@ -46,6 +46,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,9 +61,13 @@
 
 struct tt_fifo_cell {
     _Atomic uint64_t seq; /* message number + 1 once committed */
-    uint64_t bytes;
+    uint64_t bytes;       /* | TT_FIFO_REMOTE: the payload is still in the sender's memory */
     unsigned char data[TT_FIFO_INLINE];
 };
+
+/* A message committed by address (tt_fifo_send_commit_remote): its cell holds where the
+ * payload lies in the sender's address space; its data slot is taken but not filled. */
+#define TT_FIFO_REMOTE ((uint64_t)1 << 63)
 
 struct tt_fifo_ctrl {
     _Alignas(64) _Atomic uint64_t tail;     /* cells released by the receiver */
@@ -75,6 +80,9 @@ struct tt_fifo_ctrl {
     uint64_t slot_bytes;
     uint32_t sleepy; /* the receiver may block: senders must check `sleeping` */
     _Atomic uint32_t sender_attached;
+    uint64_t sender_view;       /* where the sender mapped this control block (its address space) */
+    _Atomic uint32_t remote_ok; /* the receiver can read the sender's memory: 0 not tried yet,
+                                   1 yes, 2 no (shm.c) */
     _Alignas(64) struct tt_fifo_cell cells[TT_FIFO_CELLS];
 };
 
@@ -140,6 +148,8 @@ static inline void tt_fifo_format(void *region, uint32_t nslots, size_t slot_byt
     atomic_init(&c->tail, 0);
     atomic_init(&c->data_tail, 0);
     atomic_init(&c->sender_attached, 0);
+    atomic_init(&c->remote_ok, 0);
+    c->sender_view = 0;
     for (uint32_t i = 0; i < TT_FIFO_CELLS; i++)
         atomic_init(&c->cells[i].seq, 0);
     c->nslots = nslots;
@@ -200,11 +210,11 @@ static inline void tt_fifo_prefetch_write(const void *p)
 #endif
 }
 
-static inline void tt_fifo_send_commit(struct tt_fifo *f, size_t bytes)
+static inline void tt_fifo_commit(struct tt_fifo *f, size_t bytes, uint64_t flags)
 {
     struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
 
-    c->bytes = bytes;
+    c->bytes = bytes | flags;
     if (!tt_fifo_cell_payload(f, f->pos, bytes))
         f->data_pos++;
     f->pos++;
@@ -221,6 +231,30 @@ static inline void tt_fifo_send_commit(struct tt_fifo *f, size_t bytes)
             syscall(SYS_futex, &f->ctrl->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
         }
     }
+}
+
+static inline void tt_fifo_send_commit(struct tt_fifo *f, size_t bytes)
+{
+    tt_fifo_commit(f, bytes, 0);
+}
+
+/* May a message of `bytes` go by address now? Only one that takes a data slot (which it
+ * reserves unfilled, so both sides count slots alike), when one is free. */
+static inline int tt_fifo_remote_fits(struct tt_fifo *f, size_t bytes)
+{
+    return !tt_fifo_cell_payload(f, f->pos, bytes) && tt_fifo_send_slot(f, bytes) != NULL;
+}
+
+/* Commit the message of `bytes` by address (tt_fifo_remote_fits said yes): the receiver
+ * copies it from src in the sender's memory. Returns its ticket: the message is read once
+ * tail reaches it. */
+static inline uint64_t tt_fifo_send_commit_remote(struct tt_fifo *f, const void *src, size_t bytes)
+{
+    uint64_t addr = (uint64_t)(uintptr_t)src;
+
+    memcpy(f->ctrl->cells[f->pos % TT_FIFO_CELLS].data, &addr, sizeof(addr));
+    tt_fifo_commit(f, bytes, TT_FIFO_REMOTE);
+    return f->pos;
 }
 
 /* Receiver: store tail (the cells released so far). */
@@ -240,8 +274,8 @@ static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes)
             tt_fifo_show_tail(f);
         return NULL;
     }
-    *bytes = c->bytes;
-    if ((p = tt_fifo_cell_payload(f, f->pos, c->bytes)))
+    *bytes = c->bytes & ~TT_FIFO_REMOTE;
+    if ((p = tt_fifo_cell_payload(f, f->pos, *bytes)))
         return p;
     return f->data + (size_t)(f->data_pos % f->nslots) * f->slot_bytes;
 }
@@ -276,16 +310,32 @@ static inline void tt_fifo_recv_wait(struct tt_fifo *f, long ns)
     atomic_store_explicit(&f->ctrl->sleeping, 0, memory_order_relaxed);
 }
 
+/* Receiver: where the peeked message's payload lies in the sender's memory, 0 if it is here. */
+static inline uint64_t tt_fifo_recv_remote(const struct tt_fifo *f)
+{
+    const struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
+    uint64_t addr;
+
+    if (!(c->bytes & TT_FIFO_REMOTE))
+        return 0;
+    memcpy(&addr, c->data, sizeof(addr));
+    return addr;
+}
+
 static inline void tt_fifo_recv_release(struct tt_fifo *f)
 {
     struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
 
-    if (!tt_fifo_cell_payload(f, f->pos, c->bytes)) {
+    uint64_t remote = c->bytes & TT_FIFO_REMOTE;
+
+    if (!tt_fifo_cell_payload(f, f->pos, c->bytes & ~TT_FIFO_REMOTE)) {
         f->data_pos++;
         atomic_store_explicit(&f->ctrl->data_tail, f->data_pos, memory_order_release);
     }
     f->pos++;
-    if (f->pos - f->shown >= TT_FIFO_SHOW)
+    /* a message read from the sender's memory: the sender waits for tail to pass it (shm
+     * flush) before its operation may end, so it must see it now */
+    if (remote || f->pos - f->shown >= TT_FIFO_SHOW)
         tt_fifo_show_tail(f);
 }
 

@@ -14,7 +14,8 @@
 struct mem_conn {
     struct tt_conn base;
     struct tt_fifo fifo;
-    void *region; /* owned by the receiver's side */
+    void *region;         /* owned by the receiver's side */
+    uint64_t last_remote; /* sender: ticket of the last message sent by address */
 };
 
 static struct mem_conn *mem_new(int peer, int channel, size_t slot_bytes)
@@ -101,6 +102,53 @@ static tutti_result_t mem_recv_release(struct tt_conn *conn)
     return TUTTI_SUCCESS;
 }
 
+/* Single copy (transport.h): within one process the receiver reads the sender's bytes where
+ * they lie. Messages that take a data slot go by address (at any size, so the schedule
+ * simulator runs the executor's single-copy walk at its small sizes). */
+static tutti_result_t mem_send_commit_from(struct tt_conn *conn, const void *src, size_t bytes,
+                                           struct tt_memreg *reg, uint64_t *ticket)
+{
+    struct tt_fifo *f = &((struct mem_conn *)conn)->fifo;
+
+    (void)reg;
+    /* Every third message is refused, as shm refuses before its probe: the simulator then
+     * runs mixes of whole sends and chunks. */
+    if (f->pos % 3 == 2 || !tt_fifo_remote_fits(f, bytes))
+        return TUTTI_ERR_UNSUPPORTED;
+    *ticket = ((struct mem_conn *)conn)->last_remote = tt_fifo_send_commit_remote(f, src, bytes);
+    return TUTTI_SUCCESS;
+}
+
+static int mem_sent(struct tt_conn *conn, uint64_t ticket)
+{
+    struct tt_fifo *f = &((struct mem_conn *)conn)->fifo;
+
+    return atomic_load_explicit(&f->ctrl->tail, memory_order_acquire) >= ticket;
+}
+
+/* Sender: done once the receiver has copied every message sent by address. */
+static tutti_result_t mem_flush(struct tt_conn *conn)
+{
+    struct mem_conn *c = (struct mem_conn *)conn;
+
+    if (mem_sent(conn, c->last_remote))
+        return TUTTI_SUCCESS;
+    return tt_fifo_failed(&c->fifo) ? tt_fail(NULL, TUTTI_ERR_REMOTE, "mem: the peer gave up")
+                                    : TUTTI_IN_PROGRESS;
+}
+
+static int mem_recv_remote(struct tt_conn *conn)
+{
+    return tt_fifo_recv_remote(&((struct mem_conn *)conn)->fifo) != 0;
+}
+
+static tutti_result_t mem_recv_pull(struct tt_conn *conn, void *dst, size_t bytes)
+{
+    memcpy(dst, (const void *)(uintptr_t)tt_fifo_recv_remote(&((struct mem_conn *)conn)->fifo),
+           bytes);
+    return TUTTI_SUCCESS;
+}
+
 static void mem_fail(struct tt_conn *conn)
 {
     tt_fifo_fail(&((struct mem_conn *)conn)->fifo);
@@ -124,7 +172,7 @@ const struct tt_transport tt_transport_mem = {
     .finish = tt_transport_no_finish,
     .send_slot = mem_send_slot,
     .send_commit = mem_send_commit,
-    .flush = tt_transport_no_flush,
+    .flush = mem_flush,
     .recv_peek = mem_recv_peek,
     .recv_release = mem_recv_release,
     .progress = tt_transport_no_progress,
@@ -132,4 +180,8 @@ const struct tt_transport tt_transport_mem = {
     .alive = tt_transport_no_alive,
     .fail = mem_fail,
     .close = mem_close,
+    .send_commit_from = mem_send_commit_from,
+    .sent = mem_sent,
+    .recv_remote = mem_recv_remote,
+    .recv_pull = mem_recv_pull,
 };

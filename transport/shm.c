@@ -10,17 +10,20 @@
 #include "fifo.h"
 #include "transport.h"
 
+#include "../lib/config.h"
 #include "../lib/error.h"
 #include "../lib/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 struct shm_conn {
@@ -30,8 +33,14 @@ struct shm_conn {
     size_t map_len;
     int owner; /* the receiver, which created the segment */
     int32_t peer_pid;
+    int remote;           /* sender: may commit by address; receiver: probe for it */
+    uint64_t last_remote; /* sender: ticket of the last message committed by address */
     char name[96];
 };
+
+/* Messages sent by address are at least this long: below it a syscall costs more than the
+ * copy it saves. */
+#define SHM_REMOTE_MIN ((size_t)64 << 10)
 
 static tutti_result_t gave_up(struct shm_conn *c)
 {
@@ -93,6 +102,39 @@ tutti_result_t tt_shm_map(const char *name, int create, size_t len, void **out)
     return TUTTI_SUCCESS;
 }
 
+/* TUTTI_SHM_SINGLE_COPY, where a waiting sender spins (a sleepy one would sleep through the
+ * receiver's copy of its bytes). */
+static int single_copy_on(const struct tt_transport_ctx *ctx)
+{
+    return !ctx->sleepy && strcmp(tt_env_str("TUTTI_SHM_SINGLE_COPY"), "0") != 0;
+}
+
+/* Receiver: can it read the sender's memory (process_vm_readv: same user, no ptrace
+ * restriction, no seccomp filter)? Tried once, when the sender has attached; the sender sends
+ * by address only after a yes. */
+static void remote_probe(struct shm_conn *c)
+{
+    struct tt_fifo_ctrl *ctl = c->fifo.ctrl;
+    uint32_t magic = 0;
+    struct iovec here = {&magic, sizeof(magic)};
+    struct iovec there = {
+        (void *)(uintptr_t)(ctl->sender_view + offsetof(struct tt_fifo_ctrl, magic)),
+        sizeof(magic)};
+    int ok;
+
+    if (!atomic_load_explicit(&ctl->sender_attached, memory_order_acquire))
+        return;
+    c->remote = 0; /* tried */
+    ok = c->peer_pid > 0 && ctl->sender_view &&
+         process_vm_readv(c->peer_pid, &here, 1, &there, 1, 0) == (ssize_t)sizeof(magic) &&
+         magic == TT_FIFO_MAGIC;
+    if (!ok)
+        TT_INFO(TT_SUB_SHM,
+                "single copy from rank %d unavailable (process_vm_readv: %s): two copies",
+                c->base.peer, magic == 0 ? strerror(errno) : "wrong bytes");
+    atomic_store_explicit(&ctl->remote_ok, ok ? 1 : 2, memory_order_release);
+}
+
 static tutti_result_t shm_recv_setup(const struct tt_transport_ctx *ctx, int peer, int channel,
                                      void *blob, size_t *blob_len, struct tt_conn **conn)
 {
@@ -119,6 +161,7 @@ static tutti_result_t shm_recv_setup(const struct tt_transport_ctx *ctx, int pee
     tt_fifo_view(&c->fifo, c->map);
     c->owner = 1;
     c->peer_pid = ctx->pids ? ctx->pids[peer] : 0;
+    c->remote = single_copy_on(ctx);
     memcpy(c->name, b.name, sizeof(c->name));
     c->base.tp = &tt_transport_shm;
     c->base.peer = peer;
@@ -169,8 +212,10 @@ static tutti_result_t shm_send_connect(const struct tt_transport_ctx *ctx, int p
      * is in flight yet, so writing them races with nothing. */
     for (size_t off = 0; off < c->map_len - TT_FIFO_SIDE_OFFSET; off += 4096)
         ((volatile char *)c->fifo.side)[off] = 0;
+    c->fifo.ctrl->sender_view = (uint64_t)(uintptr_t)c->map;
     atomic_store(&c->fifo.ctrl->sender_attached, 1);
     c->peer_pid = ctx->pids ? ctx->pids[peer] : 0;
+    c->remote = single_copy_on(ctx);
     c->base.tp = &tt_transport_shm;
     c->base.peer = peer;
     c->base.channel = channel;
@@ -206,10 +251,68 @@ static tutti_result_t shm_recv_peek(struct tt_conn *conn, const void **slot, siz
 {
     struct shm_conn *c = (struct shm_conn *)conn;
 
+    if (c->remote)
+        remote_probe(c);
     *slot = tt_fifo_recv_peek(&c->fifo, bytes);
     if (*slot)
         return TUTTI_SUCCESS;
     return tt_fifo_failed(&c->fifo) ? gave_up(c) : TUTTI_IN_PROGRESS;
+}
+
+static tutti_result_t shm_send_commit_from(struct tt_conn *conn, const void *src, size_t bytes,
+                                           struct tt_memreg *reg, uint64_t *ticket)
+{
+    struct shm_conn *c = (struct shm_conn *)conn;
+
+    (void)reg;
+    if (!c->remote || bytes < SHM_REMOTE_MIN ||
+        atomic_load_explicit(&c->fifo.ctrl->remote_ok, memory_order_acquire) != 1 ||
+        !tt_fifo_remote_fits(&c->fifo, bytes))
+        return TUTTI_ERR_UNSUPPORTED;
+    *ticket = c->last_remote = tt_fifo_send_commit_remote(&c->fifo, src, bytes);
+    return TUTTI_SUCCESS;
+}
+
+static int shm_sent(struct tt_conn *conn, uint64_t ticket)
+{
+    struct shm_conn *c = (struct shm_conn *)conn;
+
+    return atomic_load_explicit(&c->fifo.ctrl->tail, memory_order_acquire) >= ticket;
+}
+
+/* Sender: done once the receiver has copied every message sent by address. */
+static tutti_result_t shm_flush(struct tt_conn *conn)
+{
+    struct shm_conn *c = (struct shm_conn *)conn;
+
+    if (!c->last_remote || shm_sent(conn, c->last_remote)) {
+        c->last_remote = 0;
+        return TUTTI_SUCCESS;
+    }
+    return tt_fifo_failed(&c->fifo) ? gave_up(c) : TUTTI_IN_PROGRESS;
+}
+
+static int shm_recv_remote(struct tt_conn *conn)
+{
+    return tt_fifo_recv_remote(&((struct shm_conn *)conn)->fifo) != 0;
+}
+
+static tutti_result_t shm_recv_pull(struct tt_conn *conn, void *dst, size_t bytes)
+{
+    struct shm_conn *c = (struct shm_conn *)conn;
+    uint64_t addr = tt_fifo_recv_remote(&c->fifo);
+
+    for (size_t done = 0; done < bytes;) {
+        struct iovec here = {(char *)dst + done, bytes - done};
+        struct iovec there = {(void *)(uintptr_t)(addr + done), bytes - done};
+        ssize_t n = process_vm_readv(c->peer_pid, &here, 1, &there, 1, 0);
+        if (n <= 0)
+            return tt_fail(NULL, n < 0 && errno == ESRCH ? TUTTI_ERR_REMOTE : TUTTI_ERR_SYSTEM,
+                           "shm: copying %zu bytes out of rank %d (pid %d) failed: %s", bytes,
+                           c->base.peer, (int)c->peer_pid, n < 0 ? strerror(errno) : "no bytes");
+        done += (size_t)n;
+    }
+    return TUTTI_SUCCESS;
 }
 
 static tutti_result_t shm_recv_release(struct tt_conn *conn)
@@ -309,7 +412,7 @@ const struct tt_transport tt_transport_shm = {
     .finish = tt_transport_no_finish,
     .send_slot = shm_send_slot,
     .send_commit = shm_send_commit,
-    .flush = tt_transport_no_flush,
+    .flush = shm_flush,
     .recv_peek = shm_recv_peek,
     .recv_release = shm_recv_release,
     .progress = tt_transport_no_progress,
@@ -317,4 +420,8 @@ const struct tt_transport tt_transport_shm = {
     .alive = shm_alive,
     .fail = shm_fail,
     .close = shm_close,
+    .send_commit_from = shm_send_commit_from,
+    .sent = shm_sent,
+    .recv_remote = shm_recv_remote,
+    .recv_pull = shm_recv_pull,
 };

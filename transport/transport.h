@@ -90,6 +90,15 @@ struct tt_transport {
     /* Optional: can send_commit_from read reg's memory where it lies, device memory
      * included (GPUDirect RDMA)? Registers it if needed; 0 if not. */
     int (*can_send_from)(struct tt_memreg *reg);
+    /*
+     * Optional (NULL where not offered): single copy between processes (shm). Such a
+     * transport's send_commit_from takes any host memory (reg may be NULL) and may send the
+     * message by address: recv_remote then says the peeked message's bytes are still in the
+     * sender's memory (the slot recv_peek gave is reserved but empty), and recv_pull copies
+     * them from there into dst (the slot, or wherever the receiver wants them).
+     */
+    int (*recv_remote)(struct tt_conn *conn);
+    tutti_result_t (*recv_pull)(struct tt_conn *conn, void *dst, size_t bytes);
 };
 
 /* Shared memory between processes of one host. */

@@ -347,6 +347,8 @@ tutti_result_t sim_run_plans(const struct sim_config *cfg, const struct tt_plan 
     for (int r = 0; r < n && rc == TUTTI_SUCCESS; r++) {
         rc = tt_exec_init(&x[r], &plans[r], bufs[r], dtype, op, n, cfg->slot_bytes, &conns[r],
                           &mem[r]);
+        if (rc == TUTTI_SUCCESS && cfg->single_copy)
+            rc = tt_exec_single_copy(&x[r], cfg->single_copy == 1 || r % 2);
         if (queues) {
             queues[r] = (struct sim_queue){.dtype = dtype, .op = op, .divisor = n};
             movers[r] = (struct tt_mover){

@@ -23,6 +23,11 @@ struct sim_config {
      * a commit or release only once the queue has passed it. */
     int deferred;
     unsigned seed;
+    /* exec.h tt_exec_single_copy: a final send goes whole, by address (the mem transport
+     * reads it in place), and its receiver skips the chunks it took at once; 1: every rank
+     * sends that way, 2: only odd ranks do (each rank picks for itself), the others send
+     * through their queues as usual and take whole what they are sent whole */
+    int single_copy;
 };
 
 /*

@@ -68,6 +68,7 @@ struct shape {
     int root;
     int deferred; /* sim.h: the device path's deferred moves and publishing */
     unsigned seed;
+    int single_copy; /* sim.h */
 };
 
 static void shuffled(int n, unsigned seed, int *order)
@@ -96,7 +97,8 @@ static void run_shape(const struct tt_algo *algo, const struct shape *s)
                              .nslots = s->nslots,
                              .ring_order = s->shuffle ? order : NULL,
                              .deferred = s->deferred,
-                             .seed = s->seed};
+                             .seed = s->seed,
+                             .single_copy = s->single_copy};
     struct tt_coll_args a = {.coll = coll, .count = cnt, .root = s->root, .inplace = s->inplace};
 
     shuffled(n, (unsigned)(n * 7 + (int)cnt), order);
@@ -327,6 +329,49 @@ Test(sim, deferred, .timeout = 120)
         }
     }
     cr_assert_geq(ran, tt_num_algos, "only %d (algorithm, shape) pairs ran", ran);
+}
+
+/*
+ * Single copy (exec.h tt_exec_single_copy), as all-gather and broadcast run it over shm: each
+ * final send goes whole at its first chunk, by address, and is read in place; a forwarding
+ * step (broadcast chain, ring all-gather) sends on what it took whole; the rest of the chunk
+ * walk skips what moved ahead. Every such algorithm, every shape, in place or not; with every
+ * rank sending that way, and with only the odd ranks doing so (each rank picks for itself).
+ */
+Test(sim, single_copy, .timeout = 120)
+{
+    int ran = 0;
+
+    for (int k = 0; k < NSHAPES; k++) {
+        struct view_store vs;
+        const struct tt_topo_view *v = make_view(&vs, shapes[k].n, shapes[k].nodes);
+        int n = shapes[k].n;
+        for (int a = 0; a < tt_num_algos; a++) {
+            if ((tt_algos[a].coll != TT_COLL_ALL_GATHER && tt_algos[a].coll != TT_COLL_BROADCAST) ||
+                (tt_algos[a].fits && !tt_algos[a].fits(n, v)))
+                continue;
+            size_t counts[] = {1, (size_t)n + 1, 1001};
+            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+                for (int nch = 1; nch <= 2; nch++)
+                    for (int inplace = 0; inplace < 2; inplace++)
+                        for (int mode = 1; mode <= 2; mode++) {
+                            struct shape s = {.topo = v,
+                                              .n = n,
+                                              .nch = nch,
+                                              .inplace = inplace,
+                                              .shuffle = (int)(c + (size_t)nch) % 2,
+                                              .count = counts[c],
+                                              .slot = c % 2 ? 64 : 256,
+                                              .nslots = c % 2 ? 2 : 4,
+                                              .op = TUTTI_SUM,
+                                              .root = (int)(c * 7 + (size_t)nch) % n,
+                                              .single_copy = mode};
+                            run_shape(&tt_algos[a], &s);
+                        }
+            ran++;
+        }
+    }
+    cr_assert_geq(ran, NSHAPES, "only %d (algorithm, shape) pairs ran", ran);
 }
 
 /* A plan whose sends are never received must be reported as a deadlock, not spin. */

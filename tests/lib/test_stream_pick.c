@@ -38,7 +38,7 @@ static void init(struct tt_pick *p, const char *knob)
 {
     if (knob)
         cr_assert(setenv("TUTTI_STREAM_STORES", knob, 1) == 0);
-    tt_pick_init(p);
+    tt_pick_init(p, "TUTTI_STREAM_STORES", TT_PICK_FIRST);
 }
 
 Test(stream_pick, small_calls_are_ordinary_and_untimed)
@@ -255,4 +255,24 @@ Test(stream_pick, one_slow_call_does_not_decide)
     for (int i = 0; i < TT_PICK_PERIOD; i++)
         changes += (call(&p, 1 << 20, half, 1, &timed, &changed), changed);
     cr_assert(changes == 1);
+}
+
+/* A second picker (single copy) starts its trials after the first's end, so the two never
+ * time the same calls. */
+Test(stream_pick, a_later_first_trial)
+{
+    struct tt_pick p;
+    const double cost[2] = {1.0, 0.5};
+    int token, lag = TT_PICK_FIRST + 2 * TT_PICK_TRIAL;
+
+    cr_assert(setenv("TUTTI_SHM_SINGLE_COPY", "auto", 1) == 0);
+    tt_pick_init(&p, "TUTTI_SHM_SINGLE_COPY", (uint32_t)lag);
+    for (int i = 0; i < lag + TT_PICK_PERIOD; i++) {
+        int q = (i - lag) % TT_PICK_PERIOD;
+        int way = tt_pick_way(&p, 1, 1 << 20, &token);
+        cr_assert((token >= 0) == (i >= lag && q < 2 * TT_PICK_TRIAL), "call %d: token %d", i,
+                  token);
+        tt_pick_done(&p, token, cost[way], 1);
+    }
+    cr_assert(tt_pick_way(&p, 1, 1 << 20, &token) == 1);
 }

@@ -58,6 +58,16 @@ Test(coll, large_streaming_stores, .timeout = 300)
     run_env(2, "large", "TUTTI_STREAM_STORES=0");
 }
 
+/* Large all-gathers and broadcasts by single copy (the receiver reads the sender's memory),
+ * which TUTTI_SHM_SINGLE_COPY=auto picks only where it measures faster; and with it off. The
+ * simulator runs the mixes of ranks that send that way and ranks that do not (test_sim). */
+Test(coll, large_single_copy, .timeout = 300)
+{
+    run_env(2, "large", "TUTTI_SHM_SINGLE_COPY=1");
+    run_env(3, "large", "TUTTI_SHM_SINGLE_COPY=1");
+    run_env(2, "large", "TUTTI_SHM_SINGLE_COPY=0");
+}
+
 /* One run of the check program named by the environment variable `prog` (SPLIT_CHECK,
  * A2AV_CHECK) on n ranks posing as `nodes` nodes, with `env` (VAR=value ..., or "") set. */
 static void run_check(const char *prog, int n, int nodes, const char *env)
