@@ -1,6 +1,7 @@
 /*
- * stream_pick.c -- the trial that decides whether large calls write FIFO slots with streaming
- * stores (stream_pick.h says why and how).
+ * stream_pick.c -- the trials that decide, per collective and size, how large host calls move
+ * their bytes over shm: streaming stores into FIFO slots or not, single copy or not
+ * (stream_pick.h says why and how).
  */
 #include "stream_pick.h"
 
@@ -47,7 +48,7 @@ int tt_pick_way(struct tt_pick *p, int kind, size_t bytes, int *token)
 {
     struct tt_pick_class *c;
     uint32_t q;
-    int k, way;
+    int cls, way;
 
     *token = -1;
     if (bytes < TT_PICK_MIN)
@@ -56,8 +57,8 @@ int tt_pick_way(struct tt_pick *p, int kind, size_t bytes, int *token)
         return p->forced;
     if (kind < 0 || kind >= TT_PICK_KINDS)
         kind = TT_PICK_KINDS - 1;
-    k = kind * TT_PICK_CLASSES + class_of(bytes);
-    c = &p->cls[kind][k % TT_PICK_CLASSES];
+    cls = class_of(bytes);
+    c = &p->cls[kind][cls];
     if (c->calls++ < p->first)
         return c->way;
     q = (c->calls - 1 - p->first) % TT_PICK_PERIOD;
@@ -66,7 +67,7 @@ int tt_pick_way(struct tt_pick *p, int kind, size_t bytes, int *token)
     if (q == 0) /* a trial starts: forget what a failed one left */
         c->seen[0] = c->seen[1] = 0;
     way = (q & 1) ? !c->way : c->way;
-    *token = k * 2 + way;
+    *token = (kind * TT_PICK_CLASSES + cls) * 2 + way;
     return way;
 }
 

@@ -26,9 +26,9 @@
  * alternating, timed; the way whose median call took less time, by more than TT_PICK_MARGIN,
  * is used until the next trial (a median, so that one call the scheduler held up does not
  * decide). Every rank makes the same calls, so the ranks try the same way in the same call
- * and each times what both ways together cost. A rank's
- * choice only decides how it sends its own bytes: ranks that disagree still move the same
- * bytes (a receiver takes a message by address or through a slot alike). The second picker's
+ * and each times what both ways together cost. A rank's choice only decides how it sends its
+ * own bytes: ranks that disagree still move the same bytes (a receiver takes a message by
+ * address or through a slot alike). The second picker's
  * trials start where the first's end, so no call is timed by both.
  *
  * The knobs: auto (the trial), 0 (never), 1 (always).
