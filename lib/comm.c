@@ -390,7 +390,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     c->local_size = c->topo.node_size[c->topo.node_of[c->rank]];
     c->sleepy = oversubscribed(c->topo.machine_ranks, c->topo.machine_cores);
     c->spin = wait_spin(c->sleepy);
-    c->single_copy = !c->sleepy && strcmp(tt_env_str("TUTTI_SHM_SINGLE_COPY"), "0") != 0;
+    c->single_copy = tt_shm_single_copy(c->sleepy);
     c->view = (struct tt_topo_view){.nnodes = c->topo.nnodes,
                                     .node_of = c->topo.node_of,
                                     .local_of = c->topo.local_of,
