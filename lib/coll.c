@@ -215,8 +215,11 @@ tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
         x.mover = device ? &comm->cuda_mover : NULL;
         x.stream_slots = !device && comm->stream_slots;
         if (comm->single_copy && !device &&
-            (what->coll == TT_COLL_ALL_GATHER || what->coll == TT_COLL_BROADCAST))
+            (what->coll == TT_COLL_ALL_GATHER || what->coll == TT_COLL_BROADCAST ||
+             what->coll == TT_LABEL_P2P)) {
             rc = tt_exec_single_copy(&x, comm->single_send);
+            x.drain = comm->single_trial;
+        }
     }
     if (rc == TUTTI_SUCCESS) {
         struct stall_ctx sc = {comm, what};
@@ -366,14 +369,19 @@ static void pick_done(struct tt_pick *p, const char *const how[2], int token, do
         snprintf(upto, sizeof(upto), " to %zu KiB", hi >> 10);
     TT_INFO(TT_SUB_TUNE,
             "%s calls of %zu KiB%s now go %s (trial: median %.1f us a call, against %.1f us %s)",
-            tt_coll_name((enum tt_coll)kind), lo >> 10, upto, how[k->way], k->med[k->way] * 1e6,
-            k->med[!k->way] * 1e6, how[!k->way]);
+            kind < TT_NUM_COLLS ? tt_coll_name((enum tt_coll)kind) : "point-to-point", lo >> 10,
+            upto, how[k->way], k->med[k->way] * 1e6, k->med[!k->way] * 1e6, how[!k->way]);
 }
 
 static const char *const stream_how[2] = {"with ordinary stores into FIFO slots",
                                           "with streaming stores into FIFO slots"};
 static const char *const single_how[2] = {"in two copies through the FIFO",
                                           "in one copy (the receiver reads the sender's memory)"};
+
+void tt_coll_single_copy_done(struct tutti_comm *comm, int token, double seconds, int ok)
+{
+    pick_done(&comm->pick_sc, single_how, token, seconds, ok);
+}
 
 /* Run a checked collective on host buffers on this thread; comm's run lock is held. */
 static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_call *c)
@@ -427,23 +435,24 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
         regs[TT_BUF_RECV] = tt_memreg_find(comm, c->recvbuf, rbytes);
     }
     /* The measured choices for large calls (stream_pick.h): streaming stores into FIFO
-     * slots, and for all-gather and broadcast over shm a single copy. */
+     * slots, and for all-gather and broadcast over shm a single copy (point-to-point: p2p.c). */
     int token = -1, token_sc = -1;
     double t_run = 0;
     if (!c->device) {
         comm->stream_slots = tt_pick_way(&comm->pick, c->coll, bytes, &token);
         if (comm->single_copy && (c->coll == TT_COLL_ALL_GATHER || c->coll == TT_COLL_BROADCAST))
             comm->single_send = tt_pick_way(&comm->pick_sc, c->coll, bytes, &token_sc);
+        comm->single_trial = token_sc >= 0;
         if (token >= 0 || token_sc >= 0)
             t_run = tt_now();
     }
     rc = tt_coll_run_plan(comm, bufs, comm->memregs && !c->device ? regs : NULL, c->dtype, c->op,
                           &label, c->device, c->after);
-    comm->stream_slots = comm->single_send = 0;
+    comm->stream_slots = comm->single_send = comm->single_trial = 0;
     if (token >= 0 || token_sc >= 0) {
         double took = tt_now() - t_run;
         pick_done(&comm->pick, stream_how, token, took, rc == TUTTI_SUCCESS);
-        pick_done(&comm->pick_sc, single_how, token_sc, took, rc == TUTTI_SUCCESS);
+        tt_coll_single_copy_done(comm, token_sc, took, rc == TUTTI_SUCCESS);
     }
     if (tt_trace_on) {
         char args[160];

@@ -35,8 +35,9 @@ struct tutti_comm {
     struct tt_tuner tuner;
     struct tt_pick pick;    /* streaming stores into FIFO slots for large calls (stream_pick.h) */
     int stream_slots;       /* the call being run writes slots with streaming stores */
-    struct tt_pick pick_sc; /* single copy for all-gather and broadcast over shm (below) */
+    struct tt_pick pick_sc; /* single copy over shm: all-gather, broadcast, point-to-point */
     int single_send;        /* the call being run sends by address where it can */
+    int single_trial;       /* ... and pick_sc times it: it ends when its receivers have all */
     char job_tag[64];
 
     struct tt_boot *boot;
@@ -104,9 +105,9 @@ struct tutti_comm {
         size_t work_bytes;
     } p2p;
     struct tt_exec_mem exec_mem;
-    int single_copy; /* TUTTI_SHM_SINGLE_COPY not 0, where waits spin: all-gather and broadcast
-                        may go by address over shm (exec.h tt_exec_single_copy); pick_sc says
-                        when this rank sends that way */
+    int single_copy; /* TUTTI_SHM_SINGLE_COPY not 0, where waits spin: all-gather, broadcast
+                        and point-to-point batches may go by address over shm (exec.h
+                        tt_exec_single_copy); pick_sc says when this rank sends that way */
     void *scratch;   /* TT_BUF_SCRATCH of host collectives, grown to the largest call's */
     size_t scratch_bytes;
 };

@@ -95,6 +95,7 @@ tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void 
     x->regs = NULL;
     x->ahead = NULL;
     x->single_send = 0;
+    x->drain = 0;
     x->mover = NULL;
     x->stream_slots = 0;
     x->mem = mem;
@@ -521,6 +522,8 @@ static tutti_result_t flush_pending(struct tt_exec *x)
         struct tt_conn *c = x->pend[i];
         tutti_result_t r = c->tp->flush(c);
 
+        if (r == TUTTI_SUCCESS && x->drain && c->tp->drained && !c->tp->drained(c))
+            r = TUTTI_IN_PROGRESS;
         if (r == TUTTI_IN_PROGRESS) {
             i++;
             continue;

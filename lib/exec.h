@@ -85,7 +85,11 @@ struct tt_exec {
     /* Single copy (tt_exec_single_copy): per step, elements received and sent ahead of the
      * chunk walk (2 per step), or NULL. */
     size_t *ahead;
-    int single_send;              /* tt_exec_single_copy: this rank sends by address where it can */
+    int single_send; /* tt_exec_single_copy: this rank sends by address where it can */
+    /* The call is timed to choose between one copy and two (stream_pick.h): it ends only once
+     * the receivers have taken every message it sent (transport.h drained), either way, so
+     * that two copies' early return (the last slots still in the FIFO) does not flatter them. */
+    int drain;
     const struct tt_mover *mover; /* NULL: host memory; set after tt_exec_init */
     /* Write slots that another process reads (transport.h shared_slots) with streaming
      * stores (lib/copy.h tt_copy_stream; stream_pick.h says when); set after tt_exec_init. */
@@ -115,9 +119,9 @@ tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void 
 
 /*
  * After tt_exec_init, for an operation whose every receive only copies its bytes out
- * (all-gather, broadcast; no reduction): over a single-copy transport (shm, transport.h
- * recv_pull) a send whose bytes are final goes whole, by address, at its first chunk, from any
- * host memory, and the receiver copies it straight into place; the operation ends once its
+ * (all-gather, broadcast, point-to-point batches; no reduction): over a single-copy transport (shm,
+ * transport.h recv_pull) a send whose bytes are final goes whole, by address, at its first chunk,
+ * from any host memory, and the receiver copies it straight into place; the operation ends once its
  * receivers have copied. `send` 0: this rank sends its own bytes through the FIFO as usual but
  * still takes whole what a peer sends by address (each rank picks for itself, stream_pick.h).
  * TUTTI_ERR_SYSTEM if out of memory.
@@ -130,10 +134,13 @@ tutti_result_t tt_exec_single_copy(struct tt_exec *x, int send);
  */
 tutti_result_t tt_exec_progress(struct tt_exec *x);
 
+/* tt_label.coll of a point-to-point batch */
+#define TT_LABEL_P2P 0xffu
+
 /* What an operation is, for messages (formatted only when something fails). */
 struct tt_label {
     const char *name; /* "all_reduce" */
-    unsigned coll;    /* enum tt_coll, or 0xff for point-to-point */
+    unsigned coll;    /* enum tt_coll, or TT_LABEL_P2P */
     unsigned long long seq;
     size_t count;        /* elements, or operations for point-to-point */
     tutti_dtype_t dtype; /* TUTTI_NUM_DTYPES: count is operations */

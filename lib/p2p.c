@@ -12,6 +12,7 @@
 #include "memreg.h"
 #include "stream.h"
 #include "trace.h"
+#include "wait.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -135,11 +136,30 @@ static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, 
     comm->seq++;
     /* On the device path a peer that passed host memory waits on its other connection: the
      * name says which path this side took, for the timeout's message. */
-    label = (struct tt_label){device ? "point-to-point (device path)" : "point-to-point", 0xff,
-                              comm->seq, (size_t)nops, TUTTI_NUM_DTYPES};
+    label = (struct tt_label){device ? "point-to-point (device path)" : "point-to-point",
+                              TT_LABEL_P2P, comm->seq, (size_t)nops, TUTTI_NUM_DTYPES};
     double t0 = tt_trace_on ? tt_trace_us() : 0;
+    /* Over shm, how this rank sends (stream_pick.h): whole messages by address, for the
+     * receiver to copy out of this process, or through the FIFO; picked by the size of its
+     * largest send (a batch of receives only has nothing to pick). */
+    int token = -1;
+    double t_run = 0;
+    if (comm->single_copy && !device) {
+        size_t most = 0;
+        for (int i = 0; i < nops; i++)
+            if (ops[i].is_send && ops[i].bytes > most)
+                most = ops[i].bytes;
+        if (most)
+            comm->single_send = tt_pick_way(&comm->pick_sc, TT_LABEL_P2P, most, &token);
+        comm->single_trial = token >= 0;
+        if (token >= 0)
+            t_run = tt_now();
+    }
     rc = tt_coll_run_plan(comm, bufs, comm->memregs && !device ? regs : NULL, TUTTI_UINT8,
                           TUTTI_SUM, &label, device, after);
+    comm->single_send = comm->single_trial = 0;
+    if (token >= 0)
+        tt_coll_single_copy_done(comm, token, tt_now() - t_run, rc == TUTTI_SUCCESS);
     if (tt_trace_on) {
         char args[64];
         snprintf(args, sizeof(args), "{\"seq\":%llu,\"ops\":%d}", label.seq, nops);

@@ -3,9 +3,13 @@
  * communicator, collective and size:
  *   - does it write its shared-memory FIFO slots with streaming stores (tt_copy_stream,
  *     lib/copy.h) or ordinary ones (comm->pick, TUTTI_STREAM_STORES);
- *   - does an all-gather or broadcast over shm send its final bytes by address for the
- *     receiver to copy out of the sender's memory, one copy, or through the FIFO, two copies
- *     (comm->pick_sc, TUTTI_SHM_SINGLE_COPY; exec.h tt_exec_single_copy).
+ *   - does an all-gather, broadcast or point-to-point batch over shm send its final bytes by
+ *     address for the receiver to copy out of the sender's memory, one copy, or through the
+ *     FIFO, two copies (comm->pick_sc, TUTTI_SHM_SINGLE_COPY; exec.h tt_exec_single_copy).
+ *     Its trial calls end, either way, only once the receivers have taken every byte sent
+ *     (exec.h drain): else two copies would be timed to the sender's last write into the
+ *     FIFO and one copy to the receiver's read, and a rank that only sends (a broadcast's
+ *     root, a gather's leaves) would pick two copies for the wrong reason.
  *
  * Single copy wins where process_vm_readv is fast next to memcpy: on 2026-12-02's machine a
  * 2-rank all-gather of 1 MiB took 32-37 us in one copy against 80-83 in two; on 2026-12-01's it
@@ -41,7 +45,7 @@
 
 #define TT_PICK_MIN ((size_t)64 << 10)
 #define TT_PICK_CLASSES 16 /* 64 KiB .. 2 GiB and above */
-#define TT_PICK_KINDS 8    /* collectives (enum tt_coll); others share the last */
+#define TT_PICK_KINDS 8    /* collectives (enum tt_coll); point-to-point takes the last */
 #define TT_PICK_FIRST 2    /* a class's first calls set up connections and touch pages */
 #define TT_PICK_TRIAL 4
 #define TT_PICK_PERIOD 256

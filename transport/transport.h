@@ -99,6 +99,9 @@ struct tt_transport {
      */
     int (*recv_remote)(struct tt_conn *conn);
     tutti_result_t (*recv_pull)(struct tt_conn *conn, void *dst, size_t bytes);
+    /* Optional: sender: has the receiver released every message committed so far (a
+     * whole-transfer timing, exec.h drain)? Must turn true without the receiver's next call. */
+    int (*drained)(struct tt_conn *conn);
 };
 
 /* Shared memory between processes of one host. */

@@ -487,7 +487,8 @@ Test(sim, tuner_self_forced)
  * (sender, receiver, k), each rank listing its calls in its own order (peers rotated,
  * receives first on odd ranks). On the host protocol and on the device path's (deferred).
  * Every byte must arrive where the matching receive put it: a lane out of call order swaps
- * a peer's two messages, which differ in size.
+ * a peer's two messages, which differ in size. The host protocol also with single copy, as
+ * over shm (sim.h: every rank sending by address, or only the odd ranks).
  */
 static size_t msg_bytes(int from, int to, int k, size_t slot)
 {
@@ -499,14 +500,15 @@ static unsigned char msg_byte(int from, int to, int k, size_t i)
     return (unsigned char)(from * 41 + to * 17 + k * 101 + (int)(i % 251));
 }
 
-static void run_p2p(int n, int deferred, size_t slot, int nslots, unsigned seed)
+static void run_p2p(int n, int deferred, size_t slot, int nslots, unsigned seed, int single)
 {
     struct sim_config cfg = {.nranks = n,
                              .nchannels = 1,
                              .slot_bytes = slot,
                              .nslots = nslots,
                              .deferred = deferred,
-                             .seed = seed};
+                             .seed = seed,
+                             .single_copy = single};
     struct tt_plan *plans = calloc((size_t)n, sizeof(*plans));
     struct tt_msg(*msgs)[128] = calloc((size_t)n, sizeof(*msgs));
     int(*perm)[128] = calloc((size_t)n, sizeof(*perm));
@@ -545,8 +547,8 @@ static void run_p2p(int n, int deferred, size_t slot, int nslots, unsigned seed)
         per_rank[r] = bufs[r];
     }
     rc = sim_run_plans(&cfg, plans, per_rank, TUTTI_UINT8, TUTTI_SUM);
-    cr_assert_eq(rc, TUTTI_SUCCESS, "p2p n=%d deferred=%d slot=%zux%d seed=%u: %s", n, deferred,
-                 slot, nslots, seed, tutti_last_error());
+    cr_assert_eq(rc, TUTTI_SUCCESS, "p2p n=%d deferred=%d single=%d slot=%zux%d seed=%u: %s", n,
+                 deferred, single, slot, nslots, seed, tutti_last_error());
     for (int r = 0; r < n; r++) {
         int got[64] = {0};
         for (int i = 0; i < nmsg[r]; i++) {
@@ -556,9 +558,9 @@ static void run_p2p(int n, int deferred, size_t slot, int nslots, unsigned seed)
                 int k = got[m->peer]++;
                 for (size_t e = 0; e < m->bytes; e++)
                     cr_assert_eq(b[e], msg_byte(m->peer, r, k, e),
-                                 "p2p n=%d deferred=%d seed=%u: rank %d, message %d from rank "
-                                 "%d, byte %zu is %u, want %u",
-                                 n, deferred, seed, r, k, m->peer, e, b[e],
+                                 "p2p n=%d deferred=%d single=%d seed=%u: rank %d, message %d "
+                                 "from rank %d, byte %zu is %u, want %u",
+                                 n, deferred, single, seed, r, k, m->peer, e, b[e],
                                  msg_byte(m->peer, r, k, e));
             }
             free(bufs[r][i]);
@@ -576,7 +578,8 @@ Test(sim, p2p, .timeout = 60)
     int ns[] = {1, 2, 3, 5, 8};
 
     for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++)
-        for (int deferred = 0; deferred < 2; deferred++)
+        for (int mode = 0; mode < 4; mode++) /* deferred, or host with single copy 0, 1, 2 */
             for (unsigned seed = 1; seed <= 3; seed++)
-                run_p2p(ns[k], deferred, seed == 1 ? 64 : 256, seed == 2 ? 4 : 2, seed);
+                run_p2p(ns[k], mode == 3, seed == 1 ? 64 : 256, seed == 2 ? 4 : 2, seed,
+                        mode < 3 ? mode : 0);
 }

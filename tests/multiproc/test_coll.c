@@ -95,6 +95,19 @@ static void run_exchange_check(const char *prog)
     run_check(prog, 3, 1, "TUTTI_CHECK_COLL=1");
 }
 
+/* Point-to-point batches by single copy, which TUTTI_SHM_SINGLE_COPY=auto picks per size where
+ * it measures faster: every message of 64 KiB and more goes whole, by address (ring exchanges,
+ * all-to-all with self, all-to-allv, gather and scatter); 3 ranks poll (as above). */
+Test(coll, p2p_single_copy, .timeout = 300)
+{
+    run_env(2, "p2p", "TUTTI_SHM_SINGLE_COPY=1");
+    run_env(2, "all_to_all", "TUTTI_SHM_SINGLE_COPY=1");
+    run_env(3, "p2p", "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll");
+    run_env(3, "all_to_all", "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll");
+    run_check("A2AV_CHECK", 3, 1, "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll");
+    run_check("ROOTED_CHECK", 3, 1, "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll");
+}
+
 /* tutti_all_to_allv (a2av_check). */
 Test(coll, all_to_allv, .timeout = 120)
 {
