@@ -2,8 +2,9 @@
 # tests/sanitize/run.sh SOURCE_ROOT BUILD_DIR MODE -- the suite under a checker.
 #   asan      a build with AddressSanitizer + UndefinedBehaviorSanitizer (BUILD_DIR/san-asan);
 #             the unit and fault suites and the launcher, perf, env, stream and DDP tests, halting on the
-#             first report (leaks included), then net_ib's zero-copy path over the emulated
-#             verbs provider (2 and 4 emulated nodes, registered buffers, a late HCA)
+#             first report (leaks included), point-to-point by single copy, then net_ib's
+#             zero-copy path over the emulated verbs provider (2 and 4 emulated nodes,
+#             registered buffers, a late HCA)
 #   tsan      a build with ThreadSanitizer (BUILD_DIR/san-tsan); ranks as threads of one
 #             process (tests/sanitize/tsan_ranks.c: Criterion's runner does not run under it),
 #             then the host-stream checks (a worker thread per stream) and the DDP layer's
@@ -41,6 +42,13 @@ asan|tsan)
         TUTTI_ALGO=reduce_scatter:rh TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 3 \
             "$dir/tests/coll_check" matrix 10007
         echo "asan: recursive-halving reduce-scatter passed"
+        # Point-to-point batches and all-to-all by single copy (whole messages read out of the
+        # sender's buffers, the executor's bookkeeping of what moved ahead).
+        for m in p2p all_to_all; do
+            TUTTI_SHM_SINGLE_COPY=1 TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 2 \
+                "$dir/tests/coll_check" $m
+        done
+        echo "asan: point-to-point by single copy passed"
     else
         ninja -C "$dir" tests/tsan_ranks tests/stream_check tests/ddp_check tools/tutti-run >/dev/null
         TUTTI_SOCKET_IFNAME==lo "$dir/tests/tsan_ranks"
