@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 
 /* coll_check `mode` on n ranks, with `env` (VAR=value ...) set. */
@@ -106,6 +107,45 @@ Test(coll, p2p_single_copy, .timeout = 300)
     run_env(3, "all_to_all", "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll");
     run_check("A2AV_CHECK", 3, 1, "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll");
     run_check("ROOTED_CHECK", 3, 1, "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll");
+}
+
+/* coll_check `mode` on 2 ranks with TUTTI_SHM_SINGLE_COPY=1 where process_vm_readv fails with
+ * EPERM (tests/tools/no_vm_readv: a seccomp filter like a container runtime's default) for
+ * `ranks` ("all", or one rank): each refused receiver's probe fails and says so at INFO, its
+ * senders keep to two copies, and the checks pass. Returns the output's lines of rank `who`
+ * that name the refusal. */
+static int run_refused(const char *ranks, const char *mode, int who)
+{
+    char cmd[1024], line[1024], tag[16];
+    int st, named = 0;
+    FILE *f;
+
+    snprintf(cmd, sizeof(cmd),
+             "env TUTTI_SHM_SINGLE_COPY=1 TUTTI_DEBUG=INFO TUTTI_DEBUG_SUBSYS=SHM '%s' -n 2 '%s' "
+             "%s '%s' %s 2>&1",
+             getenv("TUTTI_RUN"), getenv("NO_VM_READV"), ranks, getenv("COLL_CHECK"), mode);
+    snprintf(tag, sizeof(tag), "[%d] ", who);
+    f = popen(cmd, "r");
+    cr_assert(f, "popen: %s", cmd);
+    while (fgets(line, sizeof(line), f)) {
+        fputs(line, stdout);
+        named += strncmp(line, tag, strlen(tag)) == 0 &&
+                 strstr(line, "unavailable (process_vm_readv: Operation not permitted): two "
+                              "copies") != NULL;
+    }
+    st = pclose(f);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit status %d", cmd,
+              WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    return named;
+}
+
+Test(coll, single_copy_refused, .timeout = 120)
+{
+    cr_expect_gt(run_refused("all", "p2p", 0), 0, "rank 0 did not name the refusal");
+    cr_expect_gt(run_refused("all", "large", 1), 0, "rank 1 did not name the refusal");
+    /* only rank 1 refused: rank 0 still reads rank 1's memory, and says nothing */
+    cr_expect_gt(run_refused("1", "p2p", 1), 0, "rank 1 did not name the refusal");
+    cr_expect_eq(run_refused("1", "p2p", 0), 0, "rank 0 named a refusal it did not get");
 }
 
 /* tutti_all_to_allv (a2av_check). */
