@@ -397,9 +397,10 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
                                     .node_size = c->topo.node_size,
                                     .uniform = c->topo.uniform};
     TT_CHECK(tt_tune_init(&c->tuner, c->nranks, c->nchannels, &c->view, c->slot_bytes, c->sleepy));
-    tt_pick_init(&c->pick, "TUTTI_STREAM_STORES", TT_PICK_FIRST);
+    tt_pick_init(&c->pick, "TUTTI_STREAM_STORES", TT_PICK_FIRST, TT_PICK_MIN_STREAM);
     /* its trials start where the first's end: the two never time the same calls */
-    tt_pick_init(&c->pick_sc, "TUTTI_SHM_SINGLE_COPY", TT_PICK_FIRST + 2 * TT_PICK_TRIAL);
+    tt_pick_init(&c->pick_sc, "TUTTI_SHM_SINGLE_COPY", TT_PICK_FIRST + 2 * TT_PICK_TRIAL,
+                 TT_PICK_MIN_SINGLE);
     for (int k = 0; k < c->nranks; k++)
         if (c->topo.ring[k] == c->rank)
             pos = k;

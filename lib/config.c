@@ -46,7 +46,7 @@ static struct knob knobs[] = {
      0},
     {"TUTTI_STEPS", "8", "slots per connection FIFO; a chunk fills one slot", NULL, 0, 0},
     {"TUTTI_SHM_SINGLE_COPY", "auto",
-     "all-gather, broadcast and point-to-point messages of 64 KiB and more between ranks of a "
+     "all-gather, broadcast and point-to-point messages of 8 KiB and more between ranks of a "
      "host: 1 one copy (the receiver reads the sender's memory, process_vm_readv), 0 two copies "
      "through the FIFO, auto a trial per collective and size, repeated every 256 calls, picks",
      NULL, 0, 0},

@@ -10,24 +10,25 @@
 
 #include <string.h>
 
-void tt_pick_init(struct tt_pick *p, const char *knob, uint32_t first)
+void tt_pick_init(struct tt_pick *p, const char *knob, uint32_t first, size_t min)
 {
     const char *v = tt_env_str(knob);
 
     memset(p, 0, sizeof(*p));
     p->forced = -1;
     p->first = first;
+    p->min = min;
     if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
         p->forced = v[0] - '0';
     else if (strcmp(v, "auto") != 0)
         TT_WARN(TT_SUB_TUNE, "%s='%s' is not auto, 0 or 1; using auto", knob, v);
 }
 
-static int class_of(size_t bytes)
+static int class_of(const struct tt_pick *p, size_t bytes)
 {
     int k = 0;
 
-    for (size_t b = bytes / TT_PICK_MIN; b > 1 && k < TT_PICK_CLASSES - 1; b >>= 1)
+    for (size_t b = bytes / p->min; b > 1 && k < TT_PICK_CLASSES - 1; b >>= 1)
         k++;
     return k;
 }
@@ -39,7 +40,7 @@ const struct tt_pick_class *tt_pick_class_of(const struct tt_pick *p, int token,
     int k = (token >> 1) % TT_PICK_CLASSES;
 
     *kind = (token >> 1) / TT_PICK_CLASSES;
-    *lo = TT_PICK_MIN << k;
+    *lo = p->min << k;
     *hi = k == TT_PICK_CLASSES - 1 ? SIZE_MAX : *lo * 2;
     return &p->cls[*kind][k];
 }
@@ -51,13 +52,13 @@ int tt_pick_way(struct tt_pick *p, int kind, size_t bytes, int *token)
     int cls, way;
 
     *token = -1;
-    if (bytes < TT_PICK_MIN)
+    if (bytes < p->min)
         return 0;
     if (p->forced >= 0)
         return p->forced;
     if (kind < 0 || kind >= TT_PICK_KINDS)
         kind = TT_PICK_KINDS - 1;
-    cls = class_of(bytes);
+    cls = class_of(p, bytes);
     c = &p->cls[kind][cls];
     if (c->calls++ < p->first)
         return c->way;

@@ -23,7 +23,7 @@
  * (2-rank all-gather 256 KiB-8 MiB about 2x faster, level with Open MPI's single copy, which
  * the far placement hardly touches). BENCHMARKS.md, "Two placements".
  *
- * So each collective's size class (a power of two from TT_PICK_MIN bytes; classes are per
+ * So each collective's size class (a power of two from the picker's min; classes are per
  * collective, so a program that alternates two collectives of one size, all-gather and
  * reduce-scatter, say, does not time one against the other) runs a trial at its call
  * TT_PICK_FIRST and then every TT_PICK_PERIOD calls: TT_PICK_TRIAL calls each way,
@@ -43,8 +43,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TT_PICK_MIN ((size_t)64 << 10)
-#define TT_PICK_CLASSES 16 /* 64 KiB .. 2 GiB and above */
+/* The smallest call each picker times: streaming stores pay only for large copies; a single
+ * copy's system call pays from a few KiB (shm.c sends by address from SHM_REMOTE_MIN). */
+#define TT_PICK_MIN_STREAM ((size_t)64 << 10)
+#define TT_PICK_MIN_SINGLE ((size_t)8 << 10)
+#define TT_PICK_CLASSES 20 /* from the picker's min: 8 KiB .. 4 GiB and above, or from 64 KiB */
 #define TT_PICK_KINDS 8    /* collectives (enum tt_coll); point-to-point takes the last */
 #define TT_PICK_FIRST 2    /* a class's first calls set up connections and touch pages */
 #define TT_PICK_TRIAL 4
@@ -61,14 +64,16 @@ struct tt_pick_class {
 
 struct tt_pick {
     int forced;     /* -1: measure; 0 or 1: that way always */
+    size_t min;     /* calls of fewer bytes take way 0, untimed; classes start here */
     uint32_t first; /* a class's first trial starts at this call (0-based) */
     struct tt_pick_class cls[TT_PICK_KINDS][TT_PICK_CLASSES];
 };
 
 /* From the knob (auto, 0 or 1); trials at call `first` of a class and every TT_PICK_PERIOD
  * calls after (TT_PICK_FIRST, or later for a second picker whose trials must not overlap the
- * first's). */
-void tt_pick_init(struct tt_pick *p, const char *knob, uint32_t first);
+ * first's: both pickers' classes are powers of two, so a size falls in the same range in
+ * each); calls of `min` bytes and more (a power of two) are picked for. */
+void tt_pick_init(struct tt_pick *p, const char *knob, uint32_t first, size_t min);
 
 /*
  * The way for a call of collective `kind` (enum tt_coll) moving `bytes`: 0 ordinary stores, 1

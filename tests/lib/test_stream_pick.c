@@ -38,7 +38,7 @@ static void init(struct tt_pick *p, const char *knob)
 {
     if (knob)
         cr_assert(setenv("TUTTI_STREAM_STORES", knob, 1) == 0);
-    tt_pick_init(p, "TUTTI_STREAM_STORES", TT_PICK_FIRST);
+    tt_pick_init(p, "TUTTI_STREAM_STORES", TT_PICK_FIRST, TT_PICK_MIN_STREAM);
 }
 
 Test(stream_pick, small_calls_are_ordinary_and_untimed)
@@ -49,8 +49,8 @@ Test(stream_pick, small_calls_are_ordinary_and_untimed)
 
     init(&p, NULL);
     for (int i = 0; i < 3 * TT_PICK_PERIOD; i++) {
-        cr_assert(call(&p, TT_PICK_MIN - 1, cost, 1, &timed, &changed) == 0);
-        cr_assert(!timed && !changed, "call %d below %zu bytes was timed", i, TT_PICK_MIN);
+        cr_assert(call(&p, TT_PICK_MIN_STREAM - 1, cost, 1, &timed, &changed) == 0);
+        cr_assert(!timed && !changed, "call %d below %zu bytes was timed", i, TT_PICK_MIN_STREAM);
     }
 }
 
@@ -179,7 +179,7 @@ Test(stream_pick, tokens_name_their_class)
     check_token(0, 64 * KIB, 64 * KIB, 128 * KIB);
     check_token(3, 127 * KIB, 64 * KIB, 128 * KIB);
     check_token(1, 8 << 20, 8 << 20, 16 << 20);
-    check_token(4, (size_t)1 << 40, TT_PICK_MIN << (TT_PICK_CLASSES - 1), SIZE_MAX);
+    check_token(4, (size_t)1 << 40, TT_PICK_MIN_STREAM << (TT_PICK_CLASSES - 1), SIZE_MAX);
     check_token(200, 1 << 20, 1 << 20, 2 << 20); /* unknown kinds share the last */
 }
 
@@ -266,7 +266,7 @@ Test(stream_pick, a_later_first_trial)
     int token, lag = TT_PICK_FIRST + 2 * TT_PICK_TRIAL;
 
     cr_assert(setenv("TUTTI_SHM_SINGLE_COPY", "auto", 1) == 0);
-    tt_pick_init(&p, "TUTTI_SHM_SINGLE_COPY", (uint32_t)lag);
+    tt_pick_init(&p, "TUTTI_SHM_SINGLE_COPY", (uint32_t)lag, TT_PICK_MIN_SINGLE);
     for (int i = 0; i < lag + TT_PICK_PERIOD; i++) {
         int q = (i - lag) % TT_PICK_PERIOD;
         int way = tt_pick_way(&p, 1, 1 << 20, &token);
@@ -275,4 +275,26 @@ Test(stream_pick, a_later_first_trial)
         tt_pick_done(&p, token, cost[way], 1);
     }
     cr_assert(tt_pick_way(&p, 1, 1 << 20, &token) == 1);
+}
+
+/* The single-copy picker's classes start at its own minimum, below the streaming one's. */
+Test(stream_pick, single_copy_from_its_own_min)
+{
+    struct tt_pick p;
+    const double cost[2] = {1.0, 0.5};
+    int timed, changed, token, k;
+    size_t lo, hi;
+
+    cr_assert(setenv("TUTTI_SHM_SINGLE_COPY", "auto", 1) == 0);
+    tt_pick_init(&p, "TUTTI_SHM_SINGLE_COPY", TT_PICK_FIRST, TT_PICK_MIN_SINGLE);
+    for (int i = 0; i < 2 * TT_PICK_PERIOD; i++) {
+        cr_assert(call(&p, TT_PICK_MIN_SINGLE - 1, cost, 1, &timed, &changed) == 0);
+        cr_assert(!timed, "call %d below %zu bytes was timed", i, TT_PICK_MIN_SINGLE);
+    }
+    for (int i = 0; i <= TT_PICK_FIRST; i++)
+        tt_pick_way(&p, 2, TT_PICK_MIN_SINGLE, &token);
+    cr_assert(token >= 0, "the first trial did not start at call %d", TT_PICK_FIRST);
+    tt_pick_class_of(&p, token, &k, &lo, &hi);
+    cr_assert(k == 2 && lo == TT_PICK_MIN_SINGLE && hi == 2 * TT_PICK_MIN_SINGLE,
+              "kind %d, [%zu, %zu)", k, lo, hi);
 }
