@@ -378,9 +378,20 @@ static const char *const stream_how[2] = {"with ordinary stores into FIFO slots"
 static const char *const single_how[2] = {"in two copies through the FIFO",
                                           "in one copy (the receiver reads the sender's memory)"};
 
+int tt_coll_single_copy_pick(struct tutti_comm *comm, unsigned kind, size_t bytes)
+{
+    int token;
+
+    comm->single_send = tt_pick_way(&comm->pick_sc, (int)kind, bytes, &token);
+    comm->single_trial = token >= 0;
+    return token;
+}
+
 void tt_coll_single_copy_done(struct tutti_comm *comm, int token, double seconds, int ok)
 {
-    pick_done(&comm->pick_sc, single_how, token, seconds, ok);
+    comm->single_send = comm->single_trial = 0;
+    if (token >= 0)
+        pick_done(&comm->pick_sc, single_how, token, seconds, ok);
 }
 
 /* Run a checked collective on host buffers on this thread; comm's run lock is held. */
@@ -441,19 +452,17 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
     if (!c->device) {
         comm->stream_slots = tt_pick_way(&comm->pick, c->coll, bytes, &token);
         if (comm->single_copy && (c->coll == TT_COLL_ALL_GATHER || c->coll == TT_COLL_BROADCAST))
-            comm->single_send = tt_pick_way(&comm->pick_sc, c->coll, bytes, &token_sc);
-        comm->single_trial = token_sc >= 0;
+            token_sc = tt_coll_single_copy_pick(comm, c->coll, bytes);
         if (token >= 0 || token_sc >= 0)
             t_run = tt_now();
     }
     rc = tt_coll_run_plan(comm, bufs, comm->memregs && !c->device ? regs : NULL, c->dtype, c->op,
                           &label, c->device, c->after);
-    comm->stream_slots = comm->single_send = comm->single_trial = 0;
-    if (token >= 0 || token_sc >= 0) {
-        double took = tt_now() - t_run;
+    comm->stream_slots = 0;
+    double took = token >= 0 || token_sc >= 0 ? tt_now() - t_run : 0;
+    if (token >= 0)
         pick_done(&comm->pick, stream_how, token, took, rc == TUTTI_SUCCESS);
-        tt_coll_single_copy_done(comm, token_sc, took, rc == TUTTI_SUCCESS);
-    }
+    tt_coll_single_copy_done(comm, token_sc, took, rc == TUTTI_SUCCESS);
     if (tt_trace_on) {
         char args[160];
         snprintf(args, sizeof(args),

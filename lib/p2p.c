@@ -91,6 +91,7 @@ static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, 
     tutti_result_t rc;
     struct tt_label label;
     int ndev = 0;
+    size_t most = 0; /* the largest send */
 
     if (need > comm->p2p.work_bytes) {
         void *g = realloc(comm->p2p.work, need);
@@ -116,6 +117,8 @@ static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, 
         bufs[i] = o->buf;
         regs[i] = o->is_send ? tt_memreg_find(comm, o->buf, o->bytes) : NULL;
         ndev += o->device;
+        if (o->is_send && o->bytes > most)
+            most = o->bytes;
     }
     if (ndev && !device) {
         /* Device memory goes through pinned staging, except a registered send buffer the
@@ -144,22 +147,12 @@ static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, 
      * largest send (a batch of receives only has nothing to pick). */
     int token = -1;
     double t_run = 0;
-    if (comm->single_copy && !device) {
-        size_t most = 0;
-        for (int i = 0; i < nops; i++)
-            if (ops[i].is_send && ops[i].bytes > most)
-                most = ops[i].bytes;
-        if (most)
-            comm->single_send = tt_pick_way(&comm->pick_sc, TT_LABEL_P2P, most, &token);
-        comm->single_trial = token >= 0;
-        if (token >= 0)
-            t_run = tt_now();
-    }
+    if (comm->single_copy && !device && most &&
+        (token = tt_coll_single_copy_pick(comm, TT_LABEL_P2P, most)) >= 0)
+        t_run = tt_now();
     rc = tt_coll_run_plan(comm, bufs, comm->memregs && !device ? regs : NULL, TUTTI_UINT8,
                           TUTTI_SUM, &label, device, after);
-    comm->single_send = comm->single_trial = 0;
-    if (token >= 0)
-        tt_coll_single_copy_done(comm, token, tt_now() - t_run, rc == TUTTI_SUCCESS);
+    tt_coll_single_copy_done(comm, token, token >= 0 ? tt_now() - t_run : 0, rc == TUTTI_SUCCESS);
     if (tt_trace_on) {
         char args[64];
         snprintf(args, sizeof(args), "{\"seq\":%llu,\"ops\":%d}", label.seq, nops);
