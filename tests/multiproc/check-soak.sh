@@ -7,6 +7,8 @@
 #   6 ranks on 2 emulated nodes  hierarchical algorithms with 3 ranks a node, sockets
 #   3 ranks on 3 emulated nodes  sockets only, small slots
 #   2 ranks with TUTTI_CHECK_COLL=1 and TUTTI_DETERMINISTIC=1
+#   3 ranks by single copy       TUTTI_SHM_SINGLE_COPY=1 with polling waits: every message of
+#                                8 KiB and more read out of its sender's memory
 # The seed is TUTTI_SOAK_SEED, or the time (printed: a failure names seed and call, and the
 # same layout with TUTTI_SOAK_SEED set replays it). A wait without progress for 60 s fails
 # (TUTTI_TIMEOUT), and so does a layout that runs far past its time.
@@ -43,4 +45,5 @@ layout "5 ranks, small slots" TUTTI_NCHANNELS=2 TUTTI_BUFFSIZE=64K TUTTI_STEPS=2
 layout "6 ranks, 2 nodes" -- -n 6 --nodes 2
 layout "3 ranks, 3 nodes" TUTTI_BUFFSIZE=256K -- -n 3 --nodes 3
 layout "2 ranks, checked and deterministic" TUTTI_CHECK_COLL=1 TUTTI_DETERMINISTIC=1 -- -n 2
+layout "3 ranks, single copy" TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll -- -n 3
 exit $fail

@@ -29,15 +29,15 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static const char *extra_env;
+static const char *extra_env; /* VAR=value words, space-separated (at most 4) */
 
 /* Start rank `rank` of n running prog (a NULL-terminated argv, at most 6 words). The child only
  * opens, dups and execs (env(1) sets the variables): a forked child of a process with threads
  * must not allocate before exec. */
 static pid_t start_prog(int rank, int n, int port, const char *const *prog, const char *hostid)
 {
-    char out[128], vr[32], vn[32], vp[32], vt[64], vh[96];
-    const char *argv[20];
+    char out[128], vr[32], vn[32], vp[32], vt[64], vh[96], ve[256];
+    const char *argv[24];
     int k = 0;
     pid_t pid;
 
@@ -58,8 +58,11 @@ static pid_t start_prog(int rank, int n, int port, const char *const *prog, cons
     argv[k++] = "TUTTI_SOCKET_IFNAME==lo";
     if (hostid)
         argv[k++] = vh;
-    if (extra_env)
-        argv[k++] = extra_env;
+    if (extra_env) { /* split before the fork: the child must not allocate */
+        snprintf(ve, sizeof(ve), "%s", extra_env);
+        for (char *w = strtok(ve, " "); w && k < 16; w = strtok(NULL, " "))
+            argv[k++] = w;
+    }
     cr_assert_not_null(prog[0], "the program to run is not set (FAULT_RANK, COLL_CHECK)");
     for (int i = 0; prog[i] && i < 6; i++)
         argv[k++] = prog[i];
@@ -228,7 +231,7 @@ Test(faults, killed_rank_across_nodes_over_sockets, .init = setup, .timeout = 60
  * the rendezvous cannot be told from one that has not started yet: the others wait for it until
  * TUTTI_TIMEOUT, here 5 s (once the rendezvous has formed, every death is seen at once).
  */
-static void kill_in_soak(int n, int nodes)
+static void kill_in_soak(int n, int nodes, const char *env)
 {
     unsigned seed = (unsigned)time(NULL) ^ ((unsigned)getpid() << 8), h = seed * 2654435761u;
     int victim = (int)((h >> 16) % (unsigned)n), port = free_port();
@@ -241,7 +244,7 @@ static void kill_in_soak(int n, int nodes)
     double killed;
 
     snprintf(seedarg, sizeof(seedarg), "%u", seed);
-    extra_env = "TUTTI_TIMEOUT=5";
+    extra_env = env;
     start_all(pids, n, nodes, port, prog);
     usleep(at);
     kill(pids[victim], SIGKILL);
@@ -273,12 +276,19 @@ static void kill_in_soak(int n, int nodes)
 
 Test(faults, killed_rank_during_random_calls_over_shared_memory, .init = setup, .timeout = 60)
 {
-    kill_in_soak(4, 1);
+    kill_in_soak(4, 1, "TUTTI_TIMEOUT=5");
 }
 
 Test(faults, killed_rank_during_random_calls_across_nodes, .init = setup, .timeout = 60)
 {
-    kill_in_soak(6, 2);
+    kill_in_soak(6, 2, "TUTTI_TIMEOUT=5");
+}
+
+/* By single copy: a survivor may be reading the victim's memory, or waiting for the victim to
+ * read its own. */
+Test(faults, killed_rank_during_random_calls_by_single_copy, .init = setup, .timeout = 60)
+{
+    kill_in_soak(2, 1, "TUTTI_TIMEOUT=5 TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll");
 }
 
 /*
