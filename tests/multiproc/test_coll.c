@@ -97,7 +97,7 @@ static void run_exchange_check(const char *prog)
 }
 
 /* Point-to-point batches by single copy, which TUTTI_SHM_SINGLE_COPY=auto picks per size where
- * it measures faster: every message of 64 KiB and more goes whole, by address (ring exchanges,
+ * it measures faster: every message of 8 KiB and more goes whole, by address (ring exchanges,
  * all-to-all with self, all-to-allv, gather and scatter); 3 ranks poll (as above). */
 Test(coll, p2p_single_copy, .timeout = 300)
 {

@@ -29,7 +29,7 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static const char *extra_env; /* VAR=value words, space-separated (at most 4) */
+static const char *extra_env; /* VAR=value words, space-separated (at most 6) */
 
 /* Start rank `rank` of n running prog (a NULL-terminated argv, at most 6 words). The child only
  * opens, dups and execs (env(1) sets the variables): a forked child of a process with threads
