@@ -225,6 +225,7 @@ tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
         struct stall_ctx sc = {comm, what};
         struct tt_wait_policy w = {.timeout_s = comm->timeout_s,
                                    .spin = comm->spin,
+                                   .yield_s = comm->yield_s,
                                    .sleepy = comm->sleepy,
                                    .abort_flag = &comm->abort_flag,
                                    .stall_s = comm->stall_s,

@@ -349,6 +349,21 @@ static unsigned wait_spin(int sleepy)
     return sleepy ? 0 : 2000;
 }
 
+/*
+ * Seconds a wait without progress yields before it sleeps. Where waits block, a woken rank
+ * waits its turn for a core: on 2026-12-02's 2-vCPU machine, 4 ranks blocking after three
+ * yields took 16-24 us a ring exchange of 64 bytes and 33-35 us a 4 KiB reduce, where yielding
+ * for 100 us first took 1.3-1.5 and 1.2-1.8 (BENCHMARKS.md, "Blocking waits").
+ */
+static double wait_yield(int sleepy)
+{
+    if (strcmp(tt_env_str("TUTTI_YIELD_US"), "auto") != 0) {
+        long long us = tt_env_int("TUTTI_YIELD_US");
+        return us < 0 ? 0 : us > 10000000 ? 10.0 : (double)us * 1e-6;
+    }
+    return sleepy ? 100e-6 : 1e-3;
+}
+
 static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *info,
                                  int local_rank_hint)
 {
@@ -390,6 +405,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     c->local_size = c->topo.node_size[c->topo.node_of[c->rank]];
     c->sleepy = oversubscribed(c->topo.machine_ranks, c->topo.machine_cores);
     c->spin = wait_spin(c->sleepy);
+    c->yield_s = wait_yield(c->sleepy);
     c->single_copy = tt_shm_single_copy(c->sleepy);
     c->view = (struct tt_topo_view){.nnodes = c->topo.nnodes,
                                     .node_of = c->topo.node_of,

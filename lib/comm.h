@@ -29,6 +29,7 @@ struct tutti_comm {
     size_t slot_bytes;
     int nslots;
     unsigned spin;    /* polls before a wait yields */
+    double yield_s;   /* then seconds it yields before it sleeps (TUTTI_YIELD_US) */
     int sleepy;       /* this host's ranks outnumber its cores: waits block (exec.h) */
     int net_logged;   /* the network interface has been logged */
     char ib_why[256]; /* why this rank has no verbs HCA ("" if it has one) */

@@ -83,6 +83,11 @@ static struct knob knobs[] = {
      "polls a wait spins before it yields the core; auto: 2000, or 0 when this host's ranks "
      "outnumber its cores",
      NULL, 0, 0},
+    {"TUTTI_YIELD_US", "auto",
+     "microseconds a wait without progress yields the core before it sleeps (poll: in growing "
+     "naps; block: in the kernel until woken); auto: 1000, or 100 when this host's ranks "
+     "outnumber its cores",
+     NULL, 0, 0},
     {"TUTTI_SOCKET_IFNAME", "",
      "interfaces for bootstrap sockets: prefixes (eth,ib), ^ to exclude, = for exact names", NULL,
      0, 0},

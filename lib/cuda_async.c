@@ -166,7 +166,7 @@ static tutti_result_t wait_event(struct tutti_comm *c, const struct tt_work *w)
     struct tt_backoff b;
     cudaError_t e;
 
-    tt_backoff_init(&b, 0);
+    tt_backoff_init(&b, 0, 1e-3);
     while ((e = cudaEventQuery((cudaEvent_t)w->call.after)) == cudaErrorNotReady) {
         if (c->abort_flag)
             return tt_fail(c, TUTTI_ERR_ABORTED, "%s: aborted (tutti_comm_abort)", work_name(w));

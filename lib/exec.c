@@ -576,7 +576,7 @@ tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
     int stalled = 0;
     char name[96];
 
-    tt_backoff_init(&b, w->spin);
+    tt_backoff_init(&b, w->spin, w->yield_s);
     for (;;) {
         tutti_result_t r = tt_exec_progress(x);
         double now;
@@ -593,8 +593,12 @@ tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
             continue;
         }
         if (w->sleepy) {
-            /* A few yields hand the core to a peer queued on it; then block until woken. */
-            if (b.polls++ < 3 || !x->wait_conn)
+            /* Yields hand the core to a peer queued on it; after yield_s without progress,
+             * block until woken (a woken rank waits its turn for a core: comm.c wait_yield). */
+            now = tt_now();
+            if (b.yield_until == 0)
+                b.yield_until = now + b.yield_s;
+            if (now < b.yield_until || !x->wait_conn)
                 sched_yield();
             else if (x->npend > 0) /* our sends need pumping: never sleep past the network */
                 x->pend[0]->tp->wait(x->pend[0], 200 * 1000);

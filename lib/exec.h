@@ -153,6 +153,7 @@ void tt_label_format(const struct tt_label *l, char *buf, size_t size);
 struct tt_wait_policy {
     double timeout_s; /* fail when nothing moves this long */
     unsigned spin;    /* polls before a wait yields */
+    double yield_s;   /* then how long it yields before it sleeps (sleepy: blocks) */
     int sleepy;       /* ranks outnumber cores: yield a little, then block on the connection */
     const volatile int *abort_flag;
     double stall_s; /* after this long without progress, call stall() once (0: never) */

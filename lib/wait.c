@@ -1,9 +1,10 @@
 /* wait.c -- see wait.h. */
 #include "wait.h"
 
-void tt_backoff_init(struct tt_backoff *b, unsigned spin_limit)
+void tt_backoff_init(struct tt_backoff *b, unsigned spin_limit, double yield_s)
 {
     b->spin_limit = spin_limit;
+    b->yield_s = yield_s;
     tt_backoff_reset(b);
 }
 
@@ -18,7 +19,7 @@ double tt_backoff_wait(struct tt_backoff *b)
     }
     now = tt_now();
     if (b->yield_until == 0)
-        b->yield_until = now + 1e-3;
+        b->yield_until = now + b->yield_s;
     if (now < b->yield_until) {
         sched_yield();
         return now;

@@ -3,9 +3,10 @@
  *
  * Ranks may outnumber cores, so a waiter must give its core to the rank it waits for. The
  * first `spin_limit` polls (TUTTI_SPIN) spin (cheap when the peer runs on another core), the next
- * ones call sched_yield (hands the core to a runnable peer at once), and after a millisecond
- * without progress the waiter sleeps in growing steps up to 200 us. Any progress resets the
- * backoff.
+ * ones call sched_yield (hands the core to a runnable peer at once), and after `yield_s`
+ * without progress (TUTTI_YIELD_US: 1 ms) the waiter sleeps in growing steps up to 200 us. Any
+ * progress resets the backoff. (Where waits block, exec.c yields for yield_s and then blocks
+ * in the kernel until the peer wakes it.)
  */
 #ifndef TT_WAIT_H
 #define TT_WAIT_H
@@ -16,6 +17,7 @@
 struct tt_backoff {
     unsigned polls;
     unsigned spin_limit;
+    double yield_s;     /* how long to yield before sleeping */
     double yield_until; /* monotonic seconds; 0 = not yet yielding */
     long sleep_ns;
 };
@@ -36,7 +38,7 @@ static inline void tt_cpu_relax(void)
 #endif
 }
 
-void tt_backoff_init(struct tt_backoff *b, unsigned spin_limit);
+void tt_backoff_init(struct tt_backoff *b, unsigned spin_limit, double yield_s);
 
 static inline void tt_backoff_reset(struct tt_backoff *b)
 {
