@@ -36,6 +36,9 @@
  * futex word `wake`; a sender that sees `sleeping` after a commit bumps `wake` and wakes it.
  * The fences on both sides order "publish, then look at the other's flag" (Dekker), so a
  * commit is never missed; the wait also has a timeout, so a lost wake-up costs at most that.
+ * A sleepy sender waiting for room (or for its messages by address to be read) blocks the same
+ * way on `send_wake`, raised by `send_sleeping`, and the receiver wakes it whenever it stores
+ * tail or data_tail.
  */
 #ifndef TT_FIFO_H
 #define TT_FIFO_H
@@ -70,11 +73,13 @@ struct tt_fifo_cell {
 #define TT_FIFO_REMOTE ((uint64_t)1 << 63)
 
 struct tt_fifo_ctrl {
-    _Alignas(64) _Atomic uint64_t tail;     /* cells released by the receiver */
-    _Atomic uint64_t data_tail;             /* data slots released by the receiver */
-    _Alignas(64) _Atomic uint32_t failed;   /* either side gave up (transport.h fail) */
-    _Alignas(64) _Atomic uint32_t sleeping; /* receiver is (about to be) blocked on wake */
-    _Atomic uint32_t wake;                  /* futex word bumped by the sender */
+    _Alignas(64) _Atomic uint64_t tail;          /* cells released by the receiver */
+    _Atomic uint64_t data_tail;                  /* data slots released by the receiver */
+    _Alignas(64) _Atomic uint32_t failed;        /* either side gave up (transport.h fail) */
+    _Alignas(64) _Atomic uint32_t sleeping;      /* receiver is (about to be) blocked on wake */
+    _Atomic uint32_t wake;                       /* futex word bumped by the sender */
+    _Alignas(64) _Atomic uint32_t send_sleeping; /* sender is (about to be) blocked */
+    _Atomic uint32_t send_wake;                  /* futex word bumped by the receiver */
     _Alignas(64) uint32_t magic;
     uint32_t nslots;
     uint64_t slot_bytes;
@@ -144,6 +149,8 @@ static inline void tt_fifo_format(void *region, uint32_t nslots, size_t slot_byt
     atomic_init(&c->failed, 0);
     atomic_init(&c->sleeping, 0);
     atomic_init(&c->wake, 0);
+    atomic_init(&c->send_sleeping, 0);
+    atomic_init(&c->send_wake, 0);
     c->sleepy = sleepy ? 1 : 0;
     atomic_init(&c->tail, 0);
     atomic_init(&c->data_tail, 0);
@@ -257,11 +264,24 @@ static inline uint64_t tt_fifo_send_commit_remote(struct tt_fifo *f, const void 
     return f->pos;
 }
 
+/* Receiver, sleepy FIFO: tail or data_tail was just stored; wake a sender blocked for room. */
+static inline void tt_fifo_wake_sender(struct tt_fifo *f)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&f->ctrl->send_sleeping, memory_order_relaxed)) {
+        atomic_store_explicit(&f->ctrl->send_sleeping, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&f->ctrl->send_wake, 1, memory_order_release);
+        syscall(SYS_futex, &f->ctrl->send_wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+    }
+}
+
 /* Receiver: store tail (the cells released so far). */
 static inline void tt_fifo_show_tail(struct tt_fifo *f)
 {
     f->shown = f->pos;
     atomic_store_explicit(&f->ctrl->tail, f->pos, memory_order_release);
+    if (f->sleepy)
+        tt_fifo_wake_sender(f);
 }
 
 static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes)
@@ -280,12 +300,14 @@ static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes)
     return f->data + (size_t)(f->data_pos % f->nslots) * f->slot_bytes;
 }
 
-/* Either side: give up; wake a sleeping receiver so it sees it. */
+/* Either side: give up; wake a sleeping receiver or sender so it sees it. */
 static inline void tt_fifo_fail(struct tt_fifo *f)
 {
     atomic_store_explicit(&f->ctrl->failed, 1, memory_order_release);
     atomic_fetch_add_explicit(&f->ctrl->wake, 1, memory_order_release);
     syscall(SYS_futex, &f->ctrl->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+    atomic_fetch_add_explicit(&f->ctrl->send_wake, 1, memory_order_release);
+    syscall(SYS_futex, &f->ctrl->send_wake, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
 static inline int tt_fifo_failed(const struct tt_fifo *f)
@@ -310,6 +332,29 @@ static inline void tt_fifo_recv_wait(struct tt_fifo *f, long ns)
     atomic_store_explicit(&f->ctrl->sleeping, 0, memory_order_relaxed);
 }
 
+/*
+ * Sender: block until the receiver releases something, at most `ns` nanoseconds. Whatever the
+ * sender waits for (a cell, a data slot, its messages by address read) needs tail or data_tail
+ * to move past what it last read of them (f->cached, f->data_cached; a newer reading is as
+ * good), and the receiver wakes us whenever it stores either.
+ */
+static inline void tt_fifo_send_wait(struct tt_fifo *f, long ns)
+{
+    uint32_t w = atomic_load_explicit(&f->ctrl->send_wake, memory_order_acquire);
+    struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+    uint64_t t, d;
+
+    atomic_store_explicit(&f->ctrl->send_sleeping, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    t = atomic_load_explicit(&f->ctrl->tail, memory_order_acquire);
+    d = atomic_load_explicit(&f->ctrl->data_tail, memory_order_acquire);
+    if (t == f->cached && d == f->data_cached && !tt_fifo_failed(f))
+        syscall(SYS_futex, &f->ctrl->send_wake, FUTEX_WAIT, w, &ts, NULL, 0);
+    f->cached = t;
+    f->data_cached = d;
+    atomic_store_explicit(&f->ctrl->send_sleeping, 0, memory_order_relaxed);
+}
+
 /* Receiver: where the peeked message's payload lies in the sender's memory, 0 if it is here. */
 static inline uint64_t tt_fifo_recv_remote(const struct tt_fifo *f)
 {
@@ -328,7 +373,9 @@ static inline void tt_fifo_recv_release(struct tt_fifo *f)
 
     uint64_t remote = c->bytes & TT_FIFO_REMOTE;
 
-    if (!tt_fifo_cell_payload(f, f->pos, c->bytes & ~TT_FIFO_REMOTE)) {
+    int slot = !tt_fifo_cell_payload(f, f->pos, c->bytes & ~TT_FIFO_REMOTE);
+
+    if (slot) {
         f->data_pos++;
         atomic_store_explicit(&f->ctrl->data_tail, f->data_pos, memory_order_release);
     }
@@ -337,6 +384,8 @@ static inline void tt_fifo_recv_release(struct tt_fifo *f)
      * flush) before its operation may end, so it must see it now */
     if (remote || f->pos - f->shown >= TT_FIFO_SHOW)
         tt_fifo_show_tail(f);
+    else if (slot && f->sleepy)
+        tt_fifo_wake_sender(f);
 }
 
 #endif

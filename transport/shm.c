@@ -334,8 +334,10 @@ static void shm_wait(struct tt_conn *conn, long ns)
 {
     struct shm_conn *c = (struct shm_conn *)conn;
 
-    if (c->owner && c->fifo.ctrl->sleepy)
+    if (c->fifo.ctrl->sleepy && c->owner)
         tt_fifo_recv_wait(&c->fifo, ns);
+    else if (c->fifo.ctrl->sleepy)
+        tt_fifo_send_wait(&c->fifo, ns);
     else
         tt_transport_sleep(conn, ns);
 }

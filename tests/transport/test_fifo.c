@@ -2,13 +2,16 @@
  * test_fifo.c -- transport/fifo.h's limits, one process, sender and receiver views of one
  * region: up to TT_FIFO_CELLS messages in flight in queue cells, up to TT_FIFO_SIDES in side
  * areas (however many cells are free), nslots in data slots; every payload read back intact
- * after the areas have wrapped around several times.
+ * after the areas have wrapped around several times. And on sleepy FIFOs, two threads: a
+ * blocked sender or receiver is woken by the other side, never left to its timeout.
  */
 #include "transport/fifo.h"
 
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SLOT 8192
 #define NSLOTS 3
@@ -134,4 +137,118 @@ Test(fifo, side_areas_wait_for_the_cells_before_them)
     recv_check(&p, side, k);
     recv_check(&p, 16, k + 1);
     free(p.region);
+}
+
+/*
+ * Sleepy FIFOs (ranks outnumber cores): a waiting sender or receiver blocks in the kernel for
+ * as long as its timeout says, here a minute, and must be woken by the other side's release or
+ * commit, never left to its timeout. A lost wake-up makes these tests outlast their
+ * Criterion timeout.
+ */
+#define SLEEPY_MSGS 200
+#define SLEEPY_WAIT_NS (60L * 1000000000L)
+
+struct sleepy {
+    struct pair p;
+    unsigned waits; /* the blocked side's waits */
+    int corrupt;
+};
+
+static void sleepy_open(struct sleepy *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->p.region = aligned_alloc(4096, tt_fifo_bytes(NSLOTS, SLOT));
+    cr_assert_not_null(s->p.region);
+    tt_fifo_format(s->p.region, NSLOTS, SLOT, 1);
+    tt_fifo_view(&s->p.tx, s->p.region);
+    tt_fifo_view(&s->p.rx, s->p.region);
+}
+
+/* Sends SLEEPY_MSGS data-slot messages, blocking whenever the slots are full. */
+static void *fast_sender(void *arg)
+{
+    struct sleepy *s = arg;
+
+    for (unsigned k = 0; k < SLEEPY_MSGS;) {
+        if (try_send(&s->p, SLOT, k))
+            k++;
+        else if (tt_fifo_failed(&s->p.tx))
+            break;
+        else
+            s->waits++, tt_fifo_send_wait(&s->p.tx, SLEEPY_WAIT_NS);
+    }
+    return NULL;
+}
+
+Test(fifo, sleepy_sender_is_woken_by_releases, .timeout = 30)
+{
+    struct sleepy s;
+    pthread_t t;
+
+    sleepy_open(&s);
+    cr_assert_eq(pthread_create(&t, NULL, fast_sender, &s), 0);
+    for (unsigned k = 0; k < SLEEPY_MSGS; k++) {
+        while (!tt_fifo_recv_peek(&s.p.rx, &(size_t){0}))
+            tt_fifo_recv_wait(&s.p.rx, 1000000); /* the sender is never slow here */
+        usleep(200); /* long enough for the sender to fill the slots and block */
+        recv_check(&s.p, SLOT, k);
+    }
+    pthread_join(t, NULL);
+    cr_assert_gt(s.waits, 0, "the sender never had to wait: the test proves nothing");
+    free(s.p.region);
+}
+
+/* Receives SLEEPY_MSGS messages, blocking whenever none is there. */
+static void *waiting_receiver(void *arg)
+{
+    struct sleepy *s = arg;
+    unsigned char want[SLOT];
+
+    for (unsigned k = 0; k < SLEEPY_MSGS; k++) {
+        const void *slot;
+        size_t got = 0;
+        while (!(slot = tt_fifo_recv_peek(&s->p.rx, &got)))
+            s->waits++, tt_fifo_recv_wait(&s->p.rx, SLEEPY_WAIT_NS);
+        fill(want, SLOT, k);
+        if (got != SLOT || memcmp(slot, want, SLOT) != 0)
+            s->corrupt = 1;
+        tt_fifo_recv_release(&s->p.rx);
+    }
+    return NULL;
+}
+
+Test(fifo, sleepy_receiver_is_woken_by_commits, .timeout = 30)
+{
+    struct sleepy s;
+    pthread_t t;
+
+    sleepy_open(&s);
+    cr_assert_eq(pthread_create(&t, NULL, waiting_receiver, &s), 0);
+    for (unsigned k = 0; k < SLEEPY_MSGS; k++) {
+        usleep(200); /* the receiver blocks meanwhile */
+        while (!try_send(&s.p, SLOT, k))
+            tt_fifo_send_wait(&s.p.tx, 1000000);
+    }
+    pthread_join(t, NULL);
+    cr_assert(!s.corrupt, "a message arrived corrupted");
+    cr_assert_gt(s.waits, 0, "the receiver never had to wait: the test proves nothing");
+    free(s.p.region);
+}
+
+/* A sender blocked on a full FIFO sees the receiver give up. */
+Test(fifo, sleepy_sender_is_woken_by_failure, .timeout = 30)
+{
+    struct sleepy s;
+    pthread_t t;
+
+    sleepy_open(&s);
+    cr_assert_eq(pthread_create(&t, NULL, fast_sender, &s), 0);
+    /* every data slot taken (the last one's cell committed), then time to block */
+    while (atomic_load(&s.p.rx.ctrl->cells[NSLOTS - 1].seq) != NSLOTS)
+        usleep(1000);
+    usleep(20000);
+    tt_fifo_fail(&s.p.rx);
+    pthread_join(t, NULL);
+    cr_assert(tt_fifo_failed(&s.p.tx));
+    free(s.p.region);
 }
