@@ -406,7 +406,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     c->sleepy = oversubscribed(c->topo.machine_ranks, c->topo.machine_cores);
     c->spin = wait_spin(c->sleepy);
     c->yield_s = wait_yield(c->sleepy);
-    c->single_copy = tt_shm_single_copy(c->sleepy);
+    c->single_copy = tt_shm_single_copy();
     c->view = (struct tt_topo_view){.nnodes = c->topo.nnodes,
                                     .node_of = c->topo.node_of,
                                     .local_of = c->topo.local_of,

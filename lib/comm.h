@@ -106,7 +106,7 @@ struct tutti_comm {
         size_t work_bytes;
     } p2p;
     struct tt_exec_mem exec_mem;
-    int single_copy; /* TUTTI_SHM_SINGLE_COPY not 0, where waits spin: all-gather, broadcast
+    int single_copy; /* TUTTI_SHM_SINGLE_COPY not 0: all-gather, broadcast
                         and point-to-point batches may go by address over shm (exec.h
                         tt_exec_single_copy); pick_sc says when this rank sends that way */
     void *scratch;   /* TT_BUF_SCRATCH of host collectives, grown to the largest call's */

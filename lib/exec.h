@@ -154,7 +154,7 @@ struct tt_wait_policy {
     double timeout_s; /* fail when nothing moves this long */
     unsigned spin;    /* polls before a wait yields */
     double yield_s;   /* then how long it yields before it sleeps (sleepy: blocks) */
-    int sleepy;       /* ranks outnumber cores: yield a little, then block on the connection */
+    int sleepy;       /* ranks outnumber cores: yield for yield_s, then block on the connection */
     const volatile int *abort_flag;
     double stall_s; /* after this long without progress, call stall() once (0: never) */
     void (*stall)(void *arg, const struct tt_exec *x, double waited);

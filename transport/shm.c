@@ -103,9 +103,9 @@ tutti_result_t tt_shm_map(const char *name, int create, size_t len, void **out)
     return TUTTI_SUCCESS;
 }
 
-int tt_shm_single_copy(int sleepy)
+int tt_shm_single_copy(void)
 {
-    return !sleepy && strcmp(tt_env_str("TUTTI_SHM_SINGLE_COPY"), "0") != 0;
+    return strcmp(tt_env_str("TUTTI_SHM_SINGLE_COPY"), "0") != 0;
 }
 
 /* Receiver: can it read the sender's memory (process_vm_readv: same user, no ptrace
@@ -160,7 +160,7 @@ static tutti_result_t shm_recv_setup(const struct tt_transport_ctx *ctx, int pee
     tt_fifo_view(&c->fifo, c->map);
     c->owner = 1;
     c->peer_pid = ctx->pids ? ctx->pids[peer] : 0;
-    c->remote = tt_shm_single_copy(ctx->sleepy);
+    c->remote = tt_shm_single_copy();
     memcpy(c->name, b.name, sizeof(c->name));
     c->base.tp = &tt_transport_shm;
     c->base.peer = peer;
@@ -214,7 +214,7 @@ static tutti_result_t shm_send_connect(const struct tt_transport_ctx *ctx, int p
     c->fifo.ctrl->sender_view = (uint64_t)(uintptr_t)c->map;
     atomic_store(&c->fifo.ctrl->sender_attached, 1);
     c->peer_pid = ctx->pids ? ctx->pids[peer] : 0;
-    c->remote = tt_shm_single_copy(ctx->sleepy);
+    c->remote = tt_shm_single_copy();
     c->base.tp = &tt_transport_shm;
     c->base.peer = peer;
     c->base.channel = channel;

@@ -117,9 +117,9 @@ extern const struct tt_transport tt_transport_ib;
  * with CUDA). */
 extern const struct tt_transport tt_transport_p2p;
 
-/* May shm send by address (TUTTI_SHM_SINGLE_COPY not 0) where waits are `sleepy` or not?
- * Not where a waiting sender sleeps: it would sleep through the receiver's copy (shm.c). */
-int tt_shm_single_copy(int sleepy);
+/* May shm send by address (TUTTI_SHM_SINGLE_COPY not 0)? Also where waits are sleepy: a sender
+ * waiting for the receiver's copy blocks until the receiver's release wakes it (fifo.h). */
+int tt_shm_single_copy(void);
 
 /* A POSIX shared-memory segment of len bytes, created (and zeroed) or attached (shm.c). */
 tutti_result_t tt_shm_map(const char *name, int create, size_t len, void **out);

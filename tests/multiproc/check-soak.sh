@@ -9,6 +9,7 @@
 #   2 ranks with TUTTI_CHECK_COLL=1 and TUTTI_DETERMINISTIC=1
 #   3 ranks by single copy       TUTTI_SHM_SINGLE_COPY=1 with polling waits: every message of
 #                                8 KiB and more read out of its sender's memory
+#   4 ranks by single copy       the same with blocking waits
 # The seed is TUTTI_SOAK_SEED, or the time (printed: a failure names seed and call, and the
 # same layout with TUTTI_SOAK_SEED set replays it). A wait without progress for 60 s fails
 # (TUTTI_TIMEOUT), and so does a layout that runs far past its time.
@@ -46,4 +47,5 @@ layout "6 ranks, 2 nodes" -- -n 6 --nodes 2
 layout "3 ranks, 3 nodes" TUTTI_BUFFSIZE=256K -- -n 3 --nodes 3
 layout "2 ranks, checked and deterministic" TUTTI_CHECK_COLL=1 TUTTI_DETERMINISTIC=1 -- -n 2
 layout "3 ranks, single copy" TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll -- -n 3
+layout "4 ranks, single copy, blocking waits" TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=block -- -n 4
 exit $fail

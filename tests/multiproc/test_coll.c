@@ -65,9 +65,10 @@ Test(coll, large_streaming_stores, .timeout = 300)
 Test(coll, large_single_copy, .timeout = 300)
 {
     run_env(2, "large", "TUTTI_SHM_SINGLE_COPY=1");
-    /* 3 ranks outnumber this machine's cores, where waits sleep and single copy stays off;
-     * polling waits keep it on (ring all-gather, chain broadcast: forwarding what came whole) */
+    /* ring all-gather, chain broadcast: forwarding what came whole; with polling waits, and
+     * with blocking ones (a sender waiting for its receiver's copy sleeps until woken) */
     run_env(3, "large", "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll");
+    run_env(4, "large", "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=block");
     run_env(2, "large", "TUTTI_SHM_SINGLE_COPY=0");
 }
 
@@ -98,15 +99,16 @@ static void run_exchange_check(const char *prog)
 
 /* Point-to-point batches by single copy, which TUTTI_SHM_SINGLE_COPY=auto picks per size where
  * it measures faster: every message of 8 KiB and more goes whole, by address (ring exchanges,
- * all-to-all with self, all-to-allv, gather and scatter); 3 ranks poll (as above). */
+ * all-to-all with self, all-to-allv, gather and scatter); with polling and blocking waits. */
 Test(coll, p2p_single_copy, .timeout = 300)
 {
     run_env(2, "p2p", "TUTTI_SHM_SINGLE_COPY=1");
     run_env(2, "all_to_all", "TUTTI_SHM_SINGLE_COPY=1");
-    run_env(3, "p2p", "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll");
+    run_env(3, "p2p", "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=block");
     run_env(3, "all_to_all", "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll");
-    run_check("A2AV_CHECK", 3, 1, "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll");
-    run_check("ROOTED_CHECK", 3, 1, "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll");
+    run_env(4, "all_to_all", "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=block");
+    run_check("A2AV_CHECK", 3, 1, "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=block");
+    run_check("ROOTED_CHECK", 4, 1, "TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=block");
 }
 
 /* coll_check `mode` on 2 ranks with TUTTI_SHM_SINGLE_COPY=1 where process_vm_readv fails with

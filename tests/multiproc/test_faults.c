@@ -291,6 +291,12 @@ Test(faults, killed_rank_during_random_calls_by_single_copy, .init = setup, .tim
     kill_in_soak(2, 1, "TUTTI_TIMEOUT=5 TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll");
 }
 
+/* The same where waits block: a survivor may be asleep waiting for the victim to read. */
+Test(faults, killed_rank_during_random_calls_by_single_copy_blocking, .init = setup, .timeout = 60)
+{
+    kill_in_soak(3, 1, "TUTTI_TIMEOUT=5 TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=block");
+}
+
 /*
  * tutti_comm_abort from another thread of a random rank at a random moment of a random sequence
  * of calls (coll_check soak): the aborting rank sees its calls fail as aborted, every other rank
