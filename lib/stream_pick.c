@@ -18,10 +18,20 @@ void tt_pick_init(struct tt_pick *p, const char *knob, uint32_t first, size_t mi
     p->forced = -1;
     p->first = first;
     p->min = min;
+    p->prefer = -1;
     if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
         p->forced = v[0] - '0';
     else if (strcmp(v, "auto") != 0)
         TT_WARN(TT_SUB_TUNE, "%s='%s' is not auto, 0 or 1; using auto", knob, v);
+}
+
+void tt_pick_prefer(struct tt_pick *p, int way, double margin)
+{
+    p->prefer = way != 0;
+    p->prefer_margin = margin;
+    for (int k = 0; k < TT_PICK_KINDS; k++)
+        for (int c = 0; c < TT_PICK_CLASSES; c++)
+            p->cls[k][c].way = (uint8_t)p->prefer;
 }
 
 static int class_of(const struct tt_pick *p, size_t bytes)
@@ -104,7 +114,8 @@ int tt_pick_done(struct tt_pick *p, int token, double seconds, int ok)
     c->med[1] = median(c->t[1]);
     other = !c->way;
     c->seen[0] = c->seen[1] = 0;
-    if (!(c->med[other] < TT_PICK_MARGIN * c->med[c->way]))
+    if (!(c->med[other] <
+          (c->way == p->prefer ? p->prefer_margin : TT_PICK_MARGIN) * c->med[c->way]))
         return 0;
     c->way = (uint8_t)other;
     return 1;

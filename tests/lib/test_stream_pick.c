@@ -298,3 +298,51 @@ Test(stream_pick, single_copy_from_its_own_min)
     cr_assert(k == 2 && lo == TT_PICK_MIN_SINGLE && hi == 2 * TT_PICK_MIN_SINGLE,
               "kind %d, [%zu, %zu)", k, lo, hi);
 }
+
+/* Run `calls` calls of 1 MiB where the ways cost cost[0] and cost[1]; the last way run. */
+static int run_calls(struct tt_pick *p, int calls, const double cost[2], int *changes)
+{
+    int timed, changed, way = -1;
+
+    for (int i = 0; i < calls; i++) {
+        way = call(p, 1 << 20, cost, 1, &timed, &changed);
+        *changes += changed;
+    }
+    return way;
+}
+
+/* A preferred way (single copy where ranks outnumber cores): every class starts there and
+ * leaves it only for a way below the preferred margin; the way back needs the usual one. */
+Test(stream_pick, a_preferred_way_needs_its_own_margin_to_leave)
+{
+    struct tt_pick p;
+    const double near[2] = {0.8, 1.0}, far[2] = {0.6, 1.0}, back[2] = {1.0, 0.8};
+    int changes = 0, timed, changed;
+
+    init(&p, NULL);
+    tt_pick_prefer(&p, 1, 0.7);
+    cr_assert(call(&p, 1 << 20, near, 1, &timed, &changed) == 1, "did not start on way 1");
+    cr_assert(call_kind(&p, 5, 256 * KIB, near, 1, &timed, &changed) == 1,
+              "another collective and size did not start on way 1");
+    /* way 0 20% faster: not enough to leave the preferred way, trial after trial */
+    cr_assert(run_calls(&p, 3 * TT_PICK_PERIOD, near, &changes) == 1 && changes == 0,
+              "left the preferred way for a 20%% gain (%d change(s))", changes);
+    /* 40% faster: left at the next trial's end */
+    cr_assert(run_calls(&p, TT_PICK_PERIOD, far, &changes) == 0 && changes == 1,
+              "did not leave the preferred way for a 40%% gain (%d change(s))", changes);
+    /* back to the preferred way for a 20% gain (the usual margin) */
+    cr_assert(run_calls(&p, TT_PICK_PERIOD, back, &changes) == 1 && changes == 2,
+              "did not come back to the preferred way for a 20%% gain (%d change(s))", changes);
+}
+
+/* Without a preference, a 20% gain is enough (TT_PICK_MARGIN): the same numbers switch. */
+Test(stream_pick, without_a_preference_the_usual_margin)
+{
+    struct tt_pick p;
+    const double near[2] = {1.0, 0.8};
+    int changes = 0;
+
+    init(&p, NULL);
+    cr_assert(run_calls(&p, TT_PICK_PERIOD, near, &changes) == 1 && changes == 1,
+              "a 20%% gain did not switch (%d change(s))", changes);
+}
