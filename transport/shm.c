@@ -293,12 +293,17 @@ static tutti_result_t shm_flush(struct tt_conn *conn)
 
 /* Sender: every data slot released (data_tail is stored at each release; tail only now and
  * then). Messages small enough for a queue cell or side area (up to 1 KiB) are not counted:
- * the trials that ask are about messages of SHM_REMOTE_MIN and more, in data slots. */
+ * the trials that ask are about messages of SHM_REMOTE_MIN and more, in data slots. A receiver
+ * that gave up will release nothing more: drained too (the wait is only for timing; a call
+ * that was not timed would have ended already), so a failed or exited peer does not hold a
+ * trial call up (its exit may not show while it is a zombie, tt_transport_pid_alive). */
 static int shm_drained(struct tt_conn *conn)
 {
     struct shm_conn *c = (struct shm_conn *)conn;
 
-    return atomic_load_explicit(&c->fifo.ctrl->data_tail, memory_order_acquire) >= c->fifo.data_pos;
+    return atomic_load_explicit(&c->fifo.ctrl->data_tail, memory_order_acquire) >=
+               c->fifo.data_pos ||
+           tt_fifo_failed(&c->fifo);
 }
 
 static int shm_recv_remote(struct tt_conn *conn)
@@ -342,9 +347,32 @@ static void shm_wait(struct tt_conn *conn, long ns)
         tt_transport_sleep(conn, ns);
 }
 
+/* Has process pid exited but not been reaped (a zombie: kill(pid, 0) still succeeds)? Its
+ * parent may reap it late (a launcher that waits for its ranks in order), and a peer waiting
+ * on it must not wait for that. */
+static int zombie(int32_t pid)
+{
+    char path[32], buf[512];
+    const char *state;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0; /* no /proc: kill(2) alone decides */
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    state = strrchr(buf, ')'); /* "pid (comm) S ...": comm may hold spaces and parentheses */
+    return state && state[1] == ' ' && (state[2] == 'Z' || state[2] == 'X');
+}
+
 tutti_result_t tt_transport_pid_alive(const struct tt_conn *conn, int32_t pid)
 {
-    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
+    if (pid > 0 && ((kill(pid, 0) != 0 && errno == ESRCH) || zombie(pid)))
         return tt_fail(NULL, TUTTI_ERR_REMOTE, "%s: rank %d (pid %d) has died", conn->tp->name,
                        conn->peer, (int)pid);
     return TUTTI_SUCCESS;

@@ -185,7 +185,9 @@ static void setup(void)
 }
 
 /* Kill rank `victim` of n mid-loop; every other rank must report an error within 10 s. */
-static void kill_one(int n, int victim, int nodes)
+/* `reap`: 0 leaves the victim a zombie until the survivors have exited (a launcher that waits
+ * for its ranks in order): kill(pid, 0) still finds it, /proc says it is gone. */
+static void kill_one_reaping(int n, int victim, int nodes, int reap)
 {
     const char *prog[] = {getenv("FAULT_RANK"), dir, "loop", NULL};
     pid_t pids[8];
@@ -197,7 +199,8 @@ static void kill_one(int n, int victim, int nodes)
     usleep(500000); /* well inside the all-reduce loop */
     kill(pids[victim], SIGKILL);
     killed = now();
-    waitpid(pids[victim], NULL, 0);
+    if (reap)
+        waitpid(pids[victim], NULL, 0);
     for (int r = 0; r < n; r++) {
         if (r == victim)
             continue;
@@ -210,12 +213,24 @@ static void kill_one(int n, int victim, int nodes)
         cr_assert(after < 10.0, "rank %d took %.2f s: %s", r, after, output(r));
         printf("%s", res); /* the figures for RELIABILITY.md */
     }
+    if (!reap)
+        waitpid(pids[victim], NULL, 0);
     assert_no_shm();
+}
+
+static void kill_one(int n, int victim, int nodes)
+{
+    kill_one_reaping(n, victim, nodes, 1);
 }
 
 Test(faults, killed_rank_over_shared_memory, .init = setup, .timeout = 60)
 {
     kill_one(4, 2, 1);
+}
+
+Test(faults, killed_rank_left_a_zombie, .init = setup, .timeout = 60)
+{
+    kill_one_reaping(3, 2, 1, 0);
 }
 
 Test(faults, killed_rank_across_nodes_over_sockets, .init = setup, .timeout = 60)
