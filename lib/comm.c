@@ -417,15 +417,18 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     /* its trials start where the first's end: the two never time the same calls */
     tt_pick_init(&c->pick_sc, "TUTTI_SHM_SINGLE_COPY", TT_PICK_FIRST + 2 * TT_PICK_TRIAL,
                  TT_PICK_MIN_SINGLE);
-    /* Where ranks outnumber cores the cores are what every call waits for, and one copy does
-     * half the copying: start there, and leave it only for two copies 30% faster. A leaf of a
-     * gather, timing its own send, cannot see that the root's copying is the whole call, and
-     * the scheduler's noise is larger than 15% (4 ranks on 2 cores, 2026-12-02: gather of 4
-     * MiB 250-270 us by one copy, 370-420 us by two, and a trial from two copies kept two;
-     * from one copy with a 15% margin, one rank in three runs of a 256 KiB ring exchange
-     * left it for two copies, 50 against 64 us). */
+    /* Where ranks outnumber cores the cores are what every call waits for, and from 64 KiB
+     * (the picker's size: an all-gather's or broadcast's whole buffer, a batch's largest
+     * message) one copy, which does half the copying, wins or ties: start there, and leave it
+     * only for two copies 30% faster. A leaf of a gather, timing its own send, cannot see that the root's
+     * copying is the whole call, and the scheduler's noise is larger than 15% (4 ranks on 2
+     * cores, 2026-12-02: gather of 4 MiB 250-270 us by one copy, 370-420 us by two, and a
+     * trial from two copies kept two; from one copy with a 15% margin, one rank in three runs
+     * of a 256 KiB ring exchange left it for two copies, 50 against 64 us). Smaller calls
+     * start on two copies: there a sender that need not wait for its receiver's copy wins
+     * (scatter of 8-16 KiB messages: 2.5-3.2 us by two copies, 5.0-6.7 by one). */
     if (c->sleepy)
-        tt_pick_prefer(&c->pick_sc, 1, 0.7);
+        tt_pick_prefer(&c->pick_sc, 1, 0.7, (size_t)64 << 10);
     for (int k = 0; k < c->nranks; k++)
         if (c->topo.ring[k] == c->rank)
             pos = k;

@@ -19,18 +19,22 @@ void tt_pick_init(struct tt_pick *p, const char *knob, uint32_t first, size_t mi
     p->first = first;
     p->min = min;
     p->prefer = -1;
+    p->prefer_from = TT_PICK_CLASSES;
     if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
         p->forced = v[0] - '0';
     else if (strcmp(v, "auto") != 0)
         TT_WARN(TT_SUB_TUNE, "%s='%s' is not auto, 0 or 1; using auto", knob, v);
 }
 
-void tt_pick_prefer(struct tt_pick *p, int way, double margin)
+void tt_pick_prefer(struct tt_pick *p, int way, double margin, size_t from)
 {
     p->prefer = way != 0;
     p->prefer_margin = margin;
+    p->prefer_from = 0;
+    while (p->prefer_from < TT_PICK_CLASSES && (p->min << p->prefer_from) < from)
+        p->prefer_from++;
     for (int k = 0; k < TT_PICK_KINDS; k++)
-        for (int c = 0; c < TT_PICK_CLASSES; c++)
+        for (int c = p->prefer_from; c < TT_PICK_CLASSES; c++)
             p->cls[k][c].way = (uint8_t)p->prefer;
 }
 
@@ -100,11 +104,12 @@ static double median(const float *t)
 int tt_pick_done(struct tt_pick *p, int token, double seconds, int ok)
 {
     struct tt_pick_class *c;
-    int way = token & 1, other;
+    int way = token & 1, other, preferred;
 
     if (token < 0 || !ok)
         return 0;
     c = &p->cls[(token >> 1) / TT_PICK_CLASSES][(token >> 1) % TT_PICK_CLASSES];
+    preferred = (token >> 1) % TT_PICK_CLASSES >= p->prefer_from && c->way == p->prefer;
     if (c->seen[way] >= TT_PICK_TRIAL)
         return 0;
     c->t[way][c->seen[way]++] = (float)seconds;
@@ -114,8 +119,7 @@ int tt_pick_done(struct tt_pick *p, int token, double seconds, int ok)
     c->med[1] = median(c->t[1]);
     other = !c->way;
     c->seen[0] = c->seen[1] = 0;
-    if (!(c->med[other] <
-          (c->way == p->prefer ? p->prefer_margin : TT_PICK_MARGIN) * c->med[c->way]))
+    if (!(c->med[other] < (preferred ? p->prefer_margin : TT_PICK_MARGIN) * c->med[c->way]))
         return 0;
     c->way = (uint8_t)other;
     return 1;

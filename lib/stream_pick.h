@@ -35,8 +35,8 @@
  * address or through a slot alike). The second picker's
  * trials start where the first's end, so no call is timed by both.
  *
- * Where ranks outnumber cores, the single-copy picker starts on one copy and leaves it only
- * for two copies 30% faster (tt_pick_prefer; comm.c says why).
+ * Where ranks outnumber cores, the single-copy picker starts calls of 64 KiB and more on one
+ * copy and leaves it only for two copies 30% faster (tt_pick_prefer; comm.c says why).
  *
  * The knobs: auto (the trial), 0 (never), 1 (always).
  */
@@ -66,10 +66,11 @@ struct tt_pick_class {
 };
 
 struct tt_pick {
-    int forced;     /* -1: measure; 0 or 1: that way always */
-    size_t min;     /* calls of fewer bytes take way 0, untimed; classes start here */
-    uint32_t first; /* a class's first trial starts at this call (0-based) */
-    int prefer;     /* tt_pick_prefer's way, or -1 */
+    int forced;      /* -1: measure; 0 or 1: that way always */
+    size_t min;      /* calls of fewer bytes take way 0, untimed; classes start here */
+    uint32_t first;  /* a class's first trial starts at this call (0-based) */
+    int prefer;      /* tt_pick_prefer's way, or -1 */
+    int prefer_from; /* for classes from this one on */
     double prefer_margin;
     struct tt_pick_class cls[TT_PICK_KINDS][TT_PICK_CLASSES];
 };
@@ -80,10 +81,10 @@ struct tt_pick {
  * each); calls of `min` bytes and more (a power of two) are picked for. */
 void tt_pick_init(struct tt_pick *p, const char *knob, uint32_t first, size_t min);
 
-/* Start every class on `way` (tt_pick_init: 0) and leave it only for a way whose median is
- * below `margin` times its own (TT_PICK_MARGIN for the way back): a prior for where the trial
- * is noisier than the gap it looks for. */
-void tt_pick_prefer(struct tt_pick *p, int way, double margin);
+/* Start every class of `from` bytes and more on `way` (tt_pick_init: 0) and leave it only for a
+ * way whose median is below `margin` times its own (TT_PICK_MARGIN for the way back): a prior
+ * for where the trial is noisier than the gap it looks for. */
+void tt_pick_prefer(struct tt_pick *p, int way, double margin, size_t from);
 
 /*
  * The way for a call of collective `kind` (enum tt_coll) moving `bytes`: 0 ordinary stores, 1

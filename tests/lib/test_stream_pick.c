@@ -311,8 +311,9 @@ static int run_calls(struct tt_pick *p, int calls, const double cost[2], int *ch
     return way;
 }
 
-/* A preferred way (single copy where ranks outnumber cores): every class starts there and
- * leaves it only for a way below the preferred margin; the way back needs the usual one. */
+/* A preferred way (single copy where ranks outnumber cores): every class from the given size
+ * on starts there and leaves it only for a way below the preferred margin; the way back needs
+ * the usual one. Smaller classes start on way 0 with the usual margin. */
 Test(stream_pick, a_preferred_way_needs_its_own_margin_to_leave)
 {
     struct tt_pick p;
@@ -320,10 +321,12 @@ Test(stream_pick, a_preferred_way_needs_its_own_margin_to_leave)
     int changes = 0, timed, changed;
 
     init(&p, NULL);
-    tt_pick_prefer(&p, 1, 0.7);
+    tt_pick_prefer(&p, 1, 0.7, 256 * KIB);
     cr_assert(call(&p, 1 << 20, near, 1, &timed, &changed) == 1, "did not start on way 1");
     cr_assert(call_kind(&p, 5, 256 * KIB, near, 1, &timed, &changed) == 1,
               "another collective and size did not start on way 1");
+    cr_assert(call_kind(&p, 5, 128 * KIB, near, 1, &timed, &changed) == 0,
+              "a size below the preference's did not start on way 0");
     /* way 0 20% faster: not enough to leave the preferred way, trial after trial */
     cr_assert(run_calls(&p, 3 * TT_PICK_PERIOD, near, &changes) == 1 && changes == 0,
               "left the preferred way for a 20%% gain (%d change(s))", changes);
