@@ -420,8 +420,8 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     /* Where ranks outnumber cores the cores are what every call waits for, and from 64 KiB
      * (the picker's size: an all-gather's or broadcast's whole buffer, a batch's largest
      * message) one copy, which does half the copying, wins or ties: start there, and leave it
-     * only for two copies 30% faster. A leaf of a gather, timing its own send, cannot see that the root's
-     * copying is the whole call, and the scheduler's noise is larger than 15% (4 ranks on 2
+     * only for two copies 30% faster. A leaf of a gather, timing its own send, cannot see that the
+     * root's copying is the whole call, and the scheduler's noise is larger than 15% (4 ranks on 2
      * cores, 2026-12-02: gather of 4 MiB 250-270 us by one copy, 370-420 us by two, and a
      * trial from two copies kept two; from one copy with a 15% margin, one rank in three runs
      * of a 256 KiB ring exchange left it for two copies, 50 against 64 us). Smaller calls
