@@ -180,20 +180,33 @@ static void *fast_sender(void *arg)
     return NULL;
 }
 
+/* Open a sleepy pair, run `thread` on a thread of its own and `here` on this one, join. */
+static void both_sides(struct sleepy *s, void *(*thread)(void *), void (*here)(struct sleepy *))
+{
+    pthread_t t;
+
+    sleepy_open(s);
+    cr_assert_eq(pthread_create(&t, NULL, thread, s), 0);
+    here(s);
+    pthread_join(t, NULL);
+}
+
+/* Takes SLEEPY_MSGS messages, each a little after it came: the sender fills up and blocks. */
+static void slow_receiver(struct sleepy *s)
+{
+    for (unsigned k = 0; k < SLEEPY_MSGS; k++) {
+        while (!tt_fifo_recv_peek(&s->p.rx, &(size_t){0}))
+            tt_fifo_recv_wait(&s->p.rx, 1000000); /* the sender is never slow here */
+        usleep(200); /* long enough for the sender to fill the slots and block */
+        recv_check(&s->p, SLOT, k);
+    }
+}
+
 Test(fifo, sleepy_sender_is_woken_by_releases, .timeout = 30)
 {
     struct sleepy s;
-    pthread_t t;
 
-    sleepy_open(&s);
-    cr_assert_eq(pthread_create(&t, NULL, fast_sender, &s), 0);
-    for (unsigned k = 0; k < SLEEPY_MSGS; k++) {
-        while (!tt_fifo_recv_peek(&s.p.rx, &(size_t){0}))
-            tt_fifo_recv_wait(&s.p.rx, 1000000); /* the sender is never slow here */
-        usleep(200); /* long enough for the sender to fill the slots and block */
-        recv_check(&s.p, SLOT, k);
-    }
-    pthread_join(t, NULL);
+    both_sides(&s, fast_sender, slow_receiver);
     cr_assert_gt(s.waits, 0, "the sender never had to wait: the test proves nothing");
     free(s.p.region);
 }
@@ -217,38 +230,42 @@ static void *waiting_receiver(void *arg)
     return NULL;
 }
 
+/* Sends SLEEPY_MSGS messages, each a little later: the receiver blocks meanwhile. */
+static void slow_sender(struct sleepy *s)
+{
+    for (unsigned k = 0; k < SLEEPY_MSGS; k++) {
+        usleep(200);
+        while (!try_send(&s->p, SLOT, k))
+            tt_fifo_send_wait(&s->p.tx, 1000000);
+    }
+}
+
 Test(fifo, sleepy_receiver_is_woken_by_commits, .timeout = 30)
 {
     struct sleepy s;
-    pthread_t t;
 
-    sleepy_open(&s);
-    cr_assert_eq(pthread_create(&t, NULL, waiting_receiver, &s), 0);
-    for (unsigned k = 0; k < SLEEPY_MSGS; k++) {
-        usleep(200); /* the receiver blocks meanwhile */
-        while (!try_send(&s.p, SLOT, k))
-            tt_fifo_send_wait(&s.p.tx, 1000000);
-    }
-    pthread_join(t, NULL);
+    both_sides(&s, waiting_receiver, slow_sender);
     cr_assert(!s.corrupt, "a message arrived corrupted");
     cr_assert_gt(s.waits, 0, "the receiver never had to wait: the test proves nothing");
     free(s.p.region);
 }
 
 /* A sender blocked on a full FIFO sees the receiver give up. */
+/* Waits until every data slot is taken (the last one's cell committed), lets the sender
+ * block, and gives up. */
+static void failing_receiver(struct sleepy *s)
+{
+    while (atomic_load(&s->p.rx.ctrl->cells[NSLOTS - 1].seq) != NSLOTS)
+        usleep(1000);
+    usleep(20000);
+    tt_fifo_fail(&s->p.rx);
+}
+
 Test(fifo, sleepy_sender_is_woken_by_failure, .timeout = 30)
 {
     struct sleepy s;
-    pthread_t t;
 
-    sleepy_open(&s);
-    cr_assert_eq(pthread_create(&t, NULL, fast_sender, &s), 0);
-    /* every data slot taken (the last one's cell committed), then time to block */
-    while (atomic_load(&s.p.rx.ctrl->cells[NSLOTS - 1].seq) != NSLOTS)
-        usleep(1000);
-    usleep(20000);
-    tt_fifo_fail(&s.p.rx);
-    pthread_join(t, NULL);
+    both_sides(&s, fast_sender, failing_receiver);
     cr_assert(tt_fifo_failed(&s.p.tx));
     free(s.p.region);
 }
