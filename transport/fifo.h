@@ -217,6 +217,24 @@ static inline void tt_fifo_prefetch_write(const void *p)
 #endif
 }
 
+/* Bump futex word `word` and wake the side that sleeps on it. */
+static inline void tt_fifo_bump(_Atomic uint32_t *word)
+{
+    atomic_fetch_add_explicit(word, 1, memory_order_release);
+    syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+/* Sleepy FIFO, after publishing: wake the other side if its `sleeping` flag says it is (about
+ * to be) blocked on `word` (Dekker: publish, fence, look; the sleeper raises, fences, looks). */
+static inline void tt_fifo_wake(_Atomic uint32_t *sleeping, _Atomic uint32_t *word)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(sleeping, memory_order_relaxed)) {
+        atomic_store_explicit(sleeping, 0, memory_order_relaxed);
+        tt_fifo_bump(word);
+    }
+}
+
 static inline void tt_fifo_commit(struct tt_fifo *f, size_t bytes, uint64_t flags)
 {
     struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
@@ -230,14 +248,8 @@ static inline void tt_fifo_commit(struct tt_fifo *f, size_t bytes, uint64_t flag
     if (f->side_bytes) /* its first line: where a message of 49-64 bytes goes */
         tt_fifo_prefetch_write(f->side +
                                (size_t)((f->pos + TT_FIFO_AHEAD) % TT_FIFO_SIDES) * f->side_bytes);
-    if (f->sleepy) {
-        atomic_thread_fence(memory_order_seq_cst);
-        if (atomic_load_explicit(&f->ctrl->sleeping, memory_order_relaxed)) {
-            atomic_store_explicit(&f->ctrl->sleeping, 0, memory_order_relaxed);
-            atomic_fetch_add_explicit(&f->ctrl->wake, 1, memory_order_release);
-            syscall(SYS_futex, &f->ctrl->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
-        }
-    }
+    if (f->sleepy)
+        tt_fifo_wake(&f->ctrl->sleeping, &f->ctrl->wake);
 }
 
 static inline void tt_fifo_send_commit(struct tt_fifo *f, size_t bytes)
@@ -264,24 +276,13 @@ static inline uint64_t tt_fifo_send_commit_remote(struct tt_fifo *f, const void 
     return f->pos;
 }
 
-/* Receiver, sleepy FIFO: tail or data_tail was just stored; wake a sender blocked for room. */
-static inline void tt_fifo_wake_sender(struct tt_fifo *f)
-{
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&f->ctrl->send_sleeping, memory_order_relaxed)) {
-        atomic_store_explicit(&f->ctrl->send_sleeping, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&f->ctrl->send_wake, 1, memory_order_release);
-        syscall(SYS_futex, &f->ctrl->send_wake, FUTEX_WAKE, 1, NULL, NULL, 0);
-    }
-}
-
-/* Receiver: store tail (the cells released so far). */
+/* Receiver: store tail (the cells released so far); a sender blocked for room wakes. */
 static inline void tt_fifo_show_tail(struct tt_fifo *f)
 {
     f->shown = f->pos;
     atomic_store_explicit(&f->ctrl->tail, f->pos, memory_order_release);
     if (f->sleepy)
-        tt_fifo_wake_sender(f);
+        tt_fifo_wake(&f->ctrl->send_sleeping, &f->ctrl->send_wake);
 }
 
 static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes)
@@ -304,10 +305,8 @@ static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes)
 static inline void tt_fifo_fail(struct tt_fifo *f)
 {
     atomic_store_explicit(&f->ctrl->failed, 1, memory_order_release);
-    atomic_fetch_add_explicit(&f->ctrl->wake, 1, memory_order_release);
-    syscall(SYS_futex, &f->ctrl->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
-    atomic_fetch_add_explicit(&f->ctrl->send_wake, 1, memory_order_release);
-    syscall(SYS_futex, &f->ctrl->send_wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+    tt_fifo_bump(&f->ctrl->wake);
+    tt_fifo_bump(&f->ctrl->send_wake);
 }
 
 static inline int tt_fifo_failed(const struct tt_fifo *f)
@@ -385,7 +384,7 @@ static inline void tt_fifo_recv_release(struct tt_fifo *f)
     if (remote || f->pos - f->shown >= TT_FIFO_SHOW)
         tt_fifo_show_tail(f);
     else if (slot && f->sleepy)
-        tt_fifo_wake_sender(f);
+        tt_fifo_wake(&f->ctrl->send_sleeping, &f->ctrl->send_wake);
 }
 
 #endif
