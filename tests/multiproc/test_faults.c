@@ -184,9 +184,9 @@ static void setup(void)
     snprintf(dir, sizeof(dir), "%s", d);
 }
 
-/* Kill rank `victim` of n mid-loop; every other rank must report an error within 10 s. */
-/* `reap`: 0 leaves the victim a zombie until the survivors have exited (a launcher that waits
- * for its ranks in order): kill(pid, 0) still finds it, /proc says it is gone. */
+/* Kill rank `victim` of n mid-loop; every other rank must report an error within 10 s. `reap`
+ * 0 leaves the victim a zombie until the survivors have exited (a launcher that waits for its
+ * ranks in order): kill(pid, 0) still finds it, /proc says it is gone. */
 static void kill_one_reaping(int n, int victim, int nodes, int reap)
 {
     const char *prog[] = {getenv("FAULT_RANK"), dir, "loop", NULL};
