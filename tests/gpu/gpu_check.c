@@ -34,6 +34,9 @@
  *   gpu_check copylat  the latency of one staging copy (cudaMemcpy to / from pinned memory,
  *                      8 B to 256 KiB), every rank at once (ranks share the GPU)
  * Every rank uses device 0 (several ranks may share one GPU). Exit 0: all checks passed.
+ * GPU_CHECK_MAX_COUNT=N caps the largest counts above at N elements (the cudamock run: its
+ * "device" copies are the host's). Linked with tests/cudamock instead of CUDA's runtime, the
+ * same checks run without a GPU (gpu_check_mock, test `gpu-mock`).
  */
 #include "tutti.h"
 #include "../report.h"
@@ -55,6 +58,15 @@ int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b, siz
 int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks, void *stream);
 
 static tutti_comm_t comm;
+
+/* The largest element count a check uses: n, or less where GPU_CHECK_MAX_COUNT says so (the
+ * cudamock run keeps its host copies short). */
+static size_t big(size_t n)
+{
+    const char *v = getenv("GPU_CHECK_MAX_COUNT");
+    size_t most = v && *v ? strtoull(v, NULL, 10) : 0;
+    return most && most < n ? most : n;
+}
 
 #define CU(call)                                                                                   \
     do {                                                                                           \
@@ -91,10 +103,10 @@ static void fill(unsigned char *p, size_t bytes, size_t es, int seed)
 
 static void matrix(void)
 {
-    static const size_t counts[] = {0, 1, 4099, 1000003};
+    const size_t counts[] = {0, 1, 4099, big(1000003)};
     /* One allocation of the largest size, reused: a cudaFree per case waits for the whole
      * device, and with several processes on one GPU that wait is most of the run. */
-    size_t most = 1000003 * 8 * (size_t)nranks + 1;
+    size_t most = counts[3] * 8 * (size_t)nranks + 1;
     unsigned char *hs = malloc(most), *hr = malloc(most), *got = malloc(most);
     void *ds, *dr;
     tutti_stream_t ws;
@@ -345,7 +357,7 @@ static void kinds(void)
 /* Device buffers in point-to-point calls. */
 static void p2p(void)
 {
-    size_t sizes[] = {0, 1, 4099, 3000017};
+    size_t sizes[] = {0, 1, 4099, big(3000017)};
     int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
 
     cudaStream_t cs;
@@ -473,7 +485,7 @@ static void p2p(void)
 /* The kernels against expectations computed without tutti: inputs of "ranks" 0 and 1. */
 static void kernels(void)
 {
-    size_t counts[] = {1, 7, 1000, 1000003};
+    size_t counts[] = {1, 7, 1000, big(1000003)};
     unsigned char table[VAL_MAX_PERIOD * 8];
     size_t checked = 0;
 

@@ -1,0 +1,86 @@
+/*
+ * kernels.c -- lib/cuda/kernels.h on cudamock: each "kernel" is the host reduction of
+ * lib/reduce.c, queued on the stream (cudamock_launch) after the checks a launch makes (the
+ * dtype and op) and the ones a GPU's memory system would (every pointer in device memory).
+ */
+#include "cudamock.h"
+
+#include "../../lib/cuda/kernels.h"
+#include "../../lib/reduce.h"
+
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+
+struct reduce_args {
+    tt_reduce_fn fn;
+    void *dst, *dst2;
+    const void *a, *b;
+    size_t n;
+};
+
+static void run_reduce(void *arg)
+{
+    struct reduce_args *r = arg;
+    r->fn(r->dst, r->dst2, r->a, r->b, r->n);
+    free(r);
+}
+
+int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b, size_t count,
+                        tutti_dtype_t dtype, tutti_op_t op, void *stream)
+{
+    tt_reduce_fn fn = tt_reduce_kernel(dtype, op);
+    size_t bytes = count * tutti_dtype_size(dtype);
+    struct reduce_args *r;
+
+    if (!fn)
+        return cudaErrorInvalidValue;
+    if (count == 0)
+        return 0;
+    if (!cudamock_device_range(dst, bytes, "reduction kernel, dst") ||
+        (dst2 && !cudamock_device_range(dst2, bytes, "reduction kernel, dst2")) ||
+        !cudamock_device_range(a, bytes, "reduction kernel, a") ||
+        !cudamock_device_range(b, bytes, "reduction kernel, b"))
+        return cudaErrorIllegalAddress;
+    r = malloc(sizeof(*r));
+    if (!r)
+        return cudaErrorMemoryAllocation;
+    *r = (struct reduce_args){fn, dst, dst2, a, b, count};
+    return cudamock_launch(stream, run_reduce, r);
+}
+
+int tt_cuda_reduce(void *dst, const void *a, const void *b, size_t count, tutti_dtype_t dtype,
+                   tutti_op_t op, void *stream)
+{
+    return tt_cuda_reduce_copy(dst, NULL, a, b, count, dtype, op, stream);
+}
+
+struct divide_args {
+    tutti_dtype_t dtype;
+    void *buf;
+    size_t n;
+    int ranks;
+};
+
+static void run_divide(void *arg)
+{
+    struct divide_args *d = arg;
+    tt_postop_avg(d->dtype, d->buf, d->n, d->ranks);
+    free(d);
+}
+
+int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks, void *stream)
+{
+    struct divide_args *d;
+
+    if (!tt_reduce_kernel(dtype, TUTTI_SUM) || ranks <= 0)
+        return cudaErrorInvalidValue;
+    if (count == 0)
+        return 0;
+    if (!cudamock_device_range(buf, count * tutti_dtype_size(dtype), "division kernel"))
+        return cudaErrorIllegalAddress;
+    d = malloc(sizeof(*d));
+    if (!d)
+        return cudaErrorMemoryAllocation;
+    *d = (struct divide_args){dtype, buf, count, ranks};
+    return cudamock_launch(stream, run_divide, d);
+}
