@@ -10,7 +10,9 @@
  *   gpu_check order [async]  on a wrapped CUDA stream: a slow kernel fills the inputs, the
  *                      all-reduces queued behind it (4 MiB, 4 KiB, 4 MiB again) must see the
  *                      filled values, a kernel queued after them must see their result; with
- *                      `async` the calls must also return before the fill has finished
+ *                      `async` the calls must also return before the fill has finished; then
+ *                      an all-reduce on the NULL stream after a slow fill on CUDA's default
+ *                      stream must see the fill and return with its result in place
  *   gpu_check p2p      tutti_send/tutti_recv on device buffers: a ring exchange in a group
  *                      (0, 1, 4099 and 3M+17 int32, beside 7 int32 on host memory) and an
  *                      all-to-all (self included), on the NULL stream,
@@ -250,6 +252,20 @@ static void order(int async)
     if (async && t_call > t_done / 2)
         fail("order: the all-reduce calls took %.3f s of the %.3f s: they did not return at once",
              t_call, t_done);
+    /* The NULL stream: a kernel queued on CUDA's default stream before the call is seen by
+     * it, and the call returns with its result in place (the copy below does not wait for
+     * the communicator's own stream). */
+    if (gpu_slow_fill(d2, m, (float)(rank + 1), 200000000ll, NULL) != 0) /* ~0.1 s */
+        fail("slow_fill launch on the default stream");
+    if (tutti_all_reduce(d2, d2, m, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL) != TUTTI_SUCCESS)
+        fail("all_reduce on the NULL stream: %s", tutti_last_error());
+    CU(cudaMemcpy(h, d2, m * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < m; i++)
+        if (h[i] != sum) {
+            fail("order: on the NULL stream, element %zu is %g, want %g (fill, all-reduce)", i,
+                 h[i], (double)sum);
+            break;
+        }
     printf("rank %d: stream order holds (calls returned after %.3f s, work done after %.3f s)\n",
            rank, t_call, t_done);
     tutti_stream_destroy(ws);
