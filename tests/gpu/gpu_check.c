@@ -14,8 +14,10 @@
  *                      an all-reduce on the NULL stream after a slow fill on CUDA's default
  *                      stream must see the fill and return with its result in place
  *   gpu_check p2p      tutti_send/tutti_recv on device buffers: a ring exchange in a group
- *                      (0, 1, 4099 and 3M+17 int32, beside 7 int32 on host memory) and an
- *                      all-to-all (self included), on the NULL stream,
+ *                      (0, 1, 4099 and 3M+17 int32, beside 7 int32 on host memory), an
+ *                      all-to-all (self included) as a group, by tutti_all_to_all and by
+ *                      tutti_all_to_allv (blocks placed in reverse), a gather and a scatter,
+ *                      on the NULL stream,
  *                      with the buffers registered (tutti_comm_register), and on a wrapped
  *                      CUDA stream, against values computed on the host from (rank, index)
  *   gpu_check mix      a device sendbuf with a host recvbuf is refused naming both kinds
@@ -60,6 +62,8 @@ int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b, siz
 int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks, void *stream);
 
 static tutti_comm_t comm;
+
+#define MAX_RANKS 64 /* p2p's all-to-allv count arrays */
 
 /* The largest element count a check uses: n, or less where GPU_CHECK_MAX_COUNT says so (the
  * cudamock run keeps its host copies short). */
@@ -379,6 +383,10 @@ static void p2p(void)
     cudaStream_t cs;
     tutti_stream_t ws;
 
+    if (nranks > MAX_RANKS) {
+        fail("p2p: at most %d ranks", MAX_RANKS);
+        exit(1);
+    }
     CU(cudaStreamCreate(&cs));
     if (tutti_stream_wrap_cuda(&ws, cs) != TUTTI_SUCCESS) {
         fail("p2p: tutti_stream_wrap_cuda: %s", tutti_last_error());
@@ -463,6 +471,31 @@ static void p2p(void)
                     j = nranks;
                     break;
                 }
+        /* The same through tutti_all_to_all, then tutti_all_to_allv placing block j at
+         * n-1-j. */
+        for (int v = 0; v < 2; v++) {
+            size_t cnt[MAX_RANKS], sd[MAX_RANKS], rd[MAX_RANKS];
+            tutti_result_t rc;
+            for (int j = 0; j < nranks; j++)
+                cnt[j] = blk, sd[j] = (size_t)j * blk, rd[j] = (size_t)(nranks - 1 - j) * blk;
+            CU(cudaMemset(dr, 0, all * 8));
+            rc = v ? tutti_all_to_allv(ds, cnt, sd, dr, cnt, rd, TUTTI_INT64, comm, st)
+                   : tutti_all_to_all(ds, dr, blk, TUTTI_INT64, comm, st);
+            if (rc != TUTTI_SUCCESS || (st && tutti_stream_sync(st) != TUTTI_SUCCESS))
+                fail("p2p: %s (pass %d): %s", v ? "all_to_allv" : "all_to_all", reg,
+                     tutti_comm_last_error(comm));
+            CU(cudaMemcpy(h, dr, all * 8, cudaMemcpyDeviceToHost));
+            for (int j = 0; j < nranks; j++) {
+                size_t at = (size_t)(v ? nranks - 1 - j : j) * blk;
+                for (size_t i = 0; i < blk; i++)
+                    if (h[at + i] != (int64_t)j * 1000000 + rank * 1000 + (int64_t)i) {
+                        fail("p2p: %s (pass %d): block from rank %d element %zu",
+                             v ? "all_to_allv" : "all_to_all", reg, j, i);
+                        j = nranks;
+                        break;
+                    }
+            }
+        }
         /* Gather to the last rank, then scatter from rank 0, on device buffers: block j of
          * the root's n blocks belongs to rank j (ds holds this rank's own blocks from above). */
         int root = nranks - 1;
