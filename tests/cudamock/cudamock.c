@@ -375,6 +375,11 @@ static int push_wait_stream(struct CUstream_st *s, struct CUstream_st *other, ui
  */
 static cudaError_t enqueue_locked(struct CUstream_st *s, struct op *o)
 {
+    if (s->destroyed) {
+        fprintf(stderr, "cudamock: work queued on a destroyed stream\n");
+        free(o);
+        return cudaErrorInvalidResourceHandle;
+    }
     if (s->capturing) {
         fprintf(stderr, "cudamock: work queued on a stream being captured into a graph "
                         "(not modelled: tutti must refuse such calls before queueing)\n");
