@@ -216,6 +216,7 @@ static tutti_result_t enqueue(struct tutti_comm *comm, struct tt_work *w, tutti_
     struct item *it = calloc(1, sizeof(*it));
     struct tt_work host = {.kind = TT_WORK_HOST, .comm = comm, .fn = run_item, .arg = it};
     tutti_result_t rc;
+    uint32_t n; /* the call's number: once pushed, the runner may run and free it at once */
     int e;
 
     if (!it) {
@@ -224,7 +225,7 @@ static tutti_result_t enqueue(struct tutti_comm *comm, struct tt_work *w, tutti_
     }
     *it = (struct item){.w = *w, .s = s};
     pthread_mutex_lock(&queue_lock);
-    it->n = ++comm->cuda_seq;
+    n = it->n = ++comm->cuda_seq;
     rc = tt_stream_push(comm->cuda_runner, &host);
     if (rc != TUTTI_SUCCESS)
         comm->cuda_seq--;
@@ -234,8 +235,8 @@ static tutti_result_t enqueue(struct tutti_comm *comm, struct tt_work *w, tutti_
         free(it);
         return rc;
     }
-    /* The runner may have run it already: then the wait passes at once. */
-    e = queue_wait(comm, tt_stream_cuda_handle(s), it->n);
+    /* The runner may have run it already (and freed it): then the wait passes at once. */
+    e = queue_wait(comm, tt_stream_cuda_handle(s), n);
     if (e != 0) /* the call still runs, but s would not wait for it */
         return tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
                                                "%s: queueing the wait on the CUDA stream failed "
