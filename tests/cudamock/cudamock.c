@@ -218,6 +218,9 @@ struct CUstream_st {
     int legacy;
     int capturing;
     int destroyed;
+    int id;            /* in the order streams were made: 0 is the legacy default stream */
+    double since;      /* when the running operation started; 0: none runs */
+    uint64_t reported; /* the operation last reported as stalled (its number) */
     pthread_t thread;
     struct CUstream_st *next_stream;
 };
@@ -237,6 +240,7 @@ struct CUgraph_st {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t moved = PTHREAD_COND_INITIALIZER;
 static struct CUstream_st *streams, *legacy_stream;
+static int nstreams;
 
 static void event_unref(struct CUevent_st *e)
 {
@@ -255,7 +259,9 @@ static void *stream_main(void *arg)
             pthread_cond_wait(&moved, &lock);
         if (!(o = s->head))
             break;
+        s->since = now();
         o->run(s, o);
+        s->since = 0;
         s->head = o->next;
         if (!s->head)
             s->tail = NULL;
@@ -320,21 +326,83 @@ static struct CUstream_st *stream_new(int blocking, int legacy)
     }
     pthread_detach(s->thread);
     pthread_mutex_lock(&lock);
+    s->id = nstreams++;
     s->next_stream = streams;
     streams = s;
     pthread_mutex_unlock(&lock);
     return s;
 }
 
+/*
+ * A stream whose operation has run for CUDAMOCK_STALL_S seconds (default 20) is reported
+ * once, with every stream's state: a hang on the mock then says where it is (a rank stuck in
+ * a CUDA wait never reaches tutti's own TUTTI_TIMEOUT).
+ */
+static void describe(const struct CUstream_st *t, double at)
+{
+    const struct op *o = t->head;
+
+    fprintf(stderr, "cudamock:   stream %d (%s%s): %llu queued, %llu done", t->id,
+            t->legacy     ? "legacy default"
+            : t->blocking ? "blocking"
+                          : "non-blocking",
+            t->destroyed ? ", destroyed" : "", (unsigned long long)t->queued,
+            (unsigned long long)t->done);
+    if (o && t->since > 0)
+        fprintf(stderr, "; running for %.1f s: ", at - t->since);
+    else if (o)
+        fprintf(stderr, "; next: ");
+    if (!o)
+        fprintf(stderr, "; idle\n");
+    else if (o->other)
+        fprintf(stderr, "a wait for stream %d to reach %llu\n", o->other->id,
+                (unsigned long long)o->until);
+    else if (o->addr)
+        fprintf(stderr, "a wait for the value at %p (now %u) to reach %u\n", (void *)o->addr,
+                (unsigned)*o->addr, (unsigned)o->value);
+    else if (o->ev)
+        fprintf(stderr, "an event record\n");
+    else
+        fprintf(stderr, "%s\n", o->host_fn ? "a host function" : "a kernel or a copy");
+}
+
+static void *watchdog(void *arg)
+{
+    const char *v = getenv("CUDAMOCK_STALL_S");
+    double limit = v && *v ? atof(v) : 20.0;
+
+    (void)arg;
+    for (;;) {
+        struct timespec ts = {1, 0};
+        double at;
+        nanosleep(&ts, NULL);
+        at = now();
+        pthread_mutex_lock(&lock);
+        for (struct CUstream_st *t = streams; t; t = t->next_stream)
+            if (t->since > 0 && at - t->since > limit && t->reported != t->done + 1) {
+                t->reported = t->done + 1;
+                fprintf(stderr, "cudamock: pid %d: stream %d stalled; every stream:\n",
+                        (int)getpid(), t->id);
+                for (struct CUstream_st *u = streams; u; u = u->next_stream)
+                    describe(u, at);
+            }
+        pthread_mutex_unlock(&lock);
+    }
+    return NULL;
+}
+
 static pthread_once_t legacy_once = PTHREAD_ONCE_INIT;
 
 static void legacy_make(void)
 {
+    pthread_t w;
+
     legacy_stream = stream_new(1, 1);
-    if (!legacy_stream) {
+    if (!legacy_stream || pthread_create(&w, NULL, watchdog, NULL) != 0) {
         fprintf(stderr, "cudamock: cannot start the default stream's thread\n");
         abort();
     }
+    pthread_detach(w);
 }
 
 /* A handle as a stream: NULL, cudaStreamLegacy and cudaStreamPerThread are the default one. */
