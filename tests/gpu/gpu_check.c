@@ -112,7 +112,7 @@ static void matrix(void)
     const size_t counts[] = {0, 1, 4099, big(1000003)};
     /* One allocation of the largest size, reused: a cudaFree per case waits for the whole
      * device, and with several processes on one GPU that wait is most of the run. */
-    size_t most = counts[3] * 8 * (size_t)nranks + 1;
+    size_t most = (counts[3] > counts[2] ? counts[3] : counts[2]) * 8 * (size_t)nranks + 1;
     unsigned char *hs = malloc(most), *hr = malloc(most), *got = malloc(most);
     void *ds, *dr;
     tutti_stream_t ws;
