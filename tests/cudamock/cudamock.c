@@ -20,7 +20,8 @@
  * - a host function (cudaLaunchHostFunc) that makes a CUDA call is refused loudly
  *   (cudaErrorNotPermitted), as CUDA may refuse it, or deadlock;
  * - kernels (cudamock_launch) check that their pointers are device or mapped memory, where a
- *   GPU would fault.
+ *   GPU would fault; cudamock_fail_launches(n) makes the next n launches fail, so that tests
+ *   can see what a failing kernel does to a collective.
  * What it does not: time-slicing between processes, copy engines, performance of any kind,
  * several devices, managed memory, graphs (a captured graph is empty).
  */
@@ -32,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +72,8 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorNoDevice: return "no CUDA-capable device is detected (cudamock)";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle (cudamock)";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered (cudamock)";
+    case cudaErrorLaunchFailure: return "unspecified launch failure (cudamock)";
+    case cudaErrorNotPermitted: return "operation not permitted (cudamock)";
     case cudaErrorStreamCaptureUnsupported:
         return "operation not permitted when stream is capturing (cudamock)";
     default: return "unknown error (cudamock)";
@@ -514,6 +518,13 @@ static void device_wait(void)
     pthread_mutex_unlock(&lock);
 }
 
+static _Atomic int failing_launches;
+
+void cudamock_fail_launches(int n)
+{
+    atomic_store(&failing_launches, n);
+}
+
 int cudamock_launch(void *stream, void (*fn)(void *), void *arg)
 {
     cudaError_t e;
@@ -521,6 +532,11 @@ int cudamock_launch(void *stream, void (*fn)(void *), void *arg)
     if (refused_in_host_fn("a kernel launch")) {
         free(arg);
         return cudaErrorNotPermitted;
+    }
+    if (atomic_load(&failing_launches) > 0 && atomic_fetch_sub(&failing_launches, 1) > 0) {
+        fprintf(stderr, "cudamock: pid %d: a kernel launch fails, as asked\n", (int)getpid());
+        free(arg);
+        return ret(cudaErrorLaunchFailure);
     }
     e = queue_fn(stream, fn, arg, 0, NULL);
     if (e != cudaSuccess)

@@ -17,4 +17,7 @@ int cudamock_launch(void *stream, void (*fn)(void *), void *arg);
  * touch), else 0 with the reason printed. */
 int cudamock_device_range(const void *p, size_t bytes, const char *what);
 
+/* The next n kernel launches fail (cudaErrorLaunchFailure), as a kernel a GPU refuses. */
+void cudamock_fail_launches(int n);
+
 #endif

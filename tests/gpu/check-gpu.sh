@@ -87,6 +87,10 @@ t "mix" "$run" -n 2 "$check" mix
 t "capture, device path" env TUTTI_CUDA_P2P_MIN=0 "$run" -n 2 "$check" capture
 t "capture, staged" env TUTTI_CUDA_P2P=0 "$run" -n 2 "$check" capture
 t "kinds" env TUTTI_CUDA_P2P_MIN=0 TUTTI_CHECK_COLL=1 "$run" -n 3 "$check" kinds
+step "a failing kernel (cudamock only: a GPU passes it, saying so)"
+for n in 2 3; do
+    t "fault, device path, $n ranks" env TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$check" fault
+done
 step done
 if [ -n "$failed" ]; then
     echo "gpu checks FAILED:$failed"

@@ -29,6 +29,10 @@
  *                      every rank must fail the call naming the disagreement, and the
  *                      communicator must stay usable; then rank 0 sends from device memory
  *                      to rank 1's host memory: both must fail naming the device path
+ *   gpu_check fault    (cudamock only) a kernel launch fails on rank 0 inside a device-path
+ *                      all-reduce on a wrapped CUDA stream: every rank's tutti_stream_sync
+ *                      fails within 10 s, the stream waits for nothing, the communicator
+ *                      reports the error
  *   gpu_check kernels  the CUDA reduction kernels alone (one process): every dtype x op, counts
  *                      1 to 1M+3, vector-aligned and not, the fused second output, in place;
  *                      AVG through the division kernel; against tools/values.c's expectations
@@ -277,6 +281,60 @@ static void order(int async)
     cudaFree(d2);
     cudaStreamDestroy(cs);
     free(h);
+}
+
+/* cudamock's (tests/cudamock): the next n kernel launches fail. NULL on CUDA's runtime. */
+void cudamock_fail_launches(int n) __attribute__((weak));
+
+/*
+ * A kernel that fails on rank 0 in the middle of a device-path all-reduce on a wrapped CUDA
+ * stream: the call has returned at once, so the failure surfaces in tutti_stream_sync, on
+ * every rank (rank 0: the launch; the others: rank 0 gave up on their connections), within
+ * seconds, and no CUDA stream is left waiting; each communicator reports the error. Needs
+ * cudamock to make the launch fail: on a GPU it says so and passes.
+ */
+static void fault(void)
+{
+    size_t n = 1 << 16;
+    float *d;
+    cudaStream_t cs;
+    tutti_stream_t ws;
+    tutti_result_t rc, err = TUTTI_SUCCESS;
+    char msg[256] = "";
+    double t0, took;
+
+    if (!cudamock_fail_launches) {
+        printf("rank %d: fault: not run (it needs cudamock to make a kernel fail)\n", rank);
+        return;
+    }
+    CU(cudaStreamCreate(&cs));
+    CU(cudaMalloc((void **)&d, n * sizeof(float)));
+    CU(cudaMemset(d, 0, n * sizeof(float)));
+    if (tutti_stream_wrap_cuda(&ws, cs) != TUTTI_SUCCESS) {
+        fail("fault: tutti_stream_wrap_cuda: %s", tutti_last_error());
+        return;
+    }
+    tutti_barrier(comm, NULL);
+    if (rank == 0)
+        cudamock_fail_launches(1);
+    t0 = now();
+    rc = tutti_all_reduce(d, d, n, TUTTI_FLOAT32, TUTTI_SUM, comm, ws);
+    if (rc == TUTTI_SUCCESS)
+        rc = tutti_stream_sync(ws);
+    took = now() - t0;
+    if (rc == TUTTI_SUCCESS)
+        fail("fault: an all-reduce whose kernel failed on rank 0 succeeded");
+    else if (took > 10.0)
+        fail("fault: the failure took %.1f s to surface", took);
+    else
+        printf("rank %d: failed after %.2f s: %s\n", rank, took, tutti_last_error());
+    if (tutti_comm_get_error(comm, &err, msg, sizeof(msg)) != TUTTI_SUCCESS || err == TUTTI_SUCCESS)
+        fail("fault: the communicator reports no error after the failure");
+    if (cudaStreamQuery(cs) != cudaSuccess) /* the stream waits for nothing any more */
+        fail("fault: the CUDA stream is still busy after tutti_stream_sync");
+    tutti_stream_destroy(ws);
+    cudaFree(d);
+    cudaStreamDestroy(cs);
 }
 
 /* Calls on a wrapped CUDA stream that is being captured into a graph are refused, and the
@@ -704,11 +762,14 @@ int main(int argc, char **argv)
         kinds();
     else if (!strcmp(mode, "capture"))
         capture();
+    else if (!strcmp(mode, "fault"))
+        fault();
     else if (!strcmp(mode, "copylat"))
         copy_latency();
     else {
-        fprintf(stderr, "usage: gpu_check "
-                        "probe|kernels|matrix|order [async]|p2p|mix|kinds|capture|copylat|bench\n");
+        fprintf(stderr,
+                "usage: gpu_check "
+                "probe|kernels|matrix|order [async]|p2p|mix|kinds|capture|fault|copylat|bench\n");
         return 2;
     }
     tutti_comm_destroy(comm);
