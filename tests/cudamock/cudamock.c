@@ -205,7 +205,8 @@ struct op {
     op_fn run;
     void (*fn)(void *); /* kernels, copies, host functions: fn(arg) */
     void *arg;
-    int host_fn;               /* a host function: it may make no CUDA call */
+    int host_fn;               /* a host function: it may make no CUDA call; else arg is a
+                                * copy of a kernel's or a copy's arguments, freed after it */
     struct CUstream_st *other; /* a wait for another stream to reach `until` */
     uint64_t until;
     const volatile uint32_t *addr; /* a wait for *addr to reach `value` (cyclic >=) */
@@ -285,6 +286,8 @@ static void run_fn(struct CUstream_st *s, struct op *o)
     in_host_fn = o->host_fn;
     o->fn(o->arg);
     in_host_fn = 0;
+    if (!o->host_fn)
+        free(o->arg);
     pthread_mutex_lock(&lock);
 }
 
@@ -486,14 +489,23 @@ static cudaError_t enqueue(struct CUstream_st *s, struct op *o, uint64_t *seq)
     return e;
 }
 
-static cudaError_t queue_fn(cudaStream_t h, void (*fn)(void *), void *arg, int host_fn,
+/* Queue fn on h: a host function (fn(arg)), or a kernel or copy (fn on a copy of the `size`
+ * bytes at arg, freed once it has run). */
+static cudaError_t queue_fn(cudaStream_t h, void (*fn)(void *), void *arg, int host_fn, size_t size,
                             uint64_t *seq)
 {
     struct op *o = calloc(1, sizeof(*o));
+    void *copy = host_fn ? arg : malloc(size);
 
-    if (!o)
+    if (!o || !copy) {
+        free(o);
+        if (!host_fn)
+            free(copy);
         return cudaErrorMemoryAllocation;
-    *o = (struct op){.run = run_fn, .fn = fn, .arg = arg, .host_fn = host_fn};
+    }
+    if (!host_fn)
+        memcpy(copy, arg, size);
+    *o = (struct op){.run = run_fn, .fn = fn, .arg = copy, .host_fn = host_fn};
     return enqueue(S(h), o, seq);
 }
 
@@ -525,23 +537,15 @@ void cudamock_fail_launches(int n)
     atomic_store(&failing_launches, n);
 }
 
-int cudamock_launch(void *stream, void (*fn)(void *), void *arg)
+int cudamock_launch(void *stream, void (*fn)(void *), const void *args, size_t size)
 {
-    cudaError_t e;
-
-    if (refused_in_host_fn("a kernel launch")) {
-        free(arg);
+    if (refused_in_host_fn("a kernel launch"))
         return cudaErrorNotPermitted;
-    }
     if (atomic_load(&failing_launches) > 0 && atomic_fetch_sub(&failing_launches, 1) > 0) {
         fprintf(stderr, "cudamock: pid %d: a kernel launch fails, as asked\n", (int)getpid());
-        free(arg);
         return ret(cudaErrorLaunchFailure);
     }
-    e = queue_fn(stream, fn, arg, 0, NULL);
-    if (e != cudaSuccess)
-        free(arg);
-    return ret(e);
+    return ret(queue_fn(stream, fn, (void *)args, 0, size, NULL));
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
@@ -615,7 +619,7 @@ cudaError_t cudaDeviceSynchronize(void)
 cudaError_t cudaLaunchHostFunc(cudaStream_t h, cudaHostFn_t fn, void *data)
 {
     GUARD();
-    return ret(queue_fn(h, fn, data, 1, NULL));
+    return ret(queue_fn(h, fn, data, 1, 0, NULL));
 }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t h, enum cudaStreamCaptureMode mode)
@@ -802,22 +806,13 @@ static void do_copy(void *arg)
         memmove(c->dst, c->src, c->bytes);
     else
         memset(c->dst, c->value, c->bytes);
-    free(c);
 }
 
 static cudaError_t copy_async(void *dst, const void *src, size_t bytes, int value, cudaStream_t h,
                               uint64_t *seq)
 {
-    struct copy *c = malloc(sizeof(*c));
-    cudaError_t e;
-
-    if (!c)
-        return ret(cudaErrorMemoryAllocation);
-    *c = (struct copy){dst, src, bytes, value};
-    e = queue_fn(h, do_copy, c, 0, seq);
-    if (e != cudaSuccess)
-        free(c);
-    return ret(e);
+    struct copy c = {dst, src, bytes, value};
+    return ret(queue_fn(h, do_copy, &c, 0, sizeof(c), seq));
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,

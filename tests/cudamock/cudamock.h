@@ -8,10 +8,10 @@
 
 #include <stddef.h>
 
-/* Queue fn(arg) on `stream` (a cudaStream_t; NULL: the legacy default stream) as a kernel:
- * it runs on the stream's thread in stream order. Returns a cudaError_t (0: queued); fn owns
- * arg whether it was queued or not (on failure it is freed here). */
-int cudamock_launch(void *stream, void (*fn)(void *), void *arg);
+/* Queue fn on `stream` (a cudaStream_t; NULL: the legacy default stream) as a kernel: it
+ * runs on the stream's thread in stream order, on a copy of the `size` bytes of arguments at
+ * `args` (freed after it). Returns a cudaError_t (0: queued). */
+int cudamock_launch(void *stream, void (*fn)(void *), const void *args, size_t size);
 
 /* 1 when [p, p + bytes) lies in device memory or mapped pinned memory (what a kernel may
  * touch), else 0 with the reason printed. */

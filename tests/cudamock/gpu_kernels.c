@@ -5,7 +5,6 @@
 #include "cudamock.h"
 
 #include <cuda_runtime_api.h>
-#include <stdlib.h>
 #include <time.h>
 
 struct fill {
@@ -23,20 +22,15 @@ static void run_fill(void *arg)
     nanosleep(&ts, NULL);
     for (size_t i = 0; i < f->n; i++)
         f->buf[i] = f->value;
-    free(f);
 }
 
 int gpu_slow_fill(float *buf, size_t n, float value, long long spin, void *stream)
 {
-    struct fill *f;
+    struct fill f = {buf, n, value, spin};
 
     if (!cudamock_device_range(buf, n * sizeof(float), "slow_fill"))
         return cudaErrorIllegalAddress;
-    f = malloc(sizeof(*f));
-    if (!f)
-        return cudaErrorMemoryAllocation;
-    *f = (struct fill){buf, n, value, spin};
-    return cudamock_launch(stream, run_fill, f);
+    return cudamock_launch(stream, run_fill, &f, sizeof(f));
 }
 
 struct twice {
@@ -49,18 +43,13 @@ static void run_twice(void *arg)
     struct twice *t = arg;
     for (size_t i = 0; i < t->n; i++)
         t->buf[i] *= 2.0f;
-    free(t);
 }
 
 int gpu_twice(float *buf, size_t n, void *stream)
 {
-    struct twice *t;
+    struct twice t = {buf, n};
 
     if (!cudamock_device_range(buf, n * sizeof(float), "twice"))
         return cudaErrorIllegalAddress;
-    t = malloc(sizeof(*t));
-    if (!t)
-        return cudaErrorMemoryAllocation;
-    *t = (struct twice){buf, n};
-    return cudamock_launch(stream, run_twice, t);
+    return cudamock_launch(stream, run_twice, &t, sizeof(t));
 }

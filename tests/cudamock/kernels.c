@@ -9,7 +9,6 @@
 #include "../../lib/reduce.h"
 
 #include <cuda_runtime_api.h>
-#include <stdlib.h>
 
 struct reduce_args {
     tt_reduce_fn fn;
@@ -22,7 +21,6 @@ static void run_reduce(void *arg)
 {
     struct reduce_args *r = arg;
     r->fn(r->dst, r->dst2, r->a, r->b, r->n);
-    free(r);
 }
 
 int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b, size_t count,
@@ -30,7 +28,7 @@ int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b, siz
 {
     tt_reduce_fn fn = tt_reduce_kernel(dtype, op);
     size_t bytes = count * tutti_dtype_size(dtype);
-    struct reduce_args *r;
+    struct reduce_args r = {fn, dst, dst2, a, b, count};
 
     if (!fn)
         return cudaErrorInvalidValue;
@@ -41,11 +39,7 @@ int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b, siz
         !cudamock_device_range(a, bytes, "reduction kernel, a") ||
         !cudamock_device_range(b, bytes, "reduction kernel, b"))
         return cudaErrorIllegalAddress;
-    r = malloc(sizeof(*r));
-    if (!r)
-        return cudaErrorMemoryAllocation;
-    *r = (struct reduce_args){fn, dst, dst2, a, b, count};
-    return cudamock_launch(stream, run_reduce, r);
+    return cudamock_launch(stream, run_reduce, &r, sizeof(r));
 }
 
 int tt_cuda_reduce(void *dst, const void *a, const void *b, size_t count, tutti_dtype_t dtype,
@@ -65,12 +59,11 @@ static void run_divide(void *arg)
 {
     struct divide_args *d = arg;
     tt_postop_avg(d->dtype, d->buf, d->n, d->ranks);
-    free(d);
 }
 
 int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks, void *stream)
 {
-    struct divide_args *d;
+    struct divide_args d = {dtype, buf, count, ranks};
 
     if (!tt_reduce_kernel(dtype, TUTTI_SUM) || ranks <= 0)
         return cudaErrorInvalidValue;
@@ -78,9 +71,5 @@ int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks, void
         return 0;
     if (!cudamock_device_range(buf, count * tutti_dtype_size(dtype), "division kernel"))
         return cudaErrorIllegalAddress;
-    d = malloc(sizeof(*d));
-    if (!d)
-        return cudaErrorMemoryAllocation;
-    *d = (struct divide_args){dtype, buf, count, ranks};
-    return cudamock_launch(stream, run_divide, d);
+    return cudamock_launch(stream, run_divide, &d, sizeof(d));
 }
