@@ -33,6 +33,10 @@
  *                      all-reduce on a wrapped CUDA stream: every rank's tutti_stream_sync
  *                      fails within 10 s, the stream waits for nothing, the communicator
  *                      reports the error
+ *   gpu_check soak     a random sequence of collectives on device buffers, on the NULL
+ *                      stream or a wrapped CUDA stream, synchronised now and then, so that
+ *                      device-path, staged and NULL-stream calls interleave on shared buffers;
+ *                      every output exact (GPU_CHECK_SEED, GPU_CHECK_SOAK_STEPS)
  *   gpu_check kernels  the CUDA reduction kernels alone (one process): every dtype x op, counts
  *                      1 to 1M+3, vector-aligned and not, the fused second output, in place;
  *                      AVG through the division kernel; against tools/values.c's expectations
@@ -281,6 +285,151 @@ static void order(int async)
     cudaFree(d2);
     cudaStreamDestroy(cs);
     free(h);
+}
+
+/*
+ * A random sequence of collectives on device buffers, each on the NULL stream or on one
+ * wrapped CUDA stream with its input uploaded and its output downloaded on that stream.
+ * Wrapped-stream calls are synchronised only now and then, so device-path calls (the
+ * runner), staged ones (host functions on the stream) and NULL-stream ones interleave, on
+ * buffers they share. Values are small integers in float32: every output is exact. The seed
+ * comes from rank 0: GPU_CHECK_SEED, else the time; GPU_CHECK_SOAK_STEPS steps (200).
+ */
+enum { SOAK_BUFS = 3, SOAK_PENDING = 6 };
+
+struct soak_call {
+    int c, root, step;
+    size_t n;
+    float *out;
+};
+
+static float soak_val(int r, size_t i, int step)
+{
+    return (float)(r + 1 + (int)(i % 13) + step % 7);
+}
+
+static void soak_check(const struct soak_call *p, unsigned seed)
+{
+    size_t len = p->c == AG ? p->n * (size_t)nranks : p->n;
+
+    if (p->c == RD && rank != p->root)
+        return;
+    for (size_t i = 0; i < len; i++) {
+        float want = 0;
+        for (int r = 0; r < nranks; r++)
+            want += p->c == RS ? soak_val(r, (size_t)rank * p->n + i, p->step)
+                               : soak_val(r, i, p->step);
+        if (p->c == AG)
+            want = soak_val((int)(i / p->n), i % p->n, p->step);
+        else if (p->c == BC)
+            want = soak_val(p->root, i, p->step);
+        if (p->out[i] != want) {
+            fail("soak step %d (%s of %zu float32, seed %u): element %zu is %g, want %g", p->step,
+                 coll_name[p->c], p->n, seed, i, (double)p->out[i], (double)want);
+            return;
+        }
+    }
+}
+
+static unsigned soak_next(unsigned *x)
+{
+    *x = *x * 1103515245u + 12345u;
+    return *x >> 8;
+}
+
+static void soak(void)
+{
+    const char *sv = getenv("GPU_CHECK_SEED"), *kv = getenv("GPU_CHECK_SOAK_STEPS");
+    unsigned seed = sv && *sv ? (unsigned)strtoul(sv, NULL, 10) : (unsigned)time(NULL), x;
+    int steps = kv && *kv ? atoi(kv) : 200, npend = 0, slot = 0;
+    size_t most = big((size_t)1 << 18), cap = most * (size_t)nranks * sizeof(float);
+    float *ds[SOAK_BUFS], *dr[SOAK_BUFS], *in[SOAK_PENDING], *out[SOAK_PENDING];
+    struct soak_call pend[SOAK_PENDING];
+    cudaStream_t cs;
+    tutti_stream_t ws;
+
+    tutti_broadcast(&seed, &seed, 1, TUTTI_UINT32, 0, comm, NULL);
+    x = seed;
+    if (rank == 0)
+        printf("soak: seed %u (GPU_CHECK_SEED replays it), %d steps\n", seed, steps);
+    for (int b = 0; b < SOAK_BUFS; b++) {
+        CU(cudaMalloc((void **)&ds[b], cap));
+        CU(cudaMalloc((void **)&dr[b], cap));
+    }
+    for (int k = 0; k < SOAK_PENDING; k++) { /* pinned: async copies stay async */
+        CU(cudaHostAlloc((void **)&in[k], cap, cudaHostAllocDefault));
+        CU(cudaHostAlloc((void **)&out[k], cap, cudaHostAllocDefault));
+    }
+    CU(cudaStreamCreate(&cs));
+    if (tutti_stream_wrap_cuda(&ws, cs) != TUTTI_SUCCESS) {
+        fail("soak: tutti_stream_wrap_cuda: %s", tutti_last_error());
+        exit(1);
+    }
+    for (int k = 0; k < steps && !failures; k++) {
+        static const size_t fixed[] = {0, 1, 7, 4099};
+        int c = (int)(soak_next(&x) % NCOLL), root = (int)(soak_next(&x) % (unsigned)nranks);
+        int wrapped = soak_next(&x) % 3 != 0, b = (int)(soak_next(&x) % SOAK_BUFS), pick;
+        size_t n, sn, rn;
+        tutti_stream_t st = wrapped ? ws : NULL;
+        tutti_result_t rc;
+
+        pick = (int)(soak_next(&x) % 6);
+        n = pick < 4 ? fixed[pick] : pick == 4 ? soak_next(&x) % (most + 1) : most;
+        n = n < most ? n : most;
+        sn = c == RS ? n * (size_t)nranks : n;
+        rn = c == AG ? n * (size_t)nranks : n;
+        for (size_t i = 0; i < sn; i++)
+            in[slot][i] = soak_val(rank, i, k);
+        if (wrapped)
+            CU(cudaMemcpyAsync(ds[b], in[slot], sn * sizeof(float), cudaMemcpyHostToDevice, cs));
+        else
+            CU(cudaMemcpy(ds[b], in[slot], sn * sizeof(float), cudaMemcpyHostToDevice));
+        switch (c) {
+        case AR: rc = tutti_all_reduce(ds[b], dr[b], n, TUTTI_FLOAT32, TUTTI_SUM, comm, st); break;
+        case AG: rc = tutti_all_gather(ds[b], dr[b], n, TUTTI_FLOAT32, comm, st); break;
+        case RS:
+            rc = tutti_reduce_scatter(ds[b], dr[b], n, TUTTI_FLOAT32, TUTTI_SUM, comm, st);
+            break;
+        case BC: rc = tutti_broadcast(ds[b], dr[b], n, TUTTI_FLOAT32, root, comm, st); break;
+        default: rc = tutti_reduce(ds[b], dr[b], n, TUTTI_FLOAT32, TUTTI_SUM, root, comm, st);
+        }
+        if (rc != TUTTI_SUCCESS) {
+            fail("soak step %d (%s of %zu float32 on %s, seed %u): %s", k, coll_name[c], n,
+                 wrapped ? "the CUDA stream" : "the NULL stream", seed, tutti_last_error());
+            exit(1);
+        }
+        pend[npend] = (struct soak_call){c, root, k, n, out[slot]};
+        if (wrapped) {
+            CU(cudaMemcpyAsync(out[slot], dr[b], rn * sizeof(float), cudaMemcpyDeviceToHost, cs));
+        } else {
+            CU(cudaMemcpy(out[slot], dr[b], rn * sizeof(float), cudaMemcpyDeviceToHost));
+            soak_check(&pend[npend], seed);
+            continue; /* its slot is free again */
+        }
+        npend++;
+        slot = (slot + 1) % SOAK_PENDING;
+        if (npend == SOAK_PENDING || soak_next(&x) % 4 == 0 || k == steps - 1) {
+            if (tutti_stream_sync(ws) != TUTTI_SUCCESS) {
+                fail("soak: tutti_stream_sync after step %d (seed %u): %s", k, seed,
+                     tutti_last_error());
+                exit(1);
+            }
+            for (int i = 0; i < npend; i++)
+                soak_check(&pend[i], seed);
+            npend = 0;
+        }
+    }
+    tutti_stream_destroy(ws);
+    for (int b = 0; b < SOAK_BUFS; b++) {
+        cudaFree(ds[b]);
+        cudaFree(dr[b]);
+    }
+    for (int k = 0; k < SOAK_PENDING; k++) {
+        cudaFreeHost(in[k]);
+        cudaFreeHost(out[k]);
+    }
+    cudaStreamDestroy(cs);
+    printf("rank %d: soak of %d steps passed\n", rank, steps);
 }
 
 /* cudamock's (tests/cudamock): the next n kernel launches fail. NULL on CUDA's runtime. */
@@ -764,12 +913,15 @@ int main(int argc, char **argv)
         capture();
     else if (!strcmp(mode, "fault"))
         fault();
+    else if (!strcmp(mode, "soak"))
+        soak();
     else if (!strcmp(mode, "copylat"))
         copy_latency();
     else {
-        fprintf(stderr,
-                "usage: gpu_check "
-                "probe|kernels|matrix|order [async]|p2p|mix|kinds|capture|fault|copylat|bench\n");
+        fprintf(
+            stderr,
+            "usage: gpu_check "
+            "probe|kernels|matrix|order [async]|p2p|mix|kinds|capture|fault|soak|copylat|bench\n");
         return 2;
     }
     tutti_comm_destroy(comm);
