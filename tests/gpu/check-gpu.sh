@@ -80,6 +80,10 @@ for n in 1 2 4; do
 done
 t "matrix, staged, 2 ranks" env TUTTI_CUDA_P2P=0 "$run" -n 2 "$check" matrix
 t "p2p, staged, 2 ranks" env TUTTI_CUDA_P2P=0 "$run" -n 2 "$check" p2p
+step "random sequences: device-path, staged and NULL-stream calls interleaved (soak)"
+for n in 2 3 4; do
+    t "soak, $n ranks" env TUTTI_CUDA_P2P_MIN=16K "$run" -n $n "$check" soak
+done
 step "point-to-point with the default TUTTI_CUDA_P2P_MIN (the largest size on the device path)"
 t "p2p, default threshold, 4 ranks" "$run" -n 4 "$check" p2p
 step "refused calls"
