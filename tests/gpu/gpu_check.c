@@ -30,9 +30,9 @@
  *                      communicator must stay usable; then rank 0 sends from device memory
  *                      to rank 1's host memory: both must fail naming the device path
  *   gpu_check fault    (cudamock only) a kernel launch fails on rank 0 inside a device-path
- *                      all-reduce on a wrapped CUDA stream: every rank's tutti_stream_sync
- *                      fails within 10 s, the stream waits for nothing, the communicator
- *                      reports the error
+ *                      all-reduce on a wrapped CUDA stream: rank 0's tutti_stream_sync fails,
+ *                      each peer's fails or has the right sum, within 10 s; no stream waits;
+ *                      the next call fails on every rank within 10 s
  *   gpu_check soak     a random sequence of collectives on device buffers, on the NULL
  *                      stream or a wrapped CUDA stream, synchronised now and then, so that
  *                      device-path, staged and NULL-stream calls interleave on shared buffers;
@@ -444,15 +444,18 @@ void cudamock_fail_launches(int n) __attribute__((weak));
 
 /*
  * A kernel that fails on rank 0 in the middle of a device-path all-reduce on a wrapped CUDA
- * stream: the call has returned at once, so the failure surfaces in tutti_stream_sync, on
- * every rank (rank 0: the launch; the others: rank 0 gave up on their connections), within
- * seconds, and no CUDA stream is left waiting; each communicator reports the error. Needs
- * cudamock to make the launch fail: on a GPU it says so and passes.
+ * stream. The call has returned at once, so the failure surfaces in tutti_stream_sync: on
+ * rank 0 always; a peer either fails too (rank 0 gave up on their connections) or, if it
+ * already had all it needed from rank 0, finishes with the right sum. Either way within
+ * seconds, with no CUDA stream left waiting. The next call then fails on every rank within
+ * seconds (no rank waits for rank 0, whose communicator is unusable), and every
+ * communicator reports an error. Needs cudamock to make the launch fail: on a GPU it says so
+ * and passes.
  */
 static void fault(void)
 {
     size_t n = 1 << 16;
-    float *d;
+    float *d, *h = malloc(n * sizeof(float)), one = 1;
     cudaStream_t cs;
     tutti_stream_t ws;
     tutti_result_t rc, err = TUTTI_SUCCESS;
@@ -461,11 +464,14 @@ static void fault(void)
 
     if (!cudamock_fail_launches) {
         printf("rank %d: fault: not run (it needs cudamock to make a kernel fail)\n", rank);
+        free(h);
         return;
     }
+    for (size_t i = 0; i < n; i++)
+        h[i] = (float)(rank + 1);
     CU(cudaStreamCreate(&cs));
     CU(cudaMalloc((void **)&d, n * sizeof(float)));
-    CU(cudaMemset(d, 0, n * sizeof(float)));
+    CU(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
     if (tutti_stream_wrap_cuda(&ws, cs) != TUTTI_SUCCESS) {
         fail("fault: tutti_stream_wrap_cuda: %s", tutti_last_error());
         return;
@@ -478,19 +484,32 @@ static void fault(void)
     if (rc == TUTTI_SUCCESS)
         rc = tutti_stream_sync(ws);
     took = now() - t0;
-    if (rc == TUTTI_SUCCESS)
-        fail("fault: an all-reduce whose kernel failed on rank 0 succeeded");
-    else if (took > 10.0)
-        fail("fault: the failure took %.1f s to surface", took);
-    else
+    if (took > 10.0)
+        fail("fault: the all-reduce took %.1f s to end", took);
+    if (rc != TUTTI_SUCCESS) {
         printf("rank %d: failed after %.2f s: %s\n", rank, took, tutti_last_error());
-    if (tutti_comm_get_error(comm, &err, msg, sizeof(msg)) != TUTTI_SUCCESS || err == TUTTI_SUCCESS)
-        fail("fault: the communicator reports no error after the failure");
+    } else if (rank == 0) {
+        fail("fault: an all-reduce whose kernel failed on rank 0 succeeded there");
+    } else {
+        CU(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+        if (h[0] != (float)(nranks * (nranks + 1) / 2) || h[n - 1] != h[0])
+            fail("fault: the all-reduce succeeded here with a wrong sum, %g", (double)h[0]);
+        printf("rank %d: finished after %.2f s with the right sum\n", rank, took);
+    }
     if (cudaStreamQuery(cs) != cudaSuccess) /* the stream waits for nothing any more */
         fail("fault: the CUDA stream is still busy after tutti_stream_sync");
+    /* The next call fails everywhere, promptly. */
+    t0 = now();
+    rc = tutti_all_reduce(&one, &one, 1, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
+    took = now() - t0;
+    if (rc == TUTTI_SUCCESS || took > 10.0)
+        fail("fault: the next all-reduce gave %s after %.1f s", tutti_strerror(rc), took);
+    if (tutti_comm_get_error(comm, &err, msg, sizeof(msg)) != TUTTI_SUCCESS || err == TUTTI_SUCCESS)
+        fail("fault: the communicator reports no error after the failure");
     tutti_stream_destroy(ws);
     cudaFree(d);
     cudaStreamDestroy(cs);
+    free(h);
 }
 
 /* Calls on a wrapped CUDA stream that is being captured into a graph are refused, and the
