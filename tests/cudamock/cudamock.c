@@ -24,16 +24,15 @@
  *   can see what a failing kernel does to a collective.
  * What it does not: time-slicing between processes, copy engines, performance of any kind,
  * several devices, managed memory, graphs (a captured graph is empty).
+ *
+ * This file: errors, memory and IPC, the device, driver entry points; stream.c: streams,
+ * events, copies, kernels and the stall report.
  */
-#include "cudamock.h"
-
-#include <cuda.h>
-#include <cuda_runtime_api.h>
+#include "mock.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +46,7 @@
 
 static __thread cudaError_t last_error;
 
-static cudaError_t ret(cudaError_t e)
+cudaError_t cudamock_ret(cudaError_t e)
 {
     if (e != cudaSuccess && e != cudaErrorNotReady)
         last_error = e;
@@ -80,20 +79,18 @@ const char *cudaGetErrorString(cudaError_t e)
     }
 }
 
-static double now(void)
+double cudamock_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* A host function (cudaLaunchHostFunc) must make no CUDA call: CUDA may answer
- * cudaErrorNotPermitted, or deadlock (the driver runs host functions on its own thread). */
-static __thread int in_host_fn;
+__thread int cudamock_in_host_fn;
 
-static int refused_in_host_fn(const char *fn)
+int cudamock_refused_in_host_fn(const char *fn)
 {
-    if (!in_host_fn)
+    if (!cudamock_in_host_fn)
         return 0;
     fprintf(stderr,
             "cudamock: %s called from a host function (cudaLaunchHostFunc): CUDA forbids "
@@ -102,17 +99,6 @@ static int refused_in_host_fn(const char *fn)
     last_error = cudaErrorNotPermitted;
     return 1;
 }
-
-#define GUARD()                                                                                    \
-    do {                                                                                           \
-        if (refused_in_host_fn(__func__))                                                          \
-            return cudaErrorNotPermitted;                                                          \
-    } while (0)
-#define GUARD_CU()                                                                                 \
-    do {                                                                                           \
-        if (refused_in_host_fn(__func__))                                                          \
-            return CUDA_ERROR_NOT_PERMITTED;                                                       \
-    } while (0)
 
 /* ---- memory: a table of what was allocated or opened ---- */
 
@@ -196,669 +182,6 @@ int cudamock_device_range(const void *p, size_t bytes, const char *what)
     return 0;
 }
 
-/* ---- streams ---- */
-
-struct op;
-typedef void (*op_fn)(struct CUstream_st *, struct op *);
-
-struct op {
-    op_fn run;
-    void (*fn)(void *); /* kernels, copies, host functions: fn(arg) */
-    void *arg;
-    int host_fn;               /* a host function: it may make no CUDA call; else arg is a
-                                * copy of a kernel's or a copy's arguments, freed after it */
-    struct CUstream_st *other; /* a wait for another stream to reach `until` */
-    uint64_t until;
-    const volatile uint32_t *addr; /* a wait for *addr to reach `value` (cyclic >=) */
-    uint32_t value;
-    struct CUevent_st *ev; /* an event record */
-    uint64_t seq;
-    struct op *next;
-};
-
-struct CUstream_st {
-    struct op *head, *tail;
-    uint64_t queued, done; /* operations queued and run so far */
-    int blocking;          /* orders against the legacy default stream */
-    int legacy;
-    int capturing;
-    int destroyed;
-    int id;            /* in the order streams were made: 0 is the legacy default stream */
-    double since;      /* when the running operation started; 0: none runs */
-    uint64_t reported; /* the operation last reported as stalled (its number) */
-    pthread_t thread;
-    struct CUstream_st *next_stream;
-};
-
-struct CUevent_st {
-    struct CUstream_st *stream; /* of the latest record; NULL: never recorded */
-    uint64_t seq;
-    double at; /* when the latest record ran */
-    int refs;  /* the handle, and each record not yet run */
-};
-
-struct CUgraph_st {
-    int empty;
-};
-
-/* One lock and one condition for every stream, event and wait of the process. */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t moved = PTHREAD_COND_INITIALIZER;
-static struct CUstream_st *streams, *legacy_stream;
-static int nstreams;
-
-static void event_unref(struct CUevent_st *e)
-{
-    if (--e->refs == 0)
-        free(e);
-}
-
-static void *stream_main(void *arg)
-{
-    struct CUstream_st *s = arg;
-
-    pthread_mutex_lock(&lock);
-    for (;;) {
-        struct op *o;
-        while (!s->head && !s->destroyed)
-            pthread_cond_wait(&moved, &lock);
-        if (!(o = s->head))
-            break;
-        s->since = now();
-        o->run(s, o);
-        s->since = 0;
-        s->head = o->next;
-        if (!s->head)
-            s->tail = NULL;
-        s->done++;
-        pthread_cond_broadcast(&moved);
-        free(o);
-    }
-    pthread_mutex_unlock(&lock);
-    return NULL;
-}
-
-/* Operation bodies: called on the stream's thread with the lock held. */
-static void run_fn(struct CUstream_st *s, struct op *o)
-{
-    (void)s;
-    pthread_mutex_unlock(&lock);
-    in_host_fn = o->host_fn;
-    o->fn(o->arg);
-    in_host_fn = 0;
-    if (!o->host_fn)
-        free(o->arg);
-    pthread_mutex_lock(&lock);
-}
-
-static void run_wait_stream(struct CUstream_st *s, struct op *o)
-{
-    (void)s;
-    while (o->other->done < o->until)
-        pthread_cond_wait(&moved, &lock);
-}
-
-static void run_wait_value(struct CUstream_st *s, struct op *o)
-{
-    long ns = 10000;
-
-    (void)s;
-    pthread_mutex_unlock(&lock);
-    while ((int32_t)(__atomic_load_n(o->addr, __ATOMIC_ACQUIRE) - o->value) < 0) {
-        struct timespec ts = {0, ns};
-        nanosleep(&ts, NULL);
-        ns = ns < 500000 ? 2 * ns : ns;
-    }
-    pthread_mutex_lock(&lock);
-}
-
-static void run_record(struct CUstream_st *s, struct op *o)
-{
-    if (o->ev->stream == s && o->ev->seq == o->seq)
-        o->ev->at = now();
-    event_unref(o->ev);
-}
-
-static struct CUstream_st *stream_new(int blocking, int legacy)
-{
-    struct CUstream_st *s = calloc(1, sizeof(*s));
-
-    if (!s)
-        return NULL;
-    s->blocking = blocking;
-    s->legacy = legacy;
-    if (pthread_create(&s->thread, NULL, stream_main, s) != 0) {
-        free(s);
-        return NULL;
-    }
-    pthread_detach(s->thread);
-    pthread_mutex_lock(&lock);
-    s->id = nstreams++;
-    s->next_stream = streams;
-    streams = s;
-    pthread_mutex_unlock(&lock);
-    return s;
-}
-
-/*
- * A stream whose operation has run for CUDAMOCK_STALL_S seconds (default 20) is reported
- * once, with every stream's state: a hang on the mock then says where it is (a rank stuck in
- * a CUDA wait never reaches tutti's own TUTTI_TIMEOUT).
- */
-static void describe(const struct CUstream_st *t, double at)
-{
-    const struct op *o = t->head;
-
-    fprintf(stderr, "cudamock:   stream %d (%s%s): %llu queued, %llu done", t->id,
-            t->legacy     ? "legacy default"
-            : t->blocking ? "blocking"
-                          : "non-blocking",
-            t->destroyed ? ", destroyed" : "", (unsigned long long)t->queued,
-            (unsigned long long)t->done);
-    if (o && t->since > 0)
-        fprintf(stderr, "; running for %.1f s: ", at - t->since);
-    else if (o)
-        fprintf(stderr, "; next: ");
-    if (!o)
-        fprintf(stderr, "; idle\n");
-    else if (o->other)
-        fprintf(stderr, "a wait for stream %d to reach %llu\n", o->other->id,
-                (unsigned long long)o->until);
-    else if (o->addr)
-        fprintf(stderr, "a wait for the value at %p (now %u) to reach %u\n", (void *)o->addr,
-                (unsigned)*o->addr, (unsigned)o->value);
-    else if (o->ev)
-        fprintf(stderr, "an event record\n");
-    else
-        fprintf(stderr, "%s\n", o->host_fn ? "a host function" : "a kernel or a copy");
-}
-
-static void *watchdog(void *arg)
-{
-    const char *v = getenv("CUDAMOCK_STALL_S");
-    double limit = v && *v ? atof(v) : 20.0;
-
-    (void)arg;
-    for (;;) {
-        struct timespec ts = {1, 0};
-        double at;
-        nanosleep(&ts, NULL);
-        at = now();
-        pthread_mutex_lock(&lock);
-        for (struct CUstream_st *t = streams; t; t = t->next_stream)
-            if (t->since > 0 && at - t->since > limit && t->reported != t->done + 1) {
-                t->reported = t->done + 1;
-                fprintf(stderr, "cudamock: pid %d: stream %d stalled; every stream:\n",
-                        (int)getpid(), t->id);
-                for (struct CUstream_st *u = streams; u; u = u->next_stream)
-                    describe(u, at);
-            }
-        pthread_mutex_unlock(&lock);
-    }
-    return NULL;
-}
-
-static pthread_once_t legacy_once = PTHREAD_ONCE_INIT;
-
-static void legacy_make(void)
-{
-    pthread_t w;
-
-    legacy_stream = stream_new(1, 1);
-    if (!legacy_stream || pthread_create(&w, NULL, watchdog, NULL) != 0) {
-        fprintf(stderr, "cudamock: cannot start the default stream's thread\n");
-        abort();
-    }
-    pthread_detach(w);
-}
-
-/* A handle as a stream: NULL, cudaStreamLegacy and cudaStreamPerThread are the default one. */
-static struct CUstream_st *S(cudaStream_t h)
-{
-    if (h == NULL || h == cudaStreamLegacy || h == cudaStreamPerThread) {
-        pthread_once(&legacy_once, legacy_make);
-        return legacy_stream;
-    }
-    return h;
-}
-
-/* Append o to s (lock held); its sequence number is s->queued afterwards. */
-static void push(struct CUstream_st *s, struct op *o)
-{
-    o->seq = ++s->queued;
-    if (s->tail)
-        s->tail->next = o;
-    else
-        s->head = o;
-    s->tail = o;
-}
-
-static int push_wait_stream(struct CUstream_st *s, struct CUstream_st *other, uint64_t until)
-{
-    struct op *w = calloc(1, sizeof(*w));
-    if (!w)
-        return -1;
-    *w = (struct op){.run = run_wait_stream, .other = other, .until = until};
-    push(s, w);
-    return 0;
-}
-
-/*
- * Queue o on s (lock held), with the legacy default stream's ordering: work on it waits for
- * everything queued so far on blocking streams, and work on a blocking stream waits for
- * everything queued so far on it.
- */
-static cudaError_t enqueue_locked(struct CUstream_st *s, struct op *o)
-{
-    if (s->destroyed) {
-        fprintf(stderr, "cudamock: work queued on a destroyed stream\n");
-        free(o);
-        return cudaErrorInvalidResourceHandle;
-    }
-    if (s->capturing) {
-        fprintf(stderr, "cudamock: work queued on a stream being captured into a graph "
-                        "(not modelled: tutti must refuse such calls before queueing)\n");
-        free(o);
-        return cudaErrorStreamCaptureUnsupported;
-    }
-    if (s->legacy) {
-        for (struct CUstream_st *t = streams; t; t = t->next_stream)
-            if (t != s && t->blocking && t->done < t->queued && push_wait_stream(s, t, t->queued))
-                goto oom;
-    } else if (s->blocking && legacy_stream && legacy_stream->done < legacy_stream->queued) {
-        if (push_wait_stream(s, legacy_stream, legacy_stream->queued))
-            goto oom;
-    }
-    push(s, o);
-    pthread_cond_broadcast(&moved);
-    return cudaSuccess;
-oom:
-    free(o);
-    return cudaErrorMemoryAllocation;
-}
-
-static cudaError_t enqueue(struct CUstream_st *s, struct op *o, uint64_t *seq)
-{
-    cudaError_t e;
-
-    pthread_mutex_lock(&lock);
-    e = enqueue_locked(s, o);
-    if (seq)
-        *seq = s->queued;
-    pthread_mutex_unlock(&lock);
-    return e;
-}
-
-/* Queue fn on h: a host function (fn(arg)), or a kernel or copy (fn on a copy of the `size`
- * bytes at arg, freed once it has run). */
-static cudaError_t queue_fn(cudaStream_t h, void (*fn)(void *), void *arg, int host_fn, size_t size,
-                            uint64_t *seq)
-{
-    struct op *o = calloc(1, sizeof(*o));
-    void *copy = host_fn ? arg : malloc(size);
-
-    if (!o || !copy) {
-        free(o);
-        if (!host_fn)
-            free(copy);
-        return cudaErrorMemoryAllocation;
-    }
-    if (!host_fn)
-        memcpy(copy, arg, size);
-    *o = (struct op){.run = run_fn, .fn = fn, .arg = copy, .host_fn = host_fn};
-    return enqueue(S(h), o, seq);
-}
-
-static void wait_for(struct CUstream_st *s, uint64_t seq)
-{
-    pthread_mutex_lock(&lock);
-    while (s->done < seq)
-        pthread_cond_wait(&moved, &lock);
-    pthread_mutex_unlock(&lock);
-}
-
-/* Everything queued on every stream so far has run (cudaFree's and cudaDeviceSynchronize's
- * wait). */
-static void device_wait(void)
-{
-    pthread_mutex_lock(&lock);
-    for (struct CUstream_st *t = streams; t; t = t->next_stream) {
-        uint64_t until = t->queued;
-        while (t->done < until)
-            pthread_cond_wait(&moved, &lock);
-    }
-    pthread_mutex_unlock(&lock);
-}
-
-static _Atomic int failing_launches;
-
-void cudamock_fail_launches(int n)
-{
-    atomic_store(&failing_launches, n);
-}
-
-int cudamock_launch(void *stream, void (*fn)(void *), const void *args, size_t size)
-{
-    if (refused_in_host_fn("a kernel launch"))
-        return cudaErrorNotPermitted;
-    if (atomic_load(&failing_launches) > 0 && atomic_fetch_sub(&failing_launches, 1) > 0) {
-        fprintf(stderr, "cudamock: pid %d: a kernel launch fails, as asked\n", (int)getpid());
-        return ret(cudaErrorLaunchFailure);
-    }
-    return ret(queue_fn(stream, fn, (void *)args, 0, size, NULL));
-}
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
-{
-    GUARD();
-    if (!s)
-        return ret(cudaErrorInvalidValue);
-    pthread_once(&legacy_once, legacy_make);
-    *s = stream_new(!(flags & cudaStreamNonBlocking), 0);
-    return *s ? cudaSuccess : ret(cudaErrorMemoryAllocation);
-}
-
-cudaError_t cudaStreamCreate(cudaStream_t *s)
-{
-    GUARD();
-    return cudaStreamCreateWithFlags(s, cudaStreamDefault);
-}
-
-/* As in CUDA, the call returns at once and the stream's work still runs; the stream itself
- * is kept (an event may still name it). */
-cudaError_t cudaStreamDestroy(cudaStream_t h)
-{
-    struct CUstream_st *s = h;
-
-    GUARD();
-    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread)
-        return ret(cudaErrorInvalidResourceHandle);
-    pthread_mutex_lock(&lock);
-    s->destroyed = 1;
-    pthread_cond_broadcast(&moved);
-    pthread_mutex_unlock(&lock);
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamQuery(cudaStream_t h)
-{
-    struct CUstream_st *s = S(h);
-    int idle;
-
-    GUARD();
-    if (s->capturing)
-        return ret(cudaErrorStreamCaptureUnsupported);
-    pthread_mutex_lock(&lock);
-    idle = s->done == s->queued;
-    pthread_mutex_unlock(&lock);
-    return idle ? cudaSuccess : cudaErrorNotReady;
-}
-
-cudaError_t cudaStreamSynchronize(cudaStream_t h)
-{
-    struct CUstream_st *s = S(h);
-    uint64_t until;
-
-    GUARD();
-    if (s->capturing)
-        return ret(cudaErrorStreamCaptureUnsupported);
-    pthread_mutex_lock(&lock);
-    until = s->queued;
-    pthread_mutex_unlock(&lock);
-    wait_for(s, until);
-    return cudaSuccess;
-}
-
-cudaError_t cudaDeviceSynchronize(void)
-{
-    GUARD();
-    device_wait();
-    return cudaSuccess;
-}
-
-cudaError_t cudaLaunchHostFunc(cudaStream_t h, cudaHostFn_t fn, void *data)
-{
-    GUARD();
-    return ret(queue_fn(h, fn, data, 1, 0, NULL));
-}
-
-cudaError_t cudaStreamBeginCapture(cudaStream_t h, enum cudaStreamCaptureMode mode)
-{
-    struct CUstream_st *s = S(h);
-
-    GUARD();
-    (void)mode;
-    if (s->legacy || s->capturing)
-        return ret(cudaErrorStreamCaptureUnsupported);
-    s->capturing = 1;
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamEndCapture(cudaStream_t h, cudaGraph_t *graph)
-{
-    struct CUstream_st *s = S(h);
-
-    GUARD();
-    if (!s->capturing || !graph)
-        return ret(cudaErrorInvalidValue);
-    s->capturing = 0;
-    *graph = calloc(1, sizeof(**graph));
-    return *graph ? cudaSuccess : ret(cudaErrorMemoryAllocation);
-}
-
-cudaError_t cudaStreamIsCapturing(cudaStream_t h, enum cudaStreamCaptureStatus *status)
-{
-    GUARD();
-    if (!status)
-        return ret(cudaErrorInvalidValue);
-    *status = S(h)->capturing ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
-    return cudaSuccess;
-}
-
-cudaError_t cudaGraphDestroy(cudaGraph_t g)
-{
-    GUARD();
-    free(g);
-    return cudaSuccess;
-}
-
-/* ---- events ---- */
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
-{
-    GUARD();
-    (void)flags;
-    if (!e)
-        return ret(cudaErrorInvalidValue);
-    *e = calloc(1, sizeof(**e));
-    if (!*e)
-        return ret(cudaErrorMemoryAllocation);
-    (*e)->refs = 1;
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t *e)
-{
-    GUARD();
-    return cudaEventCreateWithFlags(e, cudaEventDefault);
-}
-
-cudaError_t cudaEventDestroy(cudaEvent_t e)
-{
-    GUARD();
-    if (!e)
-        return ret(cudaErrorInvalidResourceHandle);
-    pthread_mutex_lock(&lock);
-    event_unref(e);
-    pthread_mutex_unlock(&lock);
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t h)
-{
-    struct CUstream_st *s = S(h);
-    struct op *o = calloc(1, sizeof(*o));
-    cudaError_t r;
-
-    GUARD();
-    if (!e || !o) {
-        free(o);
-        return ret(e ? cudaErrorMemoryAllocation : cudaErrorInvalidResourceHandle);
-    }
-    *o = (struct op){.run = run_record, .ev = e};
-    pthread_mutex_lock(&lock);
-    e->refs++;
-    r = enqueue_locked(s, o);
-    if (r == cudaSuccess) {
-        e->stream = s;
-        e->seq = s->queued;
-    } else {
-        e->refs--;
-    }
-    pthread_mutex_unlock(&lock);
-    return ret(r);
-}
-
-static int event_done_locked(struct CUevent_st *e)
-{
-    return !e->stream || e->stream->done >= e->seq;
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t e)
-{
-    int done;
-
-    GUARD();
-    if (!e)
-        return ret(cudaErrorInvalidResourceHandle);
-    pthread_mutex_lock(&lock);
-    done = event_done_locked(e);
-    pthread_mutex_unlock(&lock);
-    return done ? cudaSuccess : cudaErrorNotReady;
-}
-
-cudaError_t cudaEventSynchronize(cudaEvent_t e)
-{
-    GUARD();
-    if (!e)
-        return ret(cudaErrorInvalidResourceHandle);
-    pthread_mutex_lock(&lock);
-    while (!event_done_locked(e))
-        pthread_cond_wait(&moved, &lock);
-    pthread_mutex_unlock(&lock);
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
-{
-    cudaError_t r = cudaSuccess;
-
-    GUARD();
-    if (!ms || !a || !b)
-        return ret(cudaErrorInvalidValue);
-    pthread_mutex_lock(&lock);
-    if (!a->stream || !b->stream)
-        r = cudaErrorInvalidResourceHandle;
-    else if (!event_done_locked(a) || !event_done_locked(b))
-        r = cudaErrorNotReady;
-    else
-        *ms = (float)((b->at - a->at) * 1e3);
-    pthread_mutex_unlock(&lock);
-    return ret(r);
-}
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t e, unsigned int flags)
-{
-    struct CUstream_st *s = S(h);
-    cudaError_t r = cudaSuccess;
-
-    GUARD();
-    (void)flags;
-    if (!e)
-        return ret(cudaErrorInvalidResourceHandle);
-    pthread_mutex_lock(&lock);
-    if (!event_done_locked(e)) {
-        struct op *w = calloc(1, sizeof(*w));
-        if (!w) {
-            r = cudaErrorMemoryAllocation;
-        } else {
-            *w = (struct op){.run = run_wait_stream, .other = e->stream, .until = e->seq};
-            r = enqueue_locked(s, w);
-        }
-    }
-    pthread_mutex_unlock(&lock);
-    return ret(r);
-}
-
-/* ---- copies ---- */
-
-struct copy {
-    void *dst;
-    const void *src;
-    size_t bytes;
-    int value; /* memset: the byte; copy: -1 */
-};
-
-static void do_copy(void *arg)
-{
-    struct copy *c = arg;
-    if (c->value < 0)
-        memmove(c->dst, c->src, c->bytes);
-    else
-        memset(c->dst, c->value, c->bytes);
-}
-
-static cudaError_t copy_async(void *dst, const void *src, size_t bytes, int value, cudaStream_t h,
-                              uint64_t *seq)
-{
-    struct copy c = {dst, src, bytes, value};
-    return ret(queue_fn(h, do_copy, &c, 0, sizeof(c), seq));
-}
-
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
-                            cudaStream_t h)
-{
-    GUARD();
-    (void)kind;
-    return copy_async(dst, src, bytes, -1, h, NULL);
-}
-
-/* The blocking calls run on the legacy default stream and return once done. */
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
-{
-    uint64_t seq;
-    cudaError_t e;
-
-    GUARD();
-    (void)kind;
-    e = copy_async(dst, src, bytes, -1, NULL, &seq);
-    if (e == cudaSuccess)
-        wait_for(S(NULL), seq);
-    return e;
-}
-
-cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t h)
-{
-    GUARD();
-    if (!cudamock_device_range(dst, bytes, "cudaMemsetAsync"))
-        return ret(cudaErrorInvalidValue);
-    return copy_async(dst, NULL, bytes, value & 0xff, h, NULL);
-}
-
-cudaError_t cudaMemset(void *dst, int value, size_t bytes)
-{
-    uint64_t seq;
-    cudaError_t e;
-
-    GUARD();
-    if (!cudamock_device_range(dst, bytes, "cudaMemset"))
-        return ret(cudaErrorInvalidValue);
-    e = copy_async(dst, NULL, bytes, value & 0xff, NULL, &seq);
-    if (e == cudaSuccess)
-        wait_for(S(NULL), seq);
-    return e;
-}
-
 /* ---- device memory and IPC ---- */
 
 static size_t page_round(size_t n)
@@ -875,20 +198,20 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
 
     GUARD();
     if (!p)
-        return ret(cudaErrorInvalidValue);
+        return cudamock_ret(cudaErrorInvalidValue);
     *p = NULL;
     fd = memfd_create("cudamock", MFD_CLOEXEC);
     if (fd < 0)
-        return ret(cudaErrorMemoryAllocation);
+        return cudamock_ret(cudaErrorMemoryAllocation);
     if (ftruncate(fd, (off_t)size) != 0 ||
         (m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
         close(fd);
-        return ret(cudaErrorMemoryAllocation);
+        return cudamock_ret(cudaErrorMemoryAllocation);
     }
     if (add_region((struct region){.base = m, .size = size, .kind = DEVICE, .fd = fd}) != 0) {
         munmap(m, size);
         close(fd);
-        return ret(cudaErrorMemoryAllocation);
+        return cudamock_ret(cudaErrorMemoryAllocation);
     }
     *p = m;
     return cudaSuccess;
@@ -901,15 +224,15 @@ cudaError_t cudaFree(void *p)
     GUARD();
     if (!p)
         return cudaSuccess;
-    device_wait();
+    cudamock_device_wait();
     if (!take_region(p, DEVICE, &r)) {
         fprintf(stderr, "cudamock: cudaFree(%p): not an allocation of cudaMalloc\n", p);
-        return ret(cudaErrorInvalidValue);
+        return cudamock_ret(cudaErrorInvalidValue);
     }
     if (r.opened) {
         add_region(r);
         fprintf(stderr, "cudamock: cudaFree(%p): opened from an IPC handle\n", p);
-        return ret(cudaErrorInvalidValue);
+        return cudamock_ret(cudaErrorInvalidValue);
     }
     munmap(r.base, r.size);
     close(r.fd);
@@ -922,10 +245,10 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags)
 
     GUARD();
     if (!p)
-        return ret(cudaErrorInvalidValue);
+        return cudamock_ret(cudaErrorInvalidValue);
     *p = NULL;
     if (posix_memalign(p, (size_t)sysconf(_SC_PAGESIZE), size) != 0)
-        return ret(cudaErrorMemoryAllocation);
+        return cudamock_ret(cudaErrorMemoryAllocation);
     if (add_region((struct region){.base = *p,
                                    .size = size,
                                    .kind = PINNED,
@@ -933,7 +256,7 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags)
                                    .mapped = flags & cudaHostAllocMapped}) != 0) {
         free(*p);
         *p = NULL;
-        return ret(cudaErrorMemoryAllocation);
+        return cudamock_ret(cudaErrorMemoryAllocation);
     }
     return cudaSuccess;
 }
@@ -945,10 +268,10 @@ cudaError_t cudaFreeHost(void *p)
     GUARD();
     if (!p)
         return cudaSuccess;
-    device_wait();
+    cudamock_device_wait();
     if (!take_region(p, PINNED, &r)) {
         fprintf(stderr, "cudamock: cudaFreeHost(%p): not an allocation of cudaHostAlloc\n", p);
-        return ret(cudaErrorInvalidValue);
+        return cudamock_ret(cudaErrorInvalidValue);
     }
     free(r.base);
     return cudaSuccess;
@@ -961,7 +284,7 @@ cudaError_t cudaHostGetDevicePointer(void **d, void *p, unsigned int flags)
     GUARD();
     (void)flags;
     if (!d || !find_region(p, &r) || r.kind != PINNED || !r.mapped)
-        return ret(cudaErrorInvalidValue);
+        return cudamock_ret(cudaErrorInvalidValue);
     *d = p;
     return cudaSuccess;
 }
@@ -972,7 +295,7 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void
 
     GUARD();
     if (!a)
-        return ret(cudaErrorInvalidValue);
+        return cudamock_ret(cudaErrorInvalidValue);
     memset(a, 0, sizeof(*a));
     a->type = cudaMemoryTypeUnregistered;
     a->device = -2;
@@ -1003,7 +326,7 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *h, void *p)
 
     GUARD();
     if (!h || !find_region(p, &r) || r.kind != DEVICE || r.opened || r.base != p)
-        return ret(cudaErrorInvalidValue);
+        return cudamock_ret(cudaErrorInvalidValue);
     i.pid = (int32_t)getpid(), i.fd = r.fd, i.size = r.size;
     memset(h, 0, sizeof(*h));
     memcpy(h, &i, sizeof(i));
@@ -1021,23 +344,23 @@ cudaError_t cudaIpcOpenMemHandle(void **p, cudaIpcMemHandle_t h, unsigned int fl
     (void)flags;
     memcpy(&i, &h, sizeof(i));
     if (!p || memcmp(i.magic, "cudamock", 8) != 0)
-        return ret(cudaErrorInvalidValue);
+        return cudamock_ret(cudaErrorInvalidValue);
     if (i.pid == (int32_t)getpid()) /* CUDA opens no handle of the process that made it */
-        return ret(cudaErrorInvalidResourceHandle);
+        return cudamock_ret(cudaErrorInvalidResourceHandle);
     snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)i.pid, (int)i.fd);
     fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) {
         fprintf(stderr, "cudamock: cudaIpcOpenMemHandle: %s: %s\n", path, strerror(errno));
-        return ret(cudaErrorInvalidResourceHandle);
+        return cudamock_ret(cudaErrorInvalidResourceHandle);
     }
     m = mmap(NULL, (size_t)i.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (m == MAP_FAILED)
-        return ret(cudaErrorMemoryAllocation);
+        return cudamock_ret(cudaErrorMemoryAllocation);
     if (add_region((struct region){
             .base = m, .size = (size_t)i.size, .kind = DEVICE, .fd = -1, .opened = 1}) != 0) {
         munmap(m, (size_t)i.size);
-        return ret(cudaErrorMemoryAllocation);
+        return cudamock_ret(cudaErrorMemoryAllocation);
     }
     *p = m;
     return cudaSuccess;
@@ -1049,10 +372,10 @@ cudaError_t cudaIpcCloseMemHandle(void *p)
 
     GUARD();
     if (!take_region(p, DEVICE, &r))
-        return ret(cudaErrorInvalidValue);
+        return cudamock_ret(cudaErrorInvalidValue);
     if (!r.opened) {
         add_region(r);
-        return ret(cudaErrorInvalidValue);
+        return cudamock_ret(cudaErrorInvalidValue);
     }
     munmap(r.base, r.size);
     return cudaSuccess;
@@ -1066,7 +389,7 @@ cudaError_t cudaGetDeviceCount(int *n)
 {
     GUARD();
     if (!n)
-        return ret(cudaErrorInvalidValue);
+        return cudamock_ret(cudaErrorInvalidValue);
     *n = 1;
     return cudaSuccess;
 }
@@ -1075,7 +398,7 @@ cudaError_t cudaSetDevice(int d)
 {
     GUARD();
     if (d != 0)
-        return ret(cudaErrorInvalidDevice);
+        return cudamock_ret(cudaErrorInvalidDevice);
     current_device = d;
     return cudaSuccess;
 }
@@ -1084,7 +407,7 @@ cudaError_t cudaGetDevice(int *d)
 {
     GUARD();
     if (!d)
-        return ret(cudaErrorInvalidValue);
+        return cudamock_ret(cudaErrorInvalidValue);
     *d = current_device;
     return cudaSuccess;
 }
@@ -1095,7 +418,7 @@ cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int d)
 {
     GUARD();
     if (!bus || len < (int)sizeof(bus_id) || d != 0)
-        return ret(cudaErrorInvalidValue);
+        return cudamock_ret(cudaErrorInvalidValue);
     memcpy(bus, bus_id, sizeof(bus_id));
     return cudaSuccess;
 }
@@ -1104,7 +427,7 @@ cudaError_t cudaDeviceGetByPCIBusId(int *d, const char *bus)
 {
     GUARD();
     if (!d || !bus || strcasecmp(bus, bus_id) != 0)
-        return ret(cudaErrorInvalidDevice);
+        return cudamock_ret(cudaErrorInvalidDevice);
     *d = 0;
     return cudaSuccess;
 }
@@ -1114,30 +437,12 @@ cudaError_t cudaDeviceCanAccessPeer(int *can, int d, int peer)
 {
     GUARD();
     if (!can || d != 0 || peer != 0)
-        return ret(cudaErrorInvalidDevice);
+        return cudamock_ret(cudaErrorInvalidDevice);
     *can = 0;
     return cudaSuccess;
 }
 
 /* ---- driver entry points ---- */
-
-static CUresult mock_wait_value32(CUstream h, CUdeviceptr addr, cuuint32_t value,
-                                  unsigned int flags)
-{
-    struct op *o;
-
-    GUARD_CU();
-    if (flags != CU_STREAM_WAIT_VALUE_GEQ)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    if (!cudamock_device_range((const void *)(uintptr_t)addr, 4, "cuStreamWaitValue32"))
-        return CUDA_ERROR_INVALID_VALUE;
-    o = calloc(1, sizeof(*o));
-    if (!o)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    *o = (struct op){
-        .run = run_wait_value, .addr = (const volatile uint32_t *)(uintptr_t)addr, .value = value};
-    return enqueue(S(h), o, NULL) == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
 
 static CUresult mock_get_range(CUdeviceptr *base, size_t *size, CUdeviceptr p)
 {
@@ -1167,7 +472,7 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsi
                                              enum cudaDriverEntryPointQueryResult *status)
 {
     void *f = NULL;
-    CUresult (*wait)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = mock_wait_value32;
+    CUresult (*wait)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = cudamock_wait_value32;
     CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr) = mock_get_range;
     CUresult (*dmabuf)(void *, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long) =
         mock_no_dmabuf;
@@ -1175,7 +480,7 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsi
     GUARD();
     (void)version, (void)flags;
     if (!symbol || !fn)
-        return ret(cudaErrorInvalidValue);
+        return cudamock_ret(cudaErrorInvalidValue);
     if (!strcmp(symbol, "cuStreamWaitValue32"))
         memcpy(&f, &wait, sizeof(f));
     else if (!strcmp(symbol, "cuMemGetAddressRange"))
