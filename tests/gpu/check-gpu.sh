@@ -8,6 +8,9 @@
 # for 30 s fails (TUTTI_TIMEOUT), and every check is bounded, so a hang costs little.
 set -u
 run=$1 check=$2
+# The suite's other programs sit beside gpu_check, with the same suffix (_mock on cudamock).
+soak=$(dirname "$check")/soak_check${check##*gpu_check}
+kern=$(dirname "$check")/kernel_check${check##*gpu_check}
 rc=0
 "$check" probe || rc=$?
 [ $rc = 0 ] || exit $rc # 77: no device (the reason is printed above)
@@ -54,7 +57,7 @@ matrix_device() {
         { echo "$out"; echo "wrapped CUDA streams do not wait on the GPU"; return 1; }
 }
 step kernels
-t "kernels" "$check" kernels
+t "kernels" "$kern" kernels
 for n in 2 4 3 1; do
     step "device path, $n rank(s)"
     # Calls on a wrapped CUDA stream return at once (TUTTI_CUDA_ASYNC=1, the default).
@@ -82,7 +85,7 @@ t "matrix, staged, 2 ranks" env TUTTI_CUDA_P2P=0 "$run" -n 2 "$check" matrix
 t "p2p, staged, 2 ranks" env TUTTI_CUDA_P2P=0 "$run" -n 2 "$check" p2p
 step "random sequences: device-path, staged and NULL-stream calls interleaved (soak)"
 for n in 2 3 4; do
-    t "soak, $n ranks" env TUTTI_CUDA_P2P_MIN=16K "$run" -n $n "$check" soak
+    t "soak, $n ranks" env TUTTI_CUDA_P2P_MIN=16K "$run" -n $n "$soak" soak
 done
 step "point-to-point with the default TUTTI_CUDA_P2P_MIN (the largest size on the device path)"
 t "p2p, default threshold, 4 ranks" "$run" -n 4 "$check" p2p
@@ -93,7 +96,7 @@ t "capture, staged" env TUTTI_CUDA_P2P=0 "$run" -n 2 "$check" capture
 t "kinds" env TUTTI_CUDA_P2P_MIN=0 TUTTI_CHECK_COLL=1 "$run" -n 3 "$check" kinds
 step "a failing kernel (cudamock only: a GPU passes it, saying so)"
 for n in 2 3; do
-    t "fault, device path, $n ranks" env TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$check" fault
+    t "fault, device path, $n ranks" env TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$soak" fault
 done
 step done
 if [ -n "$failed" ]; then
