@@ -353,48 +353,6 @@ static tutti_result_t scratch_for(struct tutti_comm *comm, size_t bytes, const c
     return TUTTI_SUCCESS;
 }
 
-/* A timed call of a trial is over (stream_pick.h): `how` names picker p's two ways. Say when
- * a size's way changes. */
-static void pick_done(struct tt_pick *p, const char *const how[2], int token, double seconds,
-                      int ok)
-{
-    const struct tt_pick_class *k;
-    char upto[48] = " and more";
-    size_t lo, hi;
-    int kind;
-
-    if (!tt_pick_done(p, token, seconds, ok) || !tt_log_on(TT_LOG_INFO, TT_SUB_TUNE))
-        return;
-    k = tt_pick_class_of(p, token, &kind, &lo, &hi);
-    if (hi != SIZE_MAX)
-        snprintf(upto, sizeof(upto), " to %zu KiB", hi >> 10);
-    TT_INFO(TT_SUB_TUNE,
-            "%s calls of %zu KiB%s now go %s (trial: median %.1f us a call, against %.1f us %s)",
-            kind < TT_NUM_COLLS ? tt_coll_name((enum tt_coll)kind) : "point-to-point", lo >> 10,
-            upto, how[k->way], k->med[k->way] * 1e6, k->med[!k->way] * 1e6, how[!k->way]);
-}
-
-static const char *const stream_how[2] = {"with ordinary stores into FIFO slots",
-                                          "with streaming stores into FIFO slots"};
-static const char *const single_how[2] = {"in two copies through the FIFO",
-                                          "in one copy (the receiver reads the sender's memory)"};
-
-int tt_coll_single_copy_pick(struct tutti_comm *comm, unsigned kind, size_t bytes)
-{
-    int token;
-
-    comm->single_send = tt_pick_way(&comm->pick_sc, (int)kind, bytes, &token);
-    comm->single_trial = token >= 0;
-    return token;
-}
-
-void tt_coll_single_copy_done(struct tutti_comm *comm, int token, double seconds, int ok)
-{
-    comm->single_send = comm->single_trial = 0;
-    if (token >= 0)
-        pick_done(&comm->pick_sc, single_how, token, seconds, ok);
-}
-
 /* Run a checked collective on host buffers on this thread; comm's run lock is held. */
 static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_call *c)
 {
@@ -451,7 +409,7 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
     int token = -1, token_sc = -1;
     double t_run = 0;
     if (!c->device) {
-        comm->stream_slots = tt_pick_way(&comm->pick, c->coll, bytes, &token);
+        token = tt_coll_stream_pick(comm, c->coll, bytes);
         if (comm->single_copy && (c->coll == TT_COLL_ALL_GATHER || c->coll == TT_COLL_BROADCAST))
             token_sc = tt_coll_single_copy_pick(comm, c->coll, bytes);
         if (token >= 0 || token_sc >= 0)
@@ -461,9 +419,11 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
                           &label, c->device, c->after);
     comm->stream_slots = 0;
     double took = token >= 0 || token_sc >= 0 ? tt_now() - t_run : 0;
-    if (token >= 0)
-        pick_done(&comm->pick, stream_how, token, took, rc == TUTTI_SUCCESS);
-    tt_coll_single_copy_done(comm, token_sc, took, rc == TUTTI_SUCCESS);
+    /* A trial's vote (coll_pick.c) runs only after a call that succeeded here. */
+    tutti_result_t vrc = tt_coll_stream_done(comm, token, took, rc == TUTTI_SUCCESS);
+    tutti_result_t src = tt_coll_single_copy_done(comm, token_sc, took, rc == TUTTI_SUCCESS, 1);
+    if (rc == TUTTI_SUCCESS)
+        rc = vrc != TUTTI_SUCCESS ? vrc : src;
     if (tt_trace_on) {
         char args[160];
         snprintf(args, sizeof(args),

@@ -22,13 +22,21 @@ tutti_result_t tt_coll_check_dtype_op(struct tutti_comm *comm, const struct tt_c
 tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
                                 struct tt_memreg *const *regs, tutti_dtype_t dtype, tutti_op_t op,
                                 const struct tt_label *what, int device, void *after);
+/* Streaming stores into FIFO slots for a host call of collective `kind` moving `bytes`: sets
+ * comm->stream_slots for tt_coll_run_plan; returns the picker's token (-1: not timed). */
+int tt_coll_stream_pick(struct tutti_comm *comm, unsigned kind, size_t bytes);
+/* That call is over: it took `seconds` (`ok`: it succeeded). At a trial's end the ranks vote
+ * (coll_pick.c); the vote's own failure is returned. */
+tutti_result_t tt_coll_stream_done(struct tutti_comm *comm, int token, double seconds, int ok);
 /* Single copy over shm for a host call of `kind` (enum tt_coll, or TT_LABEL_P2P) whose
  * sends' size class is `bytes`: sets comm->single_send (and single_trial when the picker
  * times this call) for tt_coll_run_plan; returns the picker's token (-1: not timed). */
 int tt_coll_single_copy_pick(struct tutti_comm *comm, unsigned kind, size_t bytes);
 /* That call is over: it took `seconds` (`ok`: it succeeded); clears comm->single_send and
- * single_trial. */
-void tt_coll_single_copy_done(struct tutti_comm *comm, int token, double seconds, int ok);
+ * single_trial. `vote`: a collective, whose ranks decide a trial together (coll_pick.c); the
+ * vote's own failure is returned. */
+tutti_result_t tt_coll_single_copy_done(struct tutti_comm *comm, int token, double seconds, int ok,
+                                        int vote);
 /* Run w now on this thread, after whatever streams hold for its communicator. */
 tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w);
 

@@ -392,7 +392,20 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     tt_cuda_self(c, &c->peers[c->rank]);
     if (!tt_comm_transport_allowed("p2p")) /* no device published: the device path is off for all */
         c->peers[c->rank].cuda_bus[0] = '\0';
+    c->single_copy = tt_shm_single_copy();
+    tt_pick_init(&c->pick, "TUTTI_STREAM_STORES", TT_PICK_FIRST, TT_PICK_MIN_STREAM);
+    /* its trials start where the first's end: the two never time the same calls */
+    tt_pick_init(&c->pick_sc, "TUTTI_SHM_SINGLE_COPY", TT_PICK_FIRST + 2 * TT_PICK_TRIAL,
+                 TT_PICK_MIN_SINGLE);
+    c->peers[c->rank].picks = (uint32_t)(c->pick.forced + 1) |
+                              (uint32_t)(c->pick_sc.forced + 1) << 2 |
+                              (uint32_t)c->single_copy << 4;
     TT_CHECK(tt_boot_allgather(c->boot, c->peers, sizeof(*c->peers)));
+    /* Ranks whose knobs match run the same trials in the same calls of a collective, so they
+     * can decide each trial together (coll_pick.c); a rank with other knobs decides alone. */
+    c->pick_agree = 1;
+    for (size_t r = 0; r < n; r++)
+        c->pick_agree &= c->peers[r].picks == c->peers[c->rank].picks;
     TT_CHECK(tt_topo_derive(c->peers, c->nranks, c->rank, &c->topo));
     TT_CHECK(tt_cuda_direct_setup(c));
     c->pids = malloc(n * sizeof(*c->pids));
@@ -406,17 +419,12 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     c->sleepy = oversubscribed(c->topo.machine_ranks, c->topo.machine_cores);
     c->spin = wait_spin(c->sleepy);
     c->yield_s = wait_yield(c->sleepy);
-    c->single_copy = tt_shm_single_copy();
     c->view = (struct tt_topo_view){.nnodes = c->topo.nnodes,
                                     .node_of = c->topo.node_of,
                                     .local_of = c->topo.local_of,
                                     .node_size = c->topo.node_size,
                                     .uniform = c->topo.uniform};
     TT_CHECK(tt_tune_init(&c->tuner, c->nranks, c->nchannels, &c->view, c->slot_bytes, c->sleepy));
-    tt_pick_init(&c->pick, "TUTTI_STREAM_STORES", TT_PICK_FIRST, TT_PICK_MIN_STREAM);
-    /* its trials start where the first's end: the two never time the same calls */
-    tt_pick_init(&c->pick_sc, "TUTTI_SHM_SINGLE_COPY", TT_PICK_FIRST + 2 * TT_PICK_TRIAL,
-                 TT_PICK_MIN_SINGLE);
     /* Where ranks outnumber cores the cores are what every call waits for, and from 64 KiB
      * (the picker's size: an all-gather's or broadcast's whole buffer, a batch's largest
      * message) one copy, which does half the copying, wins or ties: start there, and leave it
@@ -426,9 +434,14 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
      * trial from two copies kept two; from one copy with a 15% margin, one rank in three runs
      * of a 256 KiB ring exchange left it for two copies, 50 against 64 us). Smaller calls
      * start on two copies: there a sender that need not wait for its receiver's copy wins
-     * (scatter of 8-16 KiB messages: 2.5-3.2 us by two copies, 5.0-6.7 by one). */
+     * (scatter of 8-16 KiB messages: 2.5-3.2 us by two copies, 5.0-6.7 by one). Not for
+     * broadcast: its plans forward what they receive (chain, tree), and a message forwarded by
+     * address goes whole, one hop after the other, where two copies pipeline it in slots (4
+     * ranks, 4 MiB: 400-620 us by two copies, about 1300 by one; BENCHMARKS.md, "Trials
+     * decided together"). */
     if (c->sleepy)
-        tt_pick_prefer(&c->pick_sc, 1, 0.7, (size_t)64 << 10);
+        tt_pick_prefer(&c->pick_sc, 1, 0.7, (size_t)64 << 10,
+                       1u << TT_COLL_ALL_GATHER | 1u << (TT_PICK_KINDS - 1));
     for (int k = 0; k < c->nranks; k++)
         if (c->topo.ring[k] == c->rank)
             pos = k;

@@ -39,6 +39,7 @@ struct tutti_comm {
     struct tt_pick pick_sc; /* single copy over shm: all-gather, broadcast, point-to-point */
     int single_send;        /* the call being run sends by address where it can */
     int single_trial;       /* ... and pick_sc times it: it ends when its receivers have all */
+    int pick_agree;         /* every rank runs the same trials: collectives decide together */
     char job_tag[64];
 
     struct tt_boot *boot;

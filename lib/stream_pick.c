@@ -26,15 +26,16 @@ void tt_pick_init(struct tt_pick *p, const char *knob, uint32_t first, size_t mi
         TT_WARN(TT_SUB_TUNE, "%s='%s' is not auto, 0 or 1; using auto", knob, v);
 }
 
-void tt_pick_prefer(struct tt_pick *p, int way, double margin, size_t from)
+void tt_pick_prefer(struct tt_pick *p, int way, double margin, size_t from, unsigned kinds)
 {
     p->prefer = way != 0;
     p->prefer_margin = margin;
+    p->prefer_kinds = kinds;
     p->prefer_from = 0;
     while (p->prefer_from < TT_PICK_CLASSES && (p->min << p->prefer_from) < from)
         p->prefer_from++;
     for (int k = 0; k < TT_PICK_KINDS; k++)
-        for (int c = p->prefer_from; c < TT_PICK_CLASSES; c++)
+        for (int c = p->prefer_from; c < TT_PICK_CLASSES && (kinds >> k & 1); c++)
             p->cls[k][c].way = (uint8_t)p->prefer;
 }
 
@@ -81,7 +82,7 @@ int tt_pick_way(struct tt_pick *p, int kind, size_t bytes, int *token)
         return c->way;
     if (q == 0) /* a trial starts: forget what a failed one left */
         c->seen[0] = c->seen[1] = 0;
-    way = (q & 1) ? !c->way : c->way;
+    way = q < TT_PICK_TRIAL ? c->way : !c->way;
     *token = (kind * TT_PICK_CLASSES + cls) * 2 + way;
     return way;
 }
@@ -101,15 +102,19 @@ static double median(const float *t)
     return (v[(TT_PICK_TRIAL - 1) / 2] + v[TT_PICK_TRIAL / 2]) / 2;
 }
 
-int tt_pick_done(struct tt_pick *p, int token, double seconds, int ok)
+static struct tt_pick_class *class_of_token(struct tt_pick *p, int token)
+{
+    return &p->cls[(token >> 1) / TT_PICK_CLASSES][(token >> 1) % TT_PICK_CLASSES];
+}
+
+int tt_pick_record(struct tt_pick *p, int token, double seconds, int ok)
 {
     struct tt_pick_class *c;
-    int way = token & 1, other, preferred;
+    int way = token & 1;
 
     if (token < 0 || !ok)
         return 0;
-    c = &p->cls[(token >> 1) / TT_PICK_CLASSES][(token >> 1) % TT_PICK_CLASSES];
-    preferred = (token >> 1) % TT_PICK_CLASSES >= p->prefer_from && c->way == p->prefer;
+    c = class_of_token(p, token);
     if (c->seen[way] >= TT_PICK_TRIAL)
         return 0;
     c->t[way][c->seen[way]++] = (float)seconds;
@@ -117,10 +122,31 @@ int tt_pick_done(struct tt_pick *p, int token, double seconds, int ok)
         return 0;
     c->med[0] = median(c->t[0]);
     c->med[1] = median(c->t[1]);
-    other = !c->way;
     c->seen[0] = c->seen[1] = 0;
-    if (!(c->med[other] < (preferred ? p->prefer_margin : TT_PICK_MARGIN) * c->med[c->way]))
+    return 1;
+}
+
+int tt_pick_decide(struct tt_pick *p, int token, const float med[2])
+{
+    struct tt_pick_class *c = class_of_token(p, token);
+    int other = !c->way;
+    int preferred = (token >> 1) % TT_PICK_CLASSES >= p->prefer_from && c->way == p->prefer &&
+                    (p->prefer_kinds >> ((token >> 1) / TT_PICK_CLASSES) & 1);
+
+    c->med[0] = med[0];
+    c->med[1] = med[1];
+    if (!(med[other] < (preferred ? p->prefer_margin : TT_PICK_MARGIN) * med[c->way]))
         return 0;
     c->way = (uint8_t)other;
     return 1;
+}
+
+int tt_pick_done(struct tt_pick *p, int token, double seconds, int ok)
+{
+    struct tt_pick_class *c;
+
+    if (!tt_pick_record(p, token, seconds, ok))
+        return 0;
+    c = class_of_token(p, token);
+    return tt_pick_decide(p, token, (const float[2]){c->med[0], c->med[1]});
 }

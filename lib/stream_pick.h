@@ -26,17 +26,26 @@
  * So each collective's size class (a power of two from the picker's min; classes are per
  * collective, so a program that alternates two collectives of one size, all-gather and
  * reduce-scatter, say, does not time one against the other) runs a trial at its call
- * TT_PICK_FIRST and then every TT_PICK_PERIOD calls: TT_PICK_TRIAL calls each way,
- * alternating, timed; the way whose median call took less time, by more than TT_PICK_MARGIN,
- * is used until the next trial (a median, so that one call the scheduler held up does not
- * decide). Every rank makes the same calls, so the ranks try the same way in the same call
- * and each times what both ways together cost. A rank's choice only decides how it sends its
- * own bytes: ranks that disagree still move the same bytes (a receiver takes a message by
- * address or through a slot alike). The second picker's
- * trials start where the first's end, so no call is timed by both.
+ * TT_PICK_FIRST and then every TT_PICK_PERIOD calls: TT_PICK_TRIAL timed calls the current
+ * way, then TT_PICK_TRIAL the other; the way whose median call took less time, by more than
+ * TT_PICK_MARGIN, is used until the next trial (a median, so that one call the scheduler held
+ * up does not decide). In blocks, not alternating call by call: a call pays for what the call
+ * before left behind (receivers still copying), and alternating made each way pay for the
+ * other's backlog (4 ranks on 2 cores, broadcast of 4 MiB: both ways timed at 1.1-1.9 ms
+ * where they run at 0.5 and 1.3 ms); a block's first call alone pays, and the median drops it.
+ * Every rank makes the same calls, so the ranks try the same way in the same call and each
+ * times what both ways together cost. A rank's choice only decides how it sends its own
+ * bytes: ranks that disagree still move the same bytes (a receiver takes a message by address
+ * or through a slot alike). But each rank times only its own part, and ranks of one pipeline
+ * that decided apart then mixed the ways in every later trial; so a collective's ranks vote
+ * (coll_pick.c): at a trial's end they all-gather their medians and all decide on the mean, where
+ * their knobs match (comm.c; else their trials need not line up, and each decides alone).
+ * Point-to-point batches decide alone: their ranks pick by their own largest send. The second
+ * picker's trials start where the first's end, so no call is timed by both.
  *
- * Where ranks outnumber cores, the single-copy picker starts calls of 64 KiB and more on one
- * copy and leaves it only for two copies 30% faster (tt_pick_prefer; comm.c says why).
+ * Where ranks outnumber cores, the single-copy picker starts all-gathers and point-to-point
+ * batches of 64 KiB and more on one copy and leaves it only for two copies 30% faster
+ * (tt_pick_prefer; comm.c says why, and why not broadcasts).
  *
  * The knobs: auto (the trial), 0 (never), 1 (always).
  */
@@ -66,11 +75,12 @@ struct tt_pick_class {
 };
 
 struct tt_pick {
-    int forced;      /* -1: measure; 0 or 1: that way always */
-    size_t min;      /* calls of fewer bytes take way 0, untimed; classes start here */
-    uint32_t first;  /* a class's first trial starts at this call (0-based) */
-    int prefer;      /* tt_pick_prefer's way, or -1 */
-    int prefer_from; /* for classes from this one on */
+    int forced;            /* -1: measure; 0 or 1: that way always */
+    size_t min;            /* calls of fewer bytes take way 0, untimed; classes start here */
+    uint32_t first;        /* a class's first trial starts at this call (0-based) */
+    int prefer;            /* tt_pick_prefer's way, or -1 */
+    int prefer_from;       /* for classes from this one on */
+    unsigned prefer_kinds; /* of these kinds (bit k: kind k) */
     double prefer_margin;
     struct tt_pick_class cls[TT_PICK_KINDS][TT_PICK_CLASSES];
 };
@@ -81,10 +91,11 @@ struct tt_pick {
  * each); calls of `min` bytes and more (a power of two) are picked for. */
 void tt_pick_init(struct tt_pick *p, const char *knob, uint32_t first, size_t min);
 
-/* Start every class of `from` bytes and more on `way` (tt_pick_init: 0) and leave it only for a
- * way whose median is below `margin` times its own (TT_PICK_MARGIN for the way back): a prior
- * for where the trial is noisier than the gap it looks for. */
-void tt_pick_prefer(struct tt_pick *p, int way, double margin, size_t from);
+/* Start every class of `from` bytes and more of the kinds in mask `kinds` (bit k: kind k) on
+ * `way` (tt_pick_init: 0) and leave it only for a way whose median is below `margin` times its
+ * own (TT_PICK_MARGIN for the way back): a prior for where the trial is noisier than the gap
+ * it looks for. */
+void tt_pick_prefer(struct tt_pick *p, int way, double margin, size_t from, unsigned kinds);
 
 /*
  * The way for a call of collective `kind` (enum tt_coll) moving `bytes`: 0 ordinary stores, 1
@@ -96,6 +107,12 @@ int tt_pick_way(struct tt_pick *p, int kind, size_t bytes, int *token);
 /* The call of `token` took `seconds`; `ok`: it succeeded (a failed call is not counted).
  * Returns 1 when this ended a trial that changed the class's way. */
 int tt_pick_done(struct tt_pick *p, int token, double seconds, int ok);
+
+/* tt_pick_done in two halves, for ranks that decide together (coll_pick.c): record the call;
+ * returns 1 when it ended a trial, whose medians are then in the class's med. Decide with
+ * medians `med` (this rank's, or the ranks' mean): returns 1 when the way changed. */
+int tt_pick_record(struct tt_pick *p, int token, double seconds, int ok);
+int tt_pick_decide(struct tt_pick *p, int token, const float med[2]);
 
 /* The class a token timed: its collective, its way now, and its bytes range [*lo, *hi). */
 const struct tt_pick_class *tt_pick_class_of(const struct tt_pick *p, int token, int *kind,

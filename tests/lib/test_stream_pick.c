@@ -54,8 +54,9 @@ Test(stream_pick, small_calls_are_ordinary_and_untimed)
     }
 }
 
-/* The schedule: calls 0 and 1 (TT_PICK_FIRST) untimed on the current way, then 2*TRIAL
- * alternating timed calls starting on the current way, then untimed until the next period. */
+/* The schedule: calls 0 and 1 (TT_PICK_FIRST) untimed on the current way, then TRIAL timed
+ * calls on the current way and TRIAL on the other (blocks: a call is not timed right after the
+ * other way's), then untimed until the next period. */
 Test(stream_pick, trial_schedule_and_switch_when_streaming_wins)
 {
     struct tt_pick p;
@@ -70,11 +71,12 @@ Test(stream_pick, trial_schedule_and_switch_when_streaming_wins)
         way = call(&p, 256 * KIB, cost, 1, &timed, &changed);
         cr_assert(timed == in_trial, "call %d: timed %d, expected %d", i, timed, in_trial);
         if (i < TT_PICK_FIRST + 2 * TT_PICK_TRIAL)
-            cr_assert(way == (in_trial ? (q & 1) : 0), "call %d ran way %d", i, way);
-        else if (!in_trial || q % TT_PICK_PERIOD % 2 == 0)
+            cr_assert(way == (in_trial ? q >= TT_PICK_TRIAL : 0), "call %d ran way %d", i, way);
+        else if (!in_trial || q % TT_PICK_PERIOD < TT_PICK_TRIAL)
             cr_assert(way == 1, "call %d after the switch ran way %d", i, way);
         else
-            cr_assert(way == 0, "call %d: the second trial's odd calls try ordinary stores", i);
+            cr_assert(way == 0, "call %d: the second trial's second block tries ordinary stores",
+                      i);
         if (changed) {
             cr_assert(switched_at < 0, "call %d switched again", i);
             switched_at = i;
@@ -321,12 +323,14 @@ Test(stream_pick, a_preferred_way_needs_its_own_margin_to_leave)
     int changes = 0, timed, changed;
 
     init(&p, NULL);
-    tt_pick_prefer(&p, 1, 0.7, 256 * KIB);
+    tt_pick_prefer(&p, 1, 0.7, 256 * KIB, 1u << 0 | 1u << 5);
     cr_assert(call(&p, 1 << 20, near, 1, &timed, &changed) == 1, "did not start on way 1");
     cr_assert(call_kind(&p, 5, 256 * KIB, near, 1, &timed, &changed) == 1,
               "another collective and size did not start on way 1");
     cr_assert(call_kind(&p, 5, 128 * KIB, near, 1, &timed, &changed) == 0,
               "a size below the preference's did not start on way 0");
+    cr_assert(call_kind(&p, 3, 1 << 20, near, 1, &timed, &changed) == 0,
+              "a collective outside the preference's did not start on way 0");
     /* way 0 20% faster: not enough to leave the preferred way, trial after trial */
     cr_assert(run_calls(&p, 3 * TT_PICK_PERIOD, near, &changes) == 1 && changes == 0,
               "left the preferred way for a 20%% gain (%d change(s))", changes);
@@ -348,4 +352,64 @@ Test(stream_pick, without_a_preference_the_usual_margin)
     init(&p, NULL);
     cr_assert(run_calls(&p, TT_PICK_PERIOD, near, &changes) == 1 && changes == 1,
               "a 20%% gain did not switch (%d change(s))", changes);
+}
+
+/* A collective outside the preference's kinds keeps the usual margin both ways. */
+Test(stream_pick, a_kind_outside_the_preference_uses_the_usual_margin)
+{
+    struct tt_pick p;
+    const double near[2] = {1.0, 0.8};
+    int changes = 0, timed, changed, way = 0;
+
+    init(&p, NULL);
+    tt_pick_prefer(&p, 1, 0.7, 64 * KIB, 1u << 1);
+    for (int i = 0; i < TT_PICK_PERIOD; i++) {
+        way = call_kind(&p, 3, 1 << 20, near, 1, &timed, &changed);
+        changes += changed;
+    }
+    cr_assert(way == 1 && changes == 1, "way %d after %d change(s)", way, changes);
+}
+
+/*
+ * Ranks that decide together (coll.c's vote): tt_pick_record says when a trial has ended and
+ * leaves its medians; tt_pick_decide takes medians from outside. Two ranks whose own trials
+ * disagree (one sees streaming 40% faster, the other 10% slower) both follow the mean (0.85
+ * of the time: not below the margin), so both keep their way, where alone the first would
+ * have switched.
+ */
+Test(stream_pick, ranks_decide_on_the_mean_of_their_medians)
+{
+    struct tt_pick a, b;
+    const double ca[2] = {1.0, 0.6}, cb[2] = {1.0, 1.1};
+    int ended = 0;
+
+    init(&a, NULL);
+    init(&b, NULL);
+    for (int i = 0; i < TT_PICK_FIRST + 2 * TT_PICK_TRIAL; i++) {
+        int ta, tb, wa = tt_pick_way(&a, 0, 1 << 20, &ta), wb = tt_pick_way(&b, 0, 1 << 20, &tb);
+        int ea, eb;
+
+        cr_assert(wa == wb && (ta >= 0) == (tb >= 0), "call %d: the ranks' schedules differ", i);
+        ea = tt_pick_record(&a, ta, ca[wa], 1);
+        eb = tt_pick_record(&b, tb, cb[wb], 1);
+        cr_assert(ea == eb, "call %d: one rank's trial ended, the other's not", i);
+        if (!ea)
+            continue;
+        ended++;
+        cr_assert(i == TT_PICK_FIRST + 2 * TT_PICK_TRIAL - 1, "the trial ended at call %d", i);
+        const struct tt_pick_class *k;
+        size_t lo, hi;
+        int kind;
+        k = tt_pick_class_of(&a, ta, &kind, &lo, &hi);
+        cr_assert(k->med[0] == 1.0f && k->med[1] == 0.6f, "rank a's medians %g, %g", k->med[0],
+                  k->med[1]);
+        const float mean[2] = {1.0f, 0.85f};
+        cr_assert(!tt_pick_decide(&a, ta, mean) && !tt_pick_decide(&b, tb, mean),
+                  "a rank switched on the mean's 15%% gain");
+        const float far[2] = {1.0f, 0.5f};
+        struct tt_pick a2 = a;
+        cr_assert(tt_pick_decide(&a2, ta, far), "a 50%% gain did not switch");
+        cr_assert(tt_pick_way(&a2, 0, 1 << 20, &ta) == 1, "the switch did not stick");
+    }
+    cr_assert(ended == 1);
 }

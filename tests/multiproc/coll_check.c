@@ -289,6 +289,19 @@ static void large(void)
     }
 }
 
+/* Enough same-sized broadcasts and all-gathers (64 KiB and a little more) for both pickers'
+ * first trials (lib/stream_pick.h: streaming stores from call 2, single copy from call 10),
+ * each call checked: the ranks vote at each trial's end (coll_pick.c). */
+static void trials(void)
+{
+    const size_t count = 16384, per = count / (size_t)nranks + 1;
+
+    for (int i = 0; i < 24; i++) {
+        run_one(BROADCAST, TUTTI_FLOAT32, -1, count, i & 1, i % nranks);
+        run_one(ALL_GATHER, TUTTI_FLOAT32, -1, per, i & 1, 0);
+    }
+}
+
 static void soak_ring(tutti_dtype_t t, size_t n, size_t first, const char *tag);
 
 static void p2p(void)
@@ -675,12 +688,15 @@ int main(int argc, char **argv)
         large();
     else if (strcmp(mode, "p2p") == 0)
         p2p();
+    else if (strcmp(mode, "trials") == 0)
+        trials();
     else if (strcmp(mode, "all_to_all") == 0)
         all_to_all();
     else if (strcmp(mode, "soak") == 0)
         soak(soak_s, seed, abort_rank);
     else {
-        printf("coll_check: unknown mode %s (matrix, large, p2p, all_to_all, soak)\n", mode);
+        printf("coll_check: unknown mode %s (matrix, large, p2p, trials, all_to_all, soak)\n",
+               mode);
         return 2;
     }
     if (tutti_barrier(comm, NULL) != TUTTI_SUCCESS)

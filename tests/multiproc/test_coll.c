@@ -72,6 +72,69 @@ Test(coll, large_single_copy, .timeout = 300)
     run_env(2, "large", "TUTTI_SHM_SINGLE_COPY=0");
 }
 
+/*
+ * coll_check trials on n ranks with TUNE tracing, under `env`; rank 1 also gets `env1` (through
+ * a shell that sets it). Every call is checked. Returns each rank's trial-vote lines (up to
+ * 8) in votes[rank][k], without the "[rank] host:pid:rank" prefix.
+ */
+#define MAX_VOTES 8
+static void run_trials(int n, const char *env, const char *env1, char votes[][MAX_VOTES][256],
+                       int *nvotes)
+{
+    char cmd[1024], line[1024];
+    int st;
+    FILE *f;
+
+    snprintf(cmd, sizeof(cmd),
+             "env TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=TUNE %s '%s' -n %d sh -c "
+             "'[ \"$TUTTI_RANK\" = 1 ] && export %s; exec \"$0\" trials' '%s' 2>&1",
+             env, getenv("TUTTI_RUN"), n, env1, getenv("COLL_CHECK"));
+    memset(nvotes, 0, (size_t)n * sizeof(*nvotes));
+    f = popen(cmd, "r");
+    cr_assert(f, "popen: %s", cmd);
+    while (fgets(line, sizeof(line), f)) {
+        const char *v = strstr(line, "trial vote: ");
+        int r;
+
+        fputs(line, stdout);
+        if (!v || sscanf(line, "[%d]", &r) != 1 || r < 0 || r >= n || nvotes[r] >= MAX_VOTES)
+            continue;
+        v = strstr(line, " calls of ");
+        while (v > line && v[-1] != ' ') /* back to the collective's name */
+            v--;
+        size_t len = strcspn(v, "\n");
+        len = len < 255 ? len : 255;
+        memcpy(votes[r][nvotes[r]], v, len);
+        votes[r][nvotes[r]++][len] = '\0';
+    }
+    st = pclose(f);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit status %d", cmd,
+              WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
+/* At the end of each trial of a collective (stream_pick.h) the ranks vote: each logs the same
+ * means, so each takes the same way. Two pickers x two collectives: four votes per rank. A
+ * rank whose knobs differ (TUTTI_SHM_SINGLE_COPY=1 on rank 1) makes the ranks decide alone:
+ * no votes, and no call waits for one. */
+Test(coll, trials_are_decided_together, .timeout = 120)
+{
+    char votes[3][MAX_VOTES][256];
+    int nvotes[3];
+
+    run_trials(3, "", "TUTTI_TRIAL_TEST=1", votes, nvotes);
+    for (int r = 0; r < 3; r++) {
+        cr_assert_eq(nvotes[r], 4, "rank %d logged %d trial votes", r, nvotes[r]);
+        for (int k = 0; k < 4; k++) {
+            cr_assert(strstr(votes[r][k], "the ranks' mean median"), "rank %d: %s", r, votes[r][k]);
+            cr_assert_str_eq(votes[r][k], votes[0][k], "rank %d's vote %d differs from rank 0's", r,
+                             k);
+        }
+    }
+    run_trials(3, "", "TUTTI_SHM_SINGLE_COPY=1", votes, nvotes);
+    for (int r = 0; r < 3; r++)
+        cr_assert_eq(nvotes[r], 0, "rank %d voted with knobs that differ", r);
+}
+
 /* One run of the check program named by the environment variable `prog` (SPLIT_CHECK,
  * A2AV_CHECK) on n ranks posing as `nodes` nodes, with `env` (VAR=value ..., or "") set. */
 static void run_check(const char *prog, int n, int nodes, const char *env)
