@@ -82,7 +82,7 @@ int tt_pick_way(struct tt_pick *p, int kind, size_t bytes, int *token)
         return c->way;
     if (q == 0) /* a trial starts: forget what a failed one left */
         c->seen[0] = c->seen[1] = 0;
-    way = q < TT_PICK_TRIAL ? c->way : !c->way;
+    way = (q & 1) ? !c->way : c->way;
     *token = (kind * TT_PICK_CLASSES + cls) * 2 + way;
     return way;
 }

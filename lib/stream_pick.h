@@ -26,22 +26,23 @@
  * So each collective's size class (a power of two from the picker's min; classes are per
  * collective, so a program that alternates two collectives of one size, all-gather and
  * reduce-scatter, say, does not time one against the other) runs a trial at its call
- * TT_PICK_FIRST and then every TT_PICK_PERIOD calls: TT_PICK_TRIAL timed calls the current
- * way, then TT_PICK_TRIAL the other; the way whose median call took less time, by more than
- * TT_PICK_MARGIN, is used until the next trial (a median, so that one call the scheduler held
- * up does not decide). In blocks, not alternating call by call: a call pays for what the call
- * before left behind (receivers still copying), and alternating made each way pay for the
- * other's backlog (4 ranks on 2 cores, broadcast of 4 MiB: both ways timed at 1.1-1.9 ms
- * where they run at 0.5 and 1.3 ms); a block's first call alone pays, and the median drops it.
- * Every rank makes the same calls, so the ranks try the same way in the same call and each
- * times what both ways together cost. A rank's choice only decides how it sends its own
- * bytes: ranks that disagree still move the same bytes (a receiver takes a message by address
- * or through a slot alike). But each rank times only its own part, and ranks of one pipeline
- * that decided apart then mixed the ways in every later trial; so a collective's ranks vote
- * (coll_pick.c): at a trial's end they all-gather their medians and all decide on the mean, where
- * their knobs match (comm.c; else their trials need not line up, and each decides alone).
- * Point-to-point batches decide alone: their ranks pick by their own largest send. The second
- * picker's trials start where the first's end, so no call is timed by both.
+ * TT_PICK_FIRST and then every TT_PICK_PERIOD calls: TT_PICK_TRIAL calls each way,
+ * alternating, timed; the way whose median call took less time, by more than TT_PICK_MARGIN,
+ * is used until the next trial (a median, so that one call the scheduler held up does not
+ * decide). A call pays for what the one before left behind, so alternating calls each pay
+ * some of the other way's cost (4 ranks on 2 cores, broadcast of 4 MiB: both ways timed at
+ * 1.0-1.9 ms where they run at 0.5 and 1.3 ms); trials in two blocks of one way each were
+ * tried and left out: they slowed point-to-point on 4 ranks / 2 cores (scatter of 4 MiB 1.55x,
+ * gather and all-to-all 1.2x; BENCHMARKS.md, "Trials decided together"). Every rank makes the same
+ * calls, so the ranks try the same way in the same call and each times what both ways together
+ * cost. A rank's choice only decides how it sends its own bytes: ranks that disagree still move the
+ * same bytes (a receiver takes a message by address or through a slot alike). But each rank times
+ * only its own part, and ranks of one pipeline that decided apart then mixed the ways in every
+ * later trial; so a collective's ranks vote (coll_pick.c): at a trial's end they all-gather their
+ * medians and all decide on the mean, where their knobs match (comm.c; else their trials need not
+ * line up, and each decides alone). Point-to-point batches decide alone: their ranks pick by their
+ * own largest send. The second picker's trials start where the first's end, so no call is timed by
+ * both.
  *
  * Where ranks outnumber cores, the single-copy picker starts all-gathers and point-to-point
  * batches of 64 KiB and more on one copy and leaves it only for two copies 30% faster
