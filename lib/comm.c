@@ -438,7 +438,9 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
      * broadcast: its plans forward what they receive (chain, tree), and a message forwarded by
      * address goes whole, one hop after the other, where two copies pipeline it in slots (4
      * ranks, 4 MiB: 400-620 us by two copies, about 1300 by one; BENCHMARKS.md, "Trials
-     * decided together"). */
+     * decided together"). The prior is one machine's: on 12-02's afternoon machine two copies
+     * won gather, scatter and all-to-all as well (same section), and a batch's trial, which
+     * its ranks cannot vote on, did not find it. */
     if (c->sleepy)
         tt_pick_prefer(&c->pick_sc, 1, 0.7, (size_t)64 << 10,
                        1u << TT_COLL_ALL_GATHER | 1u << (TT_PICK_KINDS - 1));
