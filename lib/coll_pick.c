@@ -72,7 +72,7 @@ static tutti_result_t pick_done(struct tutti_comm *comm, struct tt_pick *p,
     const struct tt_pick_class *k;
     char upto[48] = " and more";
     size_t lo, hi;
-    int kind, agreed = 0;
+    int kind, agreed = 0, voting = vote && comm->pick_agree && comm->nranks > 1;
     float med[2];
     tutti_result_t rc = TUTTI_SUCCESS;
 
@@ -81,13 +81,13 @@ static tutti_result_t pick_done(struct tutti_comm *comm, struct tt_pick *p,
     k = tt_pick_class_of(p, token, &kind, &lo, &hi);
     med[0] = k->med[0];
     med[1] = k->med[1];
-    if (vote && comm->pick_agree && comm->nranks > 1)
+    if (voting)
         rc = pick_vote(comm, k, token, med, &agreed);
     if (rc != TUTTI_SUCCESS)
         return rc;
     if (hi != SIZE_MAX)
         snprintf(upto, sizeof(upto), " to %zu KiB", hi >> 10);
-    if (vote && comm->pick_agree && comm->nranks > 1 && tt_log_on(TT_LOG_TRACE, TT_SUB_TUNE))
+    if (voting && tt_log_on(TT_LOG_TRACE, TT_SUB_TUNE))
         TT_TRACE(TT_SUB_TUNE,
                  "%s calls of %zu KiB%s, trial vote: %s (%.1f us a call %s, %.1f us %s)",
                  tt_coll_name((enum tt_coll)kind), lo >> 10, upto,

@@ -73,22 +73,24 @@ Test(coll, large_single_copy, .timeout = 300)
 }
 
 /*
- * coll_check trials on n ranks with TUNE tracing, under `env`; rank 1 also gets `env1` (through
- * a shell that sets it). Every call is checked. Returns each rank's trial-vote lines (up to
- * 8) in votes[rank][k], without the "[rank] host:pid:rank" prefix.
+ * coll_check trials on n ranks with TUNE tracing; rank 1 alone also gets `rank1_env` (VAR=value,
+ * exported by a shell before the program starts; NULL: none). Every call is checked. Returns
+ * each rank's trial-vote lines (up to 8) in votes[rank][k], without the "[rank] host:pid:rank"
+ * prefix.
  */
 #define MAX_VOTES 8
-static void run_trials(int n, const char *env, const char *env1, char votes[][MAX_VOTES][256],
-                       int *nvotes)
+static void run_trials(int n, const char *rank1_env, char votes[][MAX_VOTES][256], int *nvotes)
 {
-    char cmd[1024], line[1024];
+    char cmd[1024], line[1024], rank1[256] = "true";
     int st;
     FILE *f;
 
+    if (rank1_env)
+        snprintf(rank1, sizeof(rank1), "[ \"$TUTTI_RANK\" != 1 ] || export %s", rank1_env);
     snprintf(cmd, sizeof(cmd),
-             "env TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=TUNE %s '%s' -n %d sh -c "
-             "'[ \"$TUTTI_RANK\" = 1 ] && export %s; exec \"$0\" trials' '%s' 2>&1",
-             env, getenv("TUTTI_RUN"), n, env1, getenv("COLL_CHECK"));
+             "env TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=TUNE '%s' -n %d sh -c "
+             "'%s; exec \"$0\" trials' '%s' 2>&1",
+             getenv("TUTTI_RUN"), n, rank1, getenv("COLL_CHECK"));
     memset(nvotes, 0, (size_t)n * sizeof(*nvotes));
     f = popen(cmd, "r");
     cr_assert(f, "popen: %s", cmd);
@@ -121,7 +123,7 @@ Test(coll, trials_are_decided_together, .timeout = 120)
     char votes[3][MAX_VOTES][256];
     int nvotes[3];
 
-    run_trials(3, "", "TUTTI_TRIAL_TEST=1", votes, nvotes);
+    run_trials(3, NULL, votes, nvotes);
     for (int r = 0; r < 3; r++) {
         cr_assert_eq(nvotes[r], 4, "rank %d logged %d trial votes", r, nvotes[r]);
         for (int k = 0; k < 4; k++) {
@@ -130,7 +132,7 @@ Test(coll, trials_are_decided_together, .timeout = 120)
                              k);
         }
     }
-    run_trials(3, "", "TUTTI_SHM_SINGLE_COPY=1", votes, nvotes);
+    run_trials(3, "TUTTI_SHM_SINGLE_COPY=1", votes, nvotes);
     for (int r = 0; r < 3; r++)
         cr_assert_eq(nvotes[r], 0, "rank %d voted with knobs that differ", r);
 }
