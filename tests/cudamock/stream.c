@@ -46,6 +46,7 @@ struct CUstream_st {
     double since;      /* when the running operation started; 0: none runs */
     uint64_t reported; /* the operation last reported as stalled (its number) */
     pthread_t thread;
+    pthread_cond_t work; /* its thread waits here for an operation (or its destruction) */
     struct CUstream_st *next_stream;
 };
 
@@ -60,7 +61,9 @@ struct CUgraph_st {
     int empty;
 };
 
-/* One lock and one condition for every stream, event and wait of the process. */
+/* One lock for every stream, event and wait of the process, and one condition for every
+ * wait on another stream's progress; a stream's thread waits for work on its own condition,
+ * so an idle stream sleeps through the others' operations. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t moved = PTHREAD_COND_INITIALIZER;
 static struct CUstream_st *streams, *legacy_stream;
@@ -80,7 +83,7 @@ static void *stream_main(void *arg)
     for (;;) {
         struct op *o;
         while (!s->head && !s->destroyed)
-            pthread_cond_wait(&moved, &lock);
+            pthread_cond_wait(&s->work, &lock);
         if (!(o = s->head))
             break;
         s->since = cudamock_now();
@@ -146,7 +149,9 @@ static struct CUstream_st *stream_new(int blocking, int legacy)
         return NULL;
     s->blocking = blocking;
     s->legacy = legacy;
+    pthread_cond_init(&s->work, NULL);
     if (pthread_create(&s->thread, NULL, stream_main, s) != 0) {
+        pthread_cond_destroy(&s->work);
         free(s);
         return NULL;
     }
@@ -289,7 +294,7 @@ static cudaError_t enqueue_locked(struct CUstream_st *s, struct op *o)
             goto oom;
     }
     push(s, o);
-    pthread_cond_broadcast(&moved);
+    pthread_cond_signal(&s->work);
     return cudaSuccess;
 oom:
     free(o);
@@ -394,7 +399,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t h)
         return cudamock_ret(cudaErrorInvalidResourceHandle);
     pthread_mutex_lock(&lock);
     s->destroyed = 1;
-    pthread_cond_broadcast(&moved);
+    pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&lock);
     return cudaSuccess;
 }
