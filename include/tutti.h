@@ -88,13 +88,17 @@ typedef enum {
     TUTTI_BFLOAT16,
     TUTTI_FLOAT32,
     TUTTI_FLOAT64,
+    TUTTI_FLOAT8_E4M3, /* OCP FP8 E4M3 (CUDA's __nv_fp8_e4m3): no infinities, largest 448 */
+    TUTTI_FLOAT8_E5M2, /* OCP FP8 E5M2 (__nv_fp8_e5m2): infinities, largest 57344 */
     TUTTI_NUM_DTYPES
 } tutti_dtype_t;
 
 /*
  * Reduction operators.
  *   SUM, PROD: integers wrap modulo 2^bits; fp16/bf16 compute each step in float32 and round
- *              to nearest even.
+ *              to nearest even; FP8 likewise, saturating: a result beyond the largest finite
+ *              value (an infinity included) becomes that value, as CUDA's __NV_SATFINITE
+ *              conversion does.
  *   MIN, MAX:  a NaN in any input gives NaN; +0 and -0 compare equal (either may come back).
  *   AVG:       SUM divided by the number of ranks at the end; integers truncate toward zero.
  */

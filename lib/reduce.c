@@ -3,7 +3,8 @@
  *
  * Each kernel is a plain loop the compiler vectorises; on x86-64 each is also built for AVX2
  * and AVX-512 and the loader picks the best (target_clones). Integer arithmetic is done on
- * the unsigned type so overflow wraps instead of being undefined. fp16/bf16 go through float.
+ * the unsigned type so overflow wraps instead of being undefined. fp16, bf16 and FP8 go through
+ * float.
  */
 #include "reduce.h"
 #include "half.h"
@@ -48,12 +49,12 @@
         }                                                                                          \
     }
 
-/* 16-bit floats: decode both, compute in float, round back. */
-#define TT_KERNEL16(name, TO_F, FROM_F, EXPR)                                                      \
+/* 16- and 8-bit floats (storage S): decode both, compute in float, round back. */
+#define TT_KERNEL16(name, S, TO_F, FROM_F, EXPR)                                                   \
     TT_CLONES static void name(void *d0_, void *d1_, const void *a_, const void *b_, size_t n)     \
     {                                                                                              \
-        uint16_t *d0 = d0_, *d1 = d1_;                                                             \
-        const uint16_t *a = a_, *b = b_;                                                           \
+        S *d0 = d0_, *d1 = d1_;                                                                    \
+        const S *a = a_, *b = b_;                                                                  \
         _Pragma("GCC ivdep") for (size_t i = 0; i < n; i++)                                        \
         {                                                                                          \
             float x = TO_F(a[i]), y = TO_F(b[i]);                                                  \
@@ -76,11 +77,29 @@
     TT_KERNEL(min_##suffix, T, T, TT_FMIN(x, y))                                                   \
     TT_KERNEL(max_##suffix, T, T, TT_FMAX(x, y))
 
-#define TT_HALF_KERNELS(suffix, TO_F, FROM_F)                                                      \
-    TT_KERNEL16(sum_##suffix, TO_F, FROM_F, TT_SUM(x, y))                                          \
-    TT_KERNEL16(prod_##suffix, TO_F, FROM_F, TT_PROD(x, y))                                        \
-    TT_KERNEL16(min_##suffix, TO_F, FROM_F, TT_FMIN(x, y))                                         \
-    TT_KERNEL16(max_##suffix, TO_F, FROM_F, TT_FMAX(x, y))
+#define TT_HALF_KERNELS(suffix, S, TO_F, FROM_F)                                                   \
+    TT_KERNEL16(sum_##suffix, S, TO_F, FROM_F, TT_SUM(x, y))                                       \
+    TT_KERNEL16(prod_##suffix, S, TO_F, FROM_F, TT_PROD(x, y))                                     \
+    TT_KERNEL16(min_##suffix, S, TO_F, FROM_F, TT_FMIN(x, y))                                      \
+    TT_KERNEL16(max_##suffix, S, TO_F, FROM_F, TT_FMAX(x, y))
+
+/* The FP8 formats as one-argument conversions (half.h takes the format). */
+static inline float e4m3_to_f(uint8_t c)
+{
+    return tt_fp8_to_float(c, TT_FP8_E4M3);
+}
+static inline uint8_t f_to_e4m3(float f)
+{
+    return tt_float_to_fp8(f, TT_FP8_E4M3);
+}
+static inline float e5m2_to_f(uint8_t c)
+{
+    return tt_fp8_to_float(c, TT_FP8_E5M2);
+}
+static inline uint8_t f_to_e5m2(float f)
+{
+    return tt_float_to_fp8(f, TT_FP8_E5M2);
+}
 
 /* Unsigned compute types: int8 sums promote to int, so cast through the unsigned type. */
 TT_INT_KERNELS(i8, int8_t, uint8_t)
@@ -89,10 +108,12 @@ TT_INT_KERNELS(i32, int32_t, uint32_t)
 TT_INT_KERNELS(u32, uint32_t, uint32_t)
 TT_INT_KERNELS(i64, int64_t, uint64_t)
 TT_INT_KERNELS(u64, uint64_t, uint64_t)
-TT_HALF_KERNELS(f16, tt_half_to_float, tt_float_to_half)
-TT_HALF_KERNELS(bf16, tt_bf16_to_float, tt_float_to_bf16)
+TT_HALF_KERNELS(f16, uint16_t, tt_half_to_float, tt_float_to_half)
+TT_HALF_KERNELS(bf16, uint16_t, tt_bf16_to_float, tt_float_to_bf16)
 TT_FLT_KERNELS(f32, float)
 TT_FLT_KERNELS(f64, double)
+TT_HALF_KERNELS(e4m3, uint8_t, e4m3_to_f, f_to_e4m3)
+TT_HALF_KERNELS(e5m2, uint8_t, e5m2_to_f, f_to_e5m2)
 
 #define TT_ROW(s)                                                                                  \
     {                                                                                              \
@@ -101,8 +122,8 @@ TT_FLT_KERNELS(f64, double)
 
 /* Indexed [dtype][op] in the order of tutti_dtype_t and tutti_op_t (AVG uses SUM). */
 static const tt_reduce_fn kernels[TUTTI_NUM_DTYPES][4] = {
-    TT_ROW(i8),  TT_ROW(u8),  TT_ROW(i32),  TT_ROW(u32), TT_ROW(i64),
-    TT_ROW(u64), TT_ROW(f16), TT_ROW(bf16), TT_ROW(f32), TT_ROW(f64),
+    TT_ROW(i8),  TT_ROW(u8),   TT_ROW(i32), TT_ROW(u32), TT_ROW(i64),  TT_ROW(u64),
+    TT_ROW(f16), TT_ROW(bf16), TT_ROW(f32), TT_ROW(f64), TT_ROW(e4m3), TT_ROW(e5m2),
 };
 
 tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op)
@@ -119,9 +140,9 @@ tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op)
             p[i] = (T)(p[i] / divisor);                                                            \
     } while (0)
 
-#define TT_DIV16_LOOP(TO_F, FROM_F)                                                                \
+#define TT_DIV16_LOOP(S, TO_F, FROM_F)                                                             \
     do {                                                                                           \
-        uint16_t *p = d;                                                                           \
+        S *p = d;                                                                                  \
         for (size_t i = 0; i < n; i++)                                                             \
             p[i] = FROM_F(TO_F(p[i]) / (float)divisor);                                            \
     } while (0)
@@ -137,10 +158,12 @@ void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor)
     case TUTTI_UINT32: TT_DIV_LOOP(uint32_t); break;
     case TUTTI_INT64: TT_DIV_LOOP(int64_t); break;
     case TUTTI_UINT64: TT_DIV_LOOP(uint64_t); break;
-    case TUTTI_FLOAT16: TT_DIV16_LOOP(tt_half_to_float, tt_float_to_half); break;
-    case TUTTI_BFLOAT16: TT_DIV16_LOOP(tt_bf16_to_float, tt_float_to_bf16); break;
+    case TUTTI_FLOAT16: TT_DIV16_LOOP(uint16_t, tt_half_to_float, tt_float_to_half); break;
+    case TUTTI_BFLOAT16: TT_DIV16_LOOP(uint16_t, tt_bf16_to_float, tt_float_to_bf16); break;
     case TUTTI_FLOAT32: TT_DIV_LOOP(float); break;
     case TUTTI_FLOAT64: TT_DIV_LOOP(double); break;
+    case TUTTI_FLOAT8_E4M3: TT_DIV16_LOOP(uint8_t, e4m3_to_f, f_to_e4m3); break;
+    case TUTTI_FLOAT8_E5M2: TT_DIV16_LOOP(uint8_t, e5m2_to_f, f_to_e5m2); break;
     default: break;
     }
 }

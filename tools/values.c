@@ -14,10 +14,33 @@ int val_period(int op)
     return op == TUTTI_SUM || op == TUTTI_AVG ? 9 : op == TUTTI_PROD ? 3 : 37;
 }
 
+static int is_fp8(tutti_dtype_t t)
+{
+    return t == TUTTI_FLOAT8_E4M3 || t == TUTTI_FLOAT8_E5M2;
+}
+
+/* FP8 has 4 (E4M3) or 3 (E5M2) significant bits: integers are exact only up to 16 or 8. So
+ * sums take -1, 0 or 1, products 2, -1 or 1, and other data -8..8; ranks from 8 on add 0 and
+ * multiply by 1, which keeps every partial sum and product within 8. */
+static int64_t fp8_gen(int op, int r, size_t i)
+{
+    switch (op) {
+    case TUTTI_SUM:
+    case TUTTI_AVG: return r >= 8 ? 0 : (int64_t)((i * 7 + (size_t)r * 3) % 9 % 3) - 1;
+    case TUTTI_PROD: {
+        int k = (int)((i + (size_t)r) % 3);
+        return r >= 8 || k == 2 ? 1 : k == 0 ? 2 : -1;
+    }
+    default: return (int64_t)((i * 13 + (size_t)r * 29) % 37 % 17) - 8;
+    }
+}
+
 int64_t val_gen(tutti_dtype_t t, int op, int r, size_t i)
 {
     int s = is_signed(t);
 
+    if (is_fp8(t))
+        return fp8_gen(op, r, i);
     switch (op) {
     case TUTTI_SUM:
     case TUTTI_AVG: return (int64_t)((i * 7 + (size_t)r * 3) % 9) - (s ? 4 : 0);
@@ -42,6 +65,30 @@ static uint16_t bf16_of(double d)
     f = (float)d;
     memcpy(&u, &f, 4);
     return (uint16_t)(u >> 16);
+}
+
+/* The FP8 value of code c (0..0x7f, finite), from the format's definition. */
+static double fp8_value(int c, int mbits)
+{
+    int bias = mbits == 3 ? 7 : 15, e = c >> mbits, m = c & ((1 << mbits) - 1);
+    return e ? ldexp(1.0 + ldexp(m, -mbits), e - bias) : ldexp(m, 1 - bias - mbits);
+}
+
+/* d rounded to mbits fraction bits (nearest, ties to even), saturated at the largest
+ * finite value, found among the codes by value. */
+static uint8_t fp8_of(double d, int mbits)
+{
+    int bias = mbits == 3 ? 7 : 15, top = mbits == 3 ? 0x7e : 0x7b, e = 0, c;
+    uint8_t sign = signbit(d) ? 0x80 : 0;
+
+    d = fabs(d);
+    if (d != 0)
+        frexp(d, &e); /* d = f * 2^e, 0.5 <= f < 1: its leading bit is 2^(e - 1) */
+    e = e - 1 < 1 - bias ? 1 - bias : e - 1;
+    d = ldexp(nearbyint(ldexp(d, mbits - e)), e - mbits);
+    for (c = 0; c < top && fp8_value(c, mbits) < d; c++)
+        ;
+    return (uint8_t)(sign | c);
 }
 
 void val_encode(tutti_dtype_t t, int64_t iv, double fv, void *p)
@@ -86,6 +133,12 @@ void val_encode(tutti_dtype_t t, int64_t iv, double fv, void *p)
     case TUTTI_FLOAT32: {
         float v = (float)fv;
         memcpy(p, &v, 4);
+        break;
+    }
+    case TUTTI_FLOAT8_E4M3:
+    case TUTTI_FLOAT8_E5M2: {
+        uint8_t v = fp8_of(fv, t == TUTTI_FLOAT8_E4M3 ? 3 : 2);
+        memcpy(p, &v, 1);
         break;
     }
     default: memcpy(p, &fv, 8); break;

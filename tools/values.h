@@ -3,9 +3,10 @@
  *
  * Rank r's element i is a small integer from (op, r, i), periodic in i (period 9 for sums and
  * averages, 3 for products, 37 otherwise), so sums and products over up to 64 ranks are exact
- * in every dtype, and the expected value of an element is computed once per residue. Values
- * are encoded into dtypes by C casts, GCC's _Float16 and frexp/nearbyint for bfloat16: none
- * of tutti's conversion code. Used by tutti-perf (-c 1) and the coll_check tests.
+ * in every dtype (FP8: ranks from 8 on add 0 and multiply by 1; values.c says why), and the
+ * expected value of an element is computed once per residue. Values are encoded into dtypes
+ * by C casts, GCC's _Float16 and frexp/nearbyint for bfloat16 and FP8: none of tutti's
+ * conversion code. Used by tutti-perf (-c 1) and the coll_check tests.
  */
 #ifndef TT_VALUES_H
 #define TT_VALUES_H

@@ -4,21 +4,38 @@
  *
  * Semantics are the host kernels' (lib/reduce.c), so host and device give bitwise the same
  * answer: integers wrap; float16 and bfloat16 are widened to float32, combined, rounded to
- * nearest even (which is what the native __hadd/__hmul do for one operation); MIN/MAX return
+ * nearest even (which is what the native __hadd/__hmul do for one operation); FP8 the same,
+ * saturating at the largest finite value (__NV_SATFINITE); MIN/MAX return
  * NaN when either input is NaN; AVG is a SUM followed by one division by the rank count
  * (integers truncate toward zero).
  *
  * Vectorised: where dst, a and b are 16-byte aligned each thread moves whole 16-byte vectors
- * (uint4: 16 int8, 8 half, 4 float, 2 double per load), the remainder element by element; a
+ * (uint4: 16 int8 or FP8, 8 half, 4 float, 2 double per load), the remainder element by element; a
  * grid-stride loop bounds the grid whatever the count.
  */
 #include "kernels.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 
 namespace {
+
+/* An FP8 element of format K (__NV_E4M3, __NV_E5M2), as its storage byte: to float exactly
+ * (through half, which holds every FP8 value), from float rounded to nearest even and
+ * saturated (__NV_SATFINITE, what __nv_fp8_e4m3's constructor does). */
+template <__nv_fp8_interpretation_t K> struct F8 {
+    __nv_fp8_storage_t b;
+};
+template <__nv_fp8_interpretation_t K> __device__ float f8_to_float(F8<K> x)
+{
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(x.b, K)));
+}
+template <__nv_fp8_interpretation_t K> __device__ F8<K> float_to_f8(float f)
+{
+    return F8<K>{__nv_cvt_float_to_fp8(f, __NV_SATFINITE, K)};
+}
 
 template <typename T> struct Sum {
     __device__ static T f(T x, T y) { return x + y; }
@@ -63,6 +80,12 @@ template <typename FOp> struct Half16<__nv_bfloat16, FOp> {
     __device__ static __nv_bfloat16 f(__nv_bfloat16 x, __nv_bfloat16 y)
     {
         return __float2bfloat16_rn(FOp::f(__bfloat162float(x), __bfloat162float(y)));
+    }
+};
+template <__nv_fp8_interpretation_t K, typename FOp> struct Half16<F8<K>, FOp> {
+    __device__ static F8<K> f(F8<K> x, F8<K> y)
+    {
+        return float_to_f8<K>(FOp::f(f8_to_float(x), f8_to_float(y)));
     }
 };
 
@@ -113,6 +136,10 @@ template <> struct DivBy<__nv_bfloat16> {
     {
         return __float2bfloat16_rn(__bfloat162float(x) / (float)n);
     }
+};
+
+template <__nv_fp8_interpretation_t K> struct DivBy<F8<K>> {
+    __device__ static F8<K> f(F8<K> x, int n) { return float_to_f8<K>(f8_to_float(x) / (float)n); }
 };
 
 template <typename T> __global__ void divide_kernel(T *buf, size_t n, int ranks)
@@ -205,6 +232,8 @@ extern "C" int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const v
     case TUTTI_BFLOAT16: return launch_half<__nv_bfloat16>(dst, dst2, a, b, count, op, s);
     case TUTTI_FLOAT32: return launch_float<float>(dst, dst2, a, b, count, op, s);
     case TUTTI_FLOAT64: return launch_float<double>(dst, dst2, a, b, count, op, s);
+    case TUTTI_FLOAT8_E4M3: return launch_half<F8<__NV_E4M3>>(dst, dst2, a, b, count, op, s);
+    case TUTTI_FLOAT8_E5M2: return launch_half<F8<__NV_E5M2>>(dst, dst2, a, b, count, op, s);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -232,6 +261,8 @@ extern "C" int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int 
     case TUTTI_BFLOAT16: return divide<__nv_bfloat16>(buf, count, ranks, s);
     case TUTTI_FLOAT32: return divide<float>(buf, count, ranks, s);
     case TUTTI_FLOAT64: return divide<double>(buf, count, ranks, s);
+    case TUTTI_FLOAT8_E4M3: return divide<F8<__NV_E4M3>>(buf, count, ranks, s);
+    case TUTTI_FLOAT8_E5M2: return divide<F8<__NV_E5M2>>(buf, count, ranks, s);
     default: return cudaErrorInvalidValue;
     }
 }

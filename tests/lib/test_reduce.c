@@ -1,7 +1,8 @@
 /*
- * test_reduce.c -- host reduction kernels and 16-bit float conversions against scalar
+ * test_reduce.c -- host reduction kernels and 16- and 8-bit float conversions against scalar
  * references that do not share their code: GCC's _Float16 for binary16, frexp/nearbyint
- * arithmetic for bfloat16, 64-bit integer arithmetic for wrapping integer ops.
+ * arithmetic for bfloat16, a search over every code for FP8, 64-bit integer arithmetic for
+ * wrapping integer ops.
  */
 #include "lib/half.h"
 #include "lib/reduce.h"
@@ -122,6 +123,109 @@ Test(half, bfloat16_rounding)
     }
 }
 
+/* ---- FP8, from the formats' definition (OCP 8-bit floating point) ---- */
+
+static int fp8_mbits(tutti_dtype_t t)
+{
+    return t == TUTTI_FLOAT8_E4M3 ? TT_FP8_E4M3 : TT_FP8_E5M2;
+}
+
+/* The value of code c: E4M3 has no infinities and one NaN per sign (S.1111.111); E5M2's
+ * top exponent holds infinities and NaNs, as in IEEE 754. */
+static double fp8_val(unsigned c, int mbits)
+{
+    int bias = mbits == 3 ? 7 : 15, e = (int)(c & 0x7f) >> mbits, m = (int)c & ((1 << mbits) - 1);
+    double s = c & 0x80 ? -1 : 1;
+
+    if ((mbits == 3 && (c & 0x7f) == 0x7f) || (mbits == 2 && e == 31 && m))
+        return NAN;
+    if (mbits == 2 && e == 31)
+        return s * INFINITY;
+    return s * (e ? ldexp(1 + ldexp(m, -mbits), e - bias) : ldexp(m, 1 - bias - mbits));
+}
+
+static int fp8_nan(unsigned c, int mbits)
+{
+    return isnan(fp8_val(c, mbits));
+}
+
+/* x as FP8 by search: the nearest finite value of x's sign, ties to the even code; so an
+ * infinity or a value beyond the largest saturates to the largest. NaN: 0xff (NaN in both). */
+static uint8_t fp8_ref(double x, int mbits)
+{
+    unsigned base = signbit(x) ? 0x80 : 0, best = base;
+    double bd = INFINITY;
+
+    if (isnan(x))
+        return 0xff;
+    if (fabs(x) > 1e6) /* the largest codes' distances stay apart in a double */
+        x = copysign(1e6, x);
+    for (unsigned c = base; c < base + 0x80; c++) {
+        double v = fp8_val(c, mbits), d = fabs(v - x);
+        if (isfinite(v) && (d < bd || (d == bd && !(c & 1)))) {
+            bd = d;
+            best = c;
+        }
+    }
+    return (uint8_t)best;
+}
+
+static void check_to_fp8(float f, int mbits)
+{
+    uint8_t want = fp8_ref(f, mbits), got = tt_float_to_fp8(f, mbits);
+
+    if (isnan(f))
+        cr_assert(fp8_nan(got, mbits), "%a to FP8 (m%d): want NaN, got 0x%02x", f, mbits, got);
+    else
+        cr_assert_eq(got, want, "%a to FP8 (m%d): want 0x%02x, got 0x%02x", f, mbits, want, got);
+}
+
+Test(half, fp8_exhaustive)
+{
+    for (int mbits = 2; mbits <= 3; mbits++) {
+        /* Every code to float, and back. */
+        for (unsigned c = 0; c < 256; c++) {
+            double want = fp8_val(c, mbits);
+            float got = tt_fp8_to_float((uint8_t)c, mbits);
+            if (isnan(want)) {
+                cr_assert(isnan(got), "0x%02x (m%d): want NaN, got %a", c, mbits, got);
+                cr_assert(fp8_nan(tt_float_to_fp8(got, mbits), mbits), "0x%02x: NaN back", c);
+                continue;
+            }
+            cr_assert((double)got == want && !signbit(got) == !signbit(want),
+                      "0x%02x (m%d): want %a, got %a", c, mbits, want, got);
+            check_to_fp8(got, mbits);
+        }
+        /* Rounding: the midpoints between neighbours, one float ulp either side of each. */
+        for (unsigned c = 0; c < 0x7f; c++) {
+            double lo = fp8_val(c, mbits), hi = fp8_val(c + 1, mbits);
+            if (!isfinite(lo) || !isfinite(hi))
+                continue;
+            uint32_t mid = tt_f32_bits((float)((lo + hi) / 2));
+            for (int neg = 0; neg < 2; neg++)
+                for (int d = -1; d <= 1; d++)
+                    check_to_fp8(tt_bits_f32((mid + (uint32_t)d) | (neg ? 0x80000000u : 0)), mbits);
+        }
+        /* Saturation, the largest finite values' neighbourhood, underflow, specials. */
+        static const float edges[] = {448,      464,      464.01f,    480,     57344,    61439,
+                                      61440,    65536,    1e30f,      0x1p-9f, 0x1p-10f, 0x1.8p-10f,
+                                      0x1p-16f, 0x1p-17f, 0x1.8p-17f, 1e-30f,  INFINITY, -INFINITY,
+                                      NAN,      0.0f,     -0.0f};
+        for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++) {
+            check_to_fp8(edges[i], mbits);
+            check_to_fp8(-edges[i], mbits);
+        }
+        /* Random floats: any bits, and within the formats' range (2^-20 .. 2^20). */
+        for (int i = 0; i < 100000; i++) {
+            uint32_t u = (uint32_t)next();
+            check_to_fp8(tt_bits_f32(u), mbits);
+            check_to_fp8(tt_bits_f32((u & 0x807fffffu) | ((107u + (u >> 8) % 41u) << 23)), mbits);
+        }
+    }
+    cr_assert_eq(tt_float_to_fp8(1e6f, TT_FP8_E4M3), 0x7e, "E4M3 saturates at 448");
+    cr_assert_eq(tt_float_to_fp8(-INFINITY, TT_FP8_E5M2), 0xfb, "E5M2 saturates at -57344");
+}
+
 /* ---- kernels ---- */
 
 #define N 1027 /* odd: exercises vector tails */
@@ -179,6 +283,10 @@ static void fill(tutti_dtype_t t, void *p, int with_nan)
         if (with_nan && i % 97 == 5)
             v = NAN;
         switch (t) {
+        case TUTTI_FLOAT8_E4M3:
+        case TUTTI_FLOAT8_E5M2: /* any code; without NaNs, every finite one (and infinities) */
+            ((uint8_t *)p)[i] = with_nan || !fp8_nan(r & 0xff, fp8_mbits(t)) ? r & 0xff : 0x38;
+            break;
         case TUTTI_FLOAT16: ((uint16_t *)p)[i] = f16_bits((_Float16)v); break;
         case TUTTI_BFLOAT16: ((uint16_t *)p)[i] = bf16_ref((float)v); break;
         case TUTTI_FLOAT32: ((float *)p)[i] = (float)v; break;
@@ -218,6 +326,13 @@ static uint64_t expect(tutti_dtype_t t, tutti_op_t op, const void *a, const void
     uint64_t bits = 0;
 
     switch (t) {
+    case TUTTI_FLOAT8_E4M3:
+    case TUTTI_FLOAT8_E5M2: {
+        int mb = fp8_mbits(t);
+        float x = (float)fp8_val(((const uint8_t *)a)[i], mb);
+        float y = (float)fp8_val(((const uint8_t *)b)[i], mb);
+        return fp8_ref(applyf(op, x, y), mb);
+    }
     case TUTTI_FLOAT16: {
         float x = (float)f16_from_bits(((const uint16_t *)a)[i]);
         float y = (float)f16_from_bits(((const uint16_t *)b)[i]);
@@ -248,6 +363,8 @@ static uint64_t got_bits(tutti_dtype_t t, const void *p, size_t i)
 static int nan_bits(tutti_dtype_t t, uint64_t v)
 {
     switch (t) {
+    case TUTTI_FLOAT8_E4M3:
+    case TUTTI_FLOAT8_E5M2: return fp8_nan((unsigned)v, fp8_mbits(t));
     case TUTTI_FLOAT16: return (v & 0x7c00) == 0x7c00 && (v & 0x3ff);
     case TUTTI_BFLOAT16: return (v & 0x7f80) == 0x7f80 && (v & 0x7f);
     case TUTTI_FLOAT32: return isnan(tt_bits_f32((uint32_t)v));
@@ -305,7 +422,7 @@ Test(reduce, every_dtype_and_op)
 
 Test(reduce, nan_propagates_through_min_max_sum)
 {
-    for (int t = TUTTI_FLOAT16; t <= TUTTI_FLOAT64; t++)
+    for (int t = TUTTI_FLOAT16; t < TUTTI_NUM_DTYPES; t++) /* the floats, FP8 included */
         for (int op = 0; op < TUTTI_NUM_OPS; op++)
             check_kernel((tutti_dtype_t)t, (tutti_op_t)op, 1);
 }
@@ -341,6 +458,12 @@ Test(reduce, avg_divides_once)
     cr_assert_eq(h[0], f16_bits((_Float16)(3.0f / 3.0f)));
     tt_postop_avg(TUTTI_BFLOAT16, &h[1], 1, 3);
     cr_assert_eq(h[1], bf16_ref(1.0f));
+    /* FP8: 7 / 3 = 2.33 rounds to 2.25 (E4M3) and 2.5 (E5M2: 2, 2.5, 3 around it) */
+    uint8_t q[2] = {fp8_ref(7, TT_FP8_E4M3), fp8_ref(7, TT_FP8_E5M2)};
+    tt_postop_avg(TUTTI_FLOAT8_E4M3, &q[0], 1, 3);
+    tt_postop_avg(TUTTI_FLOAT8_E5M2, &q[1], 1, 3);
+    cr_assert(fp8_val(q[0], TT_FP8_E4M3) == 2.25 && fp8_val(q[1], TT_FP8_E5M2) == 2.5,
+              "FP8 averages: %g, %g", fp8_val(q[0], TT_FP8_E4M3), fp8_val(q[1], TT_FP8_E5M2));
 }
 
 Test(reduce, invalid_values_have_no_kernel)

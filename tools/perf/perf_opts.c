@@ -67,7 +67,8 @@ void perf_usage(const char *name, int rank)
                "  -m N      --agg_iters     calls per iteration (time is per call) [1]\n"
                "  -c N      --check         check results (#wrong); 0: do not  [1]\n"
                "  -d TYPE   --datatype      int8 uint8 int32 uint32 int64 uint64 float16\n"
-               "                            bfloat16 float32 float64 (float half double), all\n"
+               "                            bfloat16 float32 float64 float8_e4m3 float8_e5m2\n"
+               "                            (float half double f8e4m3 f8e5m2), all\n"
                "  -o OP     --op            sum prod min max avg, or all       [sum]\n"
                "  -r ROOT   --root          root of broadcast, reduce, gather, scatter, or\n"
                "                            all (a row per root)               [0]\n"
@@ -217,7 +218,9 @@ void perf_parse(int argc, char **argv, struct perf_opts *o, int *colls, int *nco
                 if (!strcmp(v, "all") || !strcmp(v, tutti_dtype_name((tutti_dtype_t)t)) ||
                     (!strcmp(v, "float") && t == TUTTI_FLOAT32) ||
                     (!strcmp(v, "half") && t == TUTTI_FLOAT16) ||
-                    (!strcmp(v, "double") && t == TUTTI_FLOAT64))
+                    (!strcmp(v, "double") && t == TUTTI_FLOAT64) ||
+                    (!strcmp(v, "f8e4m3") && t == TUTTI_FLOAT8_E4M3) ||
+                    (!strcmp(v, "f8e5m2") && t == TUTTI_FLOAT8_E5M2))
                     o->dtypes[o->ndt++] = t;
             if (!o->ndt)
                 perf_die("-d %s: unknown dtype", v);
