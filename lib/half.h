@@ -26,25 +26,21 @@ static inline float tt_bits_f32(uint32_t u)
     return f;
 }
 
+/* Both directions compute every case and select, without branches, so loops over them
+ * vectorise (with branches the kernels ran float16 sums at 2.6 ns an element, bfloat16's at
+ * 0.1). */
 static inline float tt_half_to_float(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t em = h & 0x7fffu;
-    uint32_t exp = em >> 10, mant = em & 0x3ffu, u;
+    uint32_t exp = (h & 0x7fffu) >> 10, mant = h & 0x3ffu;
+    uint32_t normal = ((exp + 112u) << 23) | (mant << 13);
+    uint32_t special = 0x7f800000u | (mant << 13) | (mant ? 0x00400000u : 0); /* Inf, NaN */
+    /* Subnormal: mant * 2^-24, normalised by hand (its leading bit is at p). */
+    uint32_t p = (mant >= 2u) + (mant >= 4u) + (mant >= 8u) + (mant >= 16u) + (mant >= 32u) +
+                 (mant >= 64u) + (mant >= 128u) + (mant >= 256u) + (mant >= 512u);
+    uint32_t sub = mant ? ((p + 103u) << 23) | ((mant << (23u - p)) & 0x7fffffu) : 0;
 
-    if (exp == 0x1f) {
-        u = 0x7f800000u | (mant << 13) | (mant ? 0x00400000u : 0);
-    } else if (exp != 0) {
-        u = ((exp + 112u) << 23) | (mant << 13);
-    } else if (mant == 0) {
-        u = 0;
-    } else {
-        /* Subnormal: mant * 2^-24, normalised by hand. */
-        int shift = __builtin_clz(mant) - 21; /* leading zeros within 10 bits */
-        mant = (mant << shift) & 0x3ffu;
-        u = ((uint32_t)(113 - shift) << 23) | (mant << 13);
-    }
-    return tt_bits_f32(sign | u);
+    return tt_bits_f32(sign | (exp == 0x1fu ? special : exp ? normal : sub));
 }
 
 static inline uint16_t tt_float_to_half(float f)
@@ -52,25 +48,21 @@ static inline uint16_t tt_float_to_half(float f)
     uint32_t u = tt_f32_bits(f);
     uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t a = u & 0x7fffffffu;
-
-    if (a > 0x7f800000u) /* NaN */
-        return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-    if (a >= 0x477ff000u) /* rounds to >= 65520: infinity */
-        return (uint16_t)(sign | 0x7c00u);
-    if (a >= 0x38800000u) { /* normal half: exponent >= -14 */
-        uint32_t odd = (a >> 13) & 1u;
-        a += 0xc8000fffu + odd; /* rebias exponent (-112 << 23) and round to nearest even */
-        return (uint16_t)(sign | (a >> 13));
-    }
-    /* Subnormal half or zero: value * 2^24 rounded to an integer. */
-    uint32_t e = a >> 23;
-    if (e < 102) /* < 2^-25: rounds to zero */
-        return (uint16_t)sign;
-    uint32_t m = (a & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126u - e; /* 14..24 */
+    uint32_t nan = 0x7e00u | ((a >> 13) & 0x3ffu); /* quieted, payload kept */
+    /* Normal half (exponent >= -14): rebias the exponent (-112 << 23), round to nearest even. */
+    uint32_t normal = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13;
+    /* Subnormal half or zero: value * 2^24 rounded to an integer; a shift of 25 leaves 0
+     * (below 2^-25). */
+    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+    uint32_t shift = e < 101u ? 25u : 126u - e; /* 14..25 where selected */
+    shift = shift < 14u ? 14u : shift;
     uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
     q += (rem > half) | ((rem == half) & q);
-    return (uint16_t)(sign | q);
+    uint32_t r = a > 0x7f800000u    ? nan
+                 : a >= 0x477ff000u ? 0x7c00u /* rounds to >= 65520: infinity */
+                 : a >= 0x38800000u ? normal
+                                    : q;
+    return (uint16_t)(sign | r);
 }
 
 static inline float tt_bf16_to_float(uint16_t b)
