@@ -31,8 +31,11 @@ asan|tsan)
     export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
     out=$(mktemp /tmp/tutti-san-XXXXXX)
     trap 'rm -f "$out"' EXIT
+    build_quiet() { # build_quiet DIR [TARGET...]: ninja, its output shown only if it fails
+        ninja -C "$@" >"$out" 2>&1 || { grep -E "FAILED|error" "$out" | head -n 20; exit 1; }
+    }
     if [ "$mode" = asan ]; then
-        ninja -C "$dir" >/dev/null
+        build_quiet "$dir"
         meson test -C "$dir" --no-rebuild --print-errorlogs --suite unit --suite faults | tee "$out"
         meson test -C "$dir" --no-rebuild --print-errorlogs launcher env perf streams ddp |
             tee -a "$out"
@@ -50,7 +53,7 @@ asan|tsan)
         done
         echo "asan: point-to-point by single copy passed"
     else
-        ninja -C "$dir" tests/tsan_ranks tests/stream_check tests/ddp_check tools/tutti-run >/dev/null
+        build_quiet "$dir" tests/tsan_ranks tests/stream_check tests/ddp_check tools/tutti-run
         TUTTI_SOCKET_IFNAME==lo "$dir/tests/tsan_ranks"
         # Host streams: each rank's worker thread against its caller, as real processes.
         for m in order async mixed fail abort; do
