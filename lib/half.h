@@ -54,8 +54,7 @@ static inline uint16_t tt_float_to_half(float f)
     /* Subnormal half or zero: value * 2^24 rounded to an integer; a shift of 25 leaves 0
      * (below 2^-25). */
     uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
-    uint32_t shift = e < 101u ? 25u : 126u - e; /* 14..25 where selected */
-    shift = shift < 14u ? 14u : shift;
+    uint32_t shift = e < 101u ? 25u : e > 112u ? 14u : 126u - e; /* 14..25: no lane shifts by 32+ */
     uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
     q += (rem > half) | ((rem == half) & q);
     uint32_t r = a > 0x7f800000u    ? nan
@@ -122,7 +121,7 @@ static inline uint8_t tt_float_to_fp8(float f, int mbits)
     /* Subnormal or zero: the value in units of 2^(1 - bias - mbits), rounded; a shift of 25
      * leaves 0 (below half the smallest subnormal). */
     uint32_t ss = 151u - bias - (uint32_t)mbits - (a >> 23), m = (a & 0x7fffffu) | 0x800000u;
-    ss = ss > 25u ? 25u : ss;
+    ss = ss > 25u ? 25u : ss < 1u ? 1u : ss; /* 1..25: no lane shifts by 32+ (or by -1) */
     uint32_t qs = m >> ss, rem = m & ((1u << ss) - 1u), half = 1u << (ss - 1u);
     qs += (rem > half) | ((rem == half) & qs);
     uint32_t q = a > 0x7f800000u ? nan : a >= (128u - bias) << 23 ? (qn > top ? top : qn) : qs;
