@@ -115,6 +115,57 @@ TT_FLT_KERNELS(f64, double)
 TT_HALF_KERNELS(e4m3, uint8_t, e4m3_to_f, f_to_e4m3)
 TT_HALF_KERNELS(e5m2, uint8_t, e5m2_to_f, f_to_e5m2)
 
+/*
+ * float16 on x86-64 CPUs with F16C (every x86-64-v3 one): the conversions are one
+ * instruction each way, with the rounding (to nearest even) in the instruction, not taken
+ * from MXCSR; half.h's integer conversions, vectorised, take some 40 operations an element
+ * (bench/reduce-kernels: 1.46 ns an element against bfloat16's 0.11). The tail goes through
+ * half.h.
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TT_F16C 1
+
+#define TT_V_SUM(x, y) _mm256_add_ps(x, y)
+#define TT_V_PROD(x, y) _mm256_mul_ps(x, y)
+/* TT_FMIN / TT_FMAX: x where x wins or is NaN, else y. */
+#define TT_V_MIN(x, y)                                                                             \
+    _mm256_blendv_ps(                                                                              \
+        y, x, _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_LT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q)))
+#define TT_V_MAX(x, y)                                                                             \
+    _mm256_blendv_ps(                                                                              \
+        y, x, _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_GT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q)))
+
+#define TT_KERNEL_F16C(name, VEXPR, EXPR)                                                          \
+    __attribute__((target("avx2,f16c"))) static void name(void *d0_, void *d1_, const void *a_,    \
+                                                          const void *b_, size_t n)                \
+    {                                                                                              \
+        uint16_t *d0 = d0_, *d1 = d1_;                                                             \
+        const uint16_t *a = a_, *b = b_;                                                           \
+        size_t i = 0;                                                                              \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));                 \
+            __m256 y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));                 \
+            __m128i r = _mm256_cvtps_ph(VEXPR, _MM_FROUND_TO_NEAREST_INT);                         \
+            _mm_storeu_si128((__m128i *)(d0 + i), r);                                              \
+            if (d1)                                                                                \
+                _mm_storeu_si128((__m128i *)(d1 + i), r);                                          \
+        }                                                                                          \
+        for (; i < n; i++) {                                                                       \
+            float x = tt_half_to_float(a[i]), y = tt_half_to_float(b[i]);                          \
+            d0[i] = tt_float_to_half(EXPR);                                                        \
+            if (d1)                                                                                \
+                d1[i] = d0[i];                                                                     \
+        }                                                                                          \
+    }
+
+TT_KERNEL_F16C(sum_f16c, TT_V_SUM(x, y), TT_SUM(x, y))
+TT_KERNEL_F16C(prod_f16c, TT_V_PROD(x, y), TT_PROD(x, y))
+TT_KERNEL_F16C(min_f16c, TT_V_MIN(x, y), TT_FMIN(x, y))
+TT_KERNEL_F16C(max_f16c, TT_V_MAX(x, y), TT_FMAX(x, y))
+static const tt_reduce_fn f16c_kernels[4] = {sum_f16c, prod_f16c, min_f16c, max_f16c};
+#endif
+
 #define TT_ROW(s)                                                                                  \
     {                                                                                              \
         sum_##s, prod_##s, min_##s, max_##s                                                        \
@@ -130,7 +181,13 @@ tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op)
 {
     if ((unsigned)dtype >= TUTTI_NUM_DTYPES || (unsigned)op >= TUTTI_NUM_OPS)
         return NULL;
-    return kernels[dtype][op == TUTTI_AVG ? TUTTI_SUM : op];
+    if (op == TUTTI_AVG)
+        op = TUTTI_SUM;
+#ifdef TT_F16C
+    if (dtype == TUTTI_FLOAT16 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+        return f16c_kernels[op];
+#endif
+    return kernels[dtype][op];
 }
 
 #define TT_DIV_LOOP(T)                                                                             \
