@@ -119,8 +119,7 @@ TT_HALF_KERNELS(e5m2, uint8_t, e5m2_to_f, f_to_e5m2)
  * float16 on x86-64 CPUs with F16C (every x86-64-v3 one): the conversions are one
  * instruction each way, with the rounding (to nearest even) in the instruction, not taken
  * from MXCSR; half.h's integer conversions, vectorised, take some 40 operations an element
- * (bench/reduce-kernels: 1.46 ns an element against bfloat16's 0.11). The tail goes through
- * half.h.
+ * (bench/reduce-kernels: 1.46 ns an element against bfloat16's 0.11, F16C 0.076).
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -136,7 +135,8 @@ TT_HALF_KERNELS(e5m2, uint8_t, e5m2_to_f, f_to_e5m2)
     _mm256_blendv_ps(                                                                              \
         y, x, _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_GT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q)))
 
-#define TT_KERNEL_F16C(name, VEXPR, EXPR)                                                          \
+/* Eight elements at a time; the tail (fewer than eight) through the portable kernel. */
+#define TT_KERNEL_F16C(name, VEXPR, tail)                                                          \
     __attribute__((target("avx2,f16c"))) static void name(void *d0_, void *d1_, const void *a_,    \
                                                           const void *b_, size_t n)                \
     {                                                                                              \
@@ -151,18 +151,14 @@ TT_HALF_KERNELS(e5m2, uint8_t, e5m2_to_f, f_to_e5m2)
             if (d1)                                                                                \
                 _mm_storeu_si128((__m128i *)(d1 + i), r);                                          \
         }                                                                                          \
-        for (; i < n; i++) {                                                                       \
-            float x = tt_half_to_float(a[i]), y = tt_half_to_float(b[i]);                          \
-            d0[i] = tt_float_to_half(EXPR);                                                        \
-            if (d1)                                                                                \
-                d1[i] = d0[i];                                                                     \
-        }                                                                                          \
+        if (i < n)                                                                                 \
+            tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i);                                 \
     }
 
-TT_KERNEL_F16C(sum_f16c, TT_V_SUM(x, y), TT_SUM(x, y))
-TT_KERNEL_F16C(prod_f16c, TT_V_PROD(x, y), TT_PROD(x, y))
-TT_KERNEL_F16C(min_f16c, TT_V_MIN(x, y), TT_FMIN(x, y))
-TT_KERNEL_F16C(max_f16c, TT_V_MAX(x, y), TT_FMAX(x, y))
+TT_KERNEL_F16C(sum_f16c, TT_V_SUM(x, y), sum_f16)
+TT_KERNEL_F16C(prod_f16c, TT_V_PROD(x, y), prod_f16)
+TT_KERNEL_F16C(min_f16c, TT_V_MIN(x, y), min_f16)
+TT_KERNEL_F16C(max_f16c, TT_V_MAX(x, y), max_f16)
 static const tt_reduce_fn f16c_kernels[4] = {sum_f16c, prod_f16c, min_f16c, max_f16c};
 #endif
 
