@@ -8,18 +8,11 @@
  */
 #include "reduce.h"
 #include "values.h"
+#include "wait.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
@@ -56,10 +49,10 @@ int main(int argc, char **argv)
             val_fill(t, op, 0, a, n, 0);
             val_fill(t, op, 1, b, n, 0);
             for (int r = 0; r < 5; r++) {
-                double t0 = now();
+                double t0 = tt_now();
                 for (long i = 0; i < iters; i++)
                     f(a, NULL, a, b, n);
-                double dt = (now() - t0) / (double)iters;
+                double dt = (tt_now() - t0) / (double)iters;
                 best = dt < best ? dt : best;
             }
             printf("%-12s %-5s %10.3f %8.2f\n", tutti_dtype_name(t), tutti_op_name(op),
