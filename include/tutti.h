@@ -111,10 +111,17 @@ typedef enum {
     TUTTI_NUM_OPS
 } tutti_op_t;
 
+/* Where the scalar of a premul-sum operator lives (tutti_op_create_premul_sum). */
+typedef enum {
+    TUTTI_SCALAR_DEVICE = 0,         /* device memory, read by each call as it runs */
+    TUTTI_SCALAR_HOST_IMMEDIATE = 1, /* host memory, read once, before the creation returns */
+} tutti_scalar_residence_t;
+
 /* tutti_dtype_size - bytes per element of dtype, or 0 for an invalid dtype. */
 TUTTI_API size_t tutti_dtype_size(tutti_dtype_t dtype);
 
-/* tutti_dtype_name / tutti_op_name - "float32", "sum"...; "invalid" for bad values. */
+/* tutti_dtype_name / tutti_op_name - "float32", "sum"...; "invalid" for bad values
+ * ("premul_sum" for an operator of tutti_op_create_premul_sum, live or not). */
 TUTTI_API const char *tutti_dtype_name(tutti_dtype_t dtype);
 TUTTI_API const char *tutti_op_name(tutti_op_t op);
 
@@ -310,6 +317,33 @@ TUTTI_API tutti_result_t tutti_broadcast(const void *sendbuf, void *recvbuf, siz
 TUTTI_API tutti_result_t tutti_reduce(const void *sendbuf, void *recvbuf, size_t count,
                                       tutti_dtype_t dtype, tutti_op_t op, int root,
                                       tutti_comm_t comm, tutti_stream_t stream);
+
+/*
+ * tutti_op_create_premul_sum - an operator, for comm's all-reduce, reduce-scatter and reduce on
+ * dtype, that multiplies each rank's input by *scalar (of dtype) before summing: the result
+ * is sum over ranks r of scalar_r * sendbuf_r (NCCL's ncclRedOpCreatePreMulSum). Ranks may
+ * pass different scalars; every rank of a call passes such an operator. The product follows
+ * PROD's rules (integers wrap; float16, bfloat16 and FP8 compute in float32 and round once),
+ * then SUM's. residence: TUTTI_SCALAR_HOST_IMMEDIATE reads *scalar now; TUTTI_SCALAR_DEVICE
+ * keeps the address (device or managed memory) and each call reads it when it runs, in stream
+ * order. The input is scaled once, before the collective moves any of it: in recvbuf where
+ * the result lands on this rank (all-reduce, the root of a reduce), otherwise in a buffer
+ * of the communicator's as large as the largest such input (freed with the communicator).
+ * Errors: TUTTI_ERR_INVALID_ARG for a NULL op or scalar, a bad dtype or residence, a host
+ * scalar with TUTTI_SCALAR_DEVICE; TUTTI_ERR_UNSUPPORTED for TUTTI_SCALAR_DEVICE without CUDA.
+ * A call refuses (TUTTI_ERR_INVALID_ARG, naming the op) an operator of another communicator,
+ * a destroyed one, or one made for another dtype.
+ */
+TUTTI_API tutti_result_t tutti_op_create_premul_sum(tutti_op_t *op, const void *scalar,
+                                                    tutti_dtype_t dtype,
+                                                    tutti_scalar_residence_t residence,
+                                                    tutti_comm_t comm);
+
+/* tutti_op_destroy - free an operator of tutti_op_create_premul_sum. Calls made with it keep
+ * what they need: it may be destroyed as soon as the last of them has returned (queued or
+ * not). Errors: TUTTI_ERR_INVALID_ARG for a built-in op, one already destroyed or another
+ * communicator's. */
+TUTTI_API tutti_result_t tutti_op_destroy(tutti_op_t op, tutti_comm_t comm);
 
 /*
  * Point to point. A send to peer is matched with that peer's recv from this rank, in call

@@ -8,6 +8,7 @@
 #include "cuda.h"
 #include "config.h"
 #include "error.h"
+#include "redop.h"
 #include "log.h"
 #include "stream.h"
 #include "trace.h"
@@ -35,7 +36,9 @@ const char *tutti_dtype_name(tutti_dtype_t dtype)
 const char *tutti_op_name(tutti_op_t op)
 {
     static const char *names[TUTTI_NUM_OPS] = {"sum", "prod", "min", "max", "avg"};
-    return (unsigned)op < TUTTI_NUM_OPS ? names[op] : "invalid";
+    return (unsigned)op < TUTTI_NUM_OPS ? names[op]
+           : tt_redop_is_custom(op)     ? "premul_sum"
+                                        : "invalid";
 }
 
 /* Is comm healthy? Also turns a pending abort into the error state. */
@@ -66,7 +69,7 @@ tutti_result_t tt_coll_check_dtype_op(struct tutti_comm *comm, const struct tt_c
     if ((unsigned)c->dtype >= TUTTI_NUM_DTYPES)
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: dtype %d is not a tutti_dtype_t", c->fn,
                        (int)c->dtype);
-    if (has_op && (unsigned)c->op >= TUTTI_NUM_OPS)
+    if (has_op && (unsigned)c->op >= TUTTI_NUM_OPS && !tt_redop_is_custom(c->op))
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: op %d is not a tutti_op_t", c->fn,
                        (int)c->op);
     return TUTTI_SUCCESS;
@@ -192,7 +195,8 @@ static void stall_report(void *arg, const struct tt_exec *x, double waited)
 
 tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
                                 struct tt_memreg *const *regs, tutti_dtype_t dtype, tutti_op_t op,
-                                const struct tt_label *what, int device, void *after)
+                                const struct tt_label *what, int device, void *after,
+                                const struct tt_pre *pre)
 {
     int prev_dev = 0;
     struct tt_exec x;
@@ -205,7 +209,9 @@ tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
         if (rc != TUTTI_SUCCESS)
             return tt_comm_set_error(comm, rc);
     }
-    rc = tt_comm_connect_plan(comm, &comm->plan, device);
+    rc = pre ? tt_redop_run_pre(comm, pre, device) : TUTTI_SUCCESS;
+    if (rc == TUTTI_SUCCESS)
+        rc = tt_comm_connect_plan(comm, &comm->plan, device);
     if (rc == TUTTI_SUCCESS)
         rc = tt_exec_init(&x, &comm->plan, bufs, dtype, op, comm->nranks,
                           device ? comm->dslot_bytes : comm->slot_bytes,
@@ -261,8 +267,8 @@ static int desc_str(const struct coll_desc *d, char *buf, size_t size)
     return snprintf(buf, size, "%s #%llu count %llu %s %s root %d%s",
                     tt_coll_name((enum tt_coll)d->coll), (unsigned long long)d->seq,
                     (unsigned long long)d->count, tutti_dtype_name((tutti_dtype_t)d->dtype),
-                    tutti_op_name((tutti_op_t)d->op), d->root,
-                    d->device ? " on device memory" : "");
+                    d->op == TUTTI_NUM_OPS ? "premul_sum" : tutti_op_name((tutti_op_t)d->op),
+                    d->root, d->device ? " on device memory" : "");
 }
 
 /*
@@ -292,12 +298,12 @@ static tutti_result_t check_match(struct tutti_comm *comm, const struct tt_call 
         return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory for TUTTI_CHECK_COLL", c->fn);
     if (c->coll == TT_COLL_ALL_REDUCE || c->coll == TT_COLL_REDUCE_SCATTER ||
         c->coll == TT_COLL_REDUCE)
-        me.op = (uint32_t)c->op;
+        me.op = c->premul.on ? TUTTI_NUM_OPS : (uint32_t)c->op;
     if (c->coll == TT_COLL_BROADCAST || c->coll == TT_COLL_REDUCE)
         me.root = c->root;
     tt_plan_reset(&comm->plan);
     tt_allgather_ring(&comm->plan, comm->rings, &a);
-    rc = tt_coll_run_plan(comm, bufs, NULL, TUTTI_UINT8, TUTTI_SUM, &label, 0, NULL);
+    rc = tt_coll_run_plan(comm, bufs, NULL, TUTTI_UINT8, TUTTI_SUM, &label, 0, NULL, NULL);
     if (rc != TUTTI_SUCCESS) {
         free(all);
         return rc;
@@ -364,8 +370,9 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
     const struct tt_algo *algo;
     size_t bytes;
     struct tt_label label;
-    void *bufs[TT_COLL_NBUFS] = {NULL};
+    void *bufs[TT_COLL_NBUFS] = {(void *)c->sendbuf, c->recvbuf, NULL};
     struct tt_memreg *regs[TT_COLL_NBUFS] = {NULL};
+    struct tt_pre pre;
 
     double t0 = tt_trace_on ? tt_trace_us() : 0;
     tutti_result_t rc;
@@ -379,6 +386,9 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
     }
     if (c->count == 0)
         return TUTTI_SUCCESS;
+    /* A premul-sum operator: a SUM over this rank's input scaled first (redop.c). */
+    if (c->premul.on)
+        TT_CHECK(tt_redop_prepare(comm, c, c->device, bufs, &a.inplace, &pre));
     bytes = c->count * tutti_dtype_size(c->dtype);
     if (c->coll == TT_COLL_ALL_GATHER || c->coll == TT_COLL_REDUCE_SCATTER)
         bytes *= (size_t)comm->nranks;
@@ -391,8 +401,6 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
                  (unsigned long long)label.seq, c->count, tutti_dtype_name(c->dtype), algo->name,
                  a.nchannels, a.inplace ? ", in place" : "");
     build_plan(comm, algo, &a);
-    bufs[TT_BUF_SEND] = (void *)c->sendbuf;
-    bufs[TT_BUF_RECV] = c->recvbuf;
     if (algo->scratch &&
         (rc = scratch_for(comm, tt_coll_in_elems(&a, comm->nranks) * tutti_dtype_size(c->dtype),
                           c->fn, &bufs[TT_BUF_SCRATCH])) != TUTTI_SUCCESS)
@@ -401,7 +409,7 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
         size_t es = tutti_dtype_size(c->dtype), n = (size_t)comm->nranks;
         size_t sbytes = c->count * es * (c->coll == TT_COLL_REDUCE_SCATTER ? n : 1);
         size_t rbytes = c->count * es * (c->coll == TT_COLL_ALL_GATHER ? n : 1);
-        regs[TT_BUF_SEND] = tt_memreg_find(comm, c->sendbuf, sbytes);
+        regs[TT_BUF_SEND] = tt_memreg_find(comm, bufs[TT_BUF_SEND], sbytes);
         regs[TT_BUF_RECV] = tt_memreg_find(comm, c->recvbuf, rbytes);
     }
     /* The measured choices for large calls (stream_pick.h): streaming stores into FIFO
@@ -416,7 +424,7 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
             t_run = tt_now();
     }
     rc = tt_coll_run_plan(comm, bufs, comm->memregs && !c->device ? regs : NULL, c->dtype, c->op,
-                          &label, c->device, c->after);
+                          &label, c->device, c->after, c->premul.on ? &pre : NULL);
     comm->stream_slots = 0;
     double took = token >= 0 || token_sc >= 0 ? tt_now() - t_run : 0;
     /* A trial's vote (coll_pick.c) runs only after a call that succeeded here. */
@@ -487,6 +495,8 @@ static tutti_result_t coll_run(struct tutti_comm *comm, struct tt_call *c, tutti
         return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
                        "%s: collectives inside tutti_group_start/end are not supported", c->fn);
     TT_CHECK(check_coll(comm, c, &c->inplace));
+    if (tt_redop_is_custom(c->op)) /* bound now: the op may be destroyed once this returns */
+        TT_CHECK(tt_redop_bind(comm, c));
     TT_CHECK(check_memory(comm, c));
     TT_CHECK(tt_cuda_direct_check(comm, c));
     if (tt_stream_is_cuda(stream))

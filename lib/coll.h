@@ -6,6 +6,7 @@
 #define TT_COLL_H
 
 #include "comm.h"
+#include "redop.h"
 #include "stream.h"
 
 /* Is comm healthy? Also turns a pending abort into the error state. */
@@ -17,11 +18,13 @@ tutti_result_t tt_coll_check_dtype_op(struct tutti_comm *comm, const struct tt_c
 /*
  * Connect what comm->plan needs and run it over bufs (regs: their registrations, or NULL).
  * device: the buffers are device memory on the device path (cuda_dev.c), whose work starts
- * after the CUDA event `after` (NULL: after what CUDA's default stream holds).
+ * after the CUDA event `after` (NULL: after what CUDA's default stream holds). pre: a premul-sum
+ * call's pre-pass (redop.h), run first, or NULL.
  */
 tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
                                 struct tt_memreg *const *regs, tutti_dtype_t dtype, tutti_op_t op,
-                                const struct tt_label *what, int device, void *after);
+                                const struct tt_label *what, int device, void *after,
+                                const struct tt_pre *pre);
 /* Streaming stores into FIFO slots for a host call of collective `kind` moving `bytes`: sets
  * comm->stream_slots for tt_coll_run_plan; returns the picker's token (-1: not timed). */
 int tt_coll_stream_pick(struct tutti_comm *comm, unsigned kind, size_t bytes);

@@ -45,8 +45,8 @@ static tutti_result_t pick_vote(struct tutti_comm *comm, const struct tt_pick_cl
         return tt_fail(comm, TUTTI_ERR_SYSTEM, "out of memory for a trial's vote");
     tt_plan_reset(&comm->plan);
     tt_allgather_ring(&comm->plan, comm->rings, &a);
-    rc =
-        tt_coll_run_plan(comm, (void *[]){&me, all}, NULL, TUTTI_UINT8, TUTTI_SUM, &label, 0, NULL);
+    rc = tt_coll_run_plan(comm, (void *[]){&me, all}, NULL, TUTTI_UINT8, TUTTI_SUM, &label, 0, NULL,
+                          NULL);
     if (rc == TUTTI_SUCCESS) {
         *agreed = 1;
         for (int r = 0; r < comm->nranks; r++) {

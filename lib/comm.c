@@ -7,6 +7,7 @@
 #include "config.h"
 #include "cuda.h"
 #include "error.h"
+#include "redop.h"
 #include "trace.h"
 #include "log.h"
 
@@ -226,6 +227,7 @@ static void comm_free(struct tutti_comm *c)
     tt_memreg_free_all(c);
     unlink_unattached(c);
     each_conn(c, 1);
+    tt_redop_free(c);
     tt_cuda_comm_free(c); /* after the p2p connections, which use its stream */
     tt_boot_close(c->boot);
     tt_plan_free(&c->plan);
@@ -247,6 +249,7 @@ static void comm_free(struct tutti_comm *c)
     pthread_cond_destroy(&c->work_cv);
     pthread_mutex_destroy(&c->work_lock);
     pthread_mutex_destroy(&c->run_lock);
+    pthread_mutex_destroy(&c->redop_lock);
     c->magic = 0;
     free(c);
 }
@@ -497,6 +500,7 @@ tutti_result_t tutti_comm_init(tutti_comm_t *comm, int nranks, const tutti_id_t 
     c->magic = TT_COMM_MAGIC;
     pthread_mutex_init(&c->run_lock, NULL);
     pthread_mutex_init(&c->work_lock, NULL);
+    pthread_mutex_init(&c->redop_lock, NULL);
     pthread_cond_init(&c->work_cv, NULL);
     c->rank = rank;
     c->nranks = nranks;

@@ -112,6 +112,24 @@ struct tutti_comm {
                         tt_exec_single_copy); pick_sc says when this rank sends that way */
     void *scratch;   /* TT_BUF_SCRATCH of host collectives, grown to the largest call's */
     size_t scratch_bytes;
+    /* Operators of tutti_op_create_premul_sum (redop.c), under redop_lock, and the scaled
+     * inputs of calls whose result does not land on this rank (host; device path). */
+    pthread_mutex_t redop_lock;
+    struct tt_redop *redops;
+    int nredops, redops_cap;
+    void *premul_buf;
+    size_t premul_bytes;
+    void *premul_dev;
+    size_t premul_dev_bytes;
+};
+
+/* A slot of comm->redops. */
+struct tt_redop {
+    unsigned gen; /* in the handle: a destroyed op's handle no longer matches */
+    int live;
+    tutti_dtype_t dtype;
+    unsigned char value[8]; /* the scalar, TUTTI_SCALAR_HOST_IMMEDIATE */
+    const void *dev;        /* its address, TUTTI_SCALAR_DEVICE (else NULL) */
 };
 
 /* Validate a handle: NULL, destroyed or foreign pointers give TUTTI_ERR_INVALID_ARG. */

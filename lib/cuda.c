@@ -162,6 +162,16 @@ tutti_result_t tt_stage_pinned(void **buf, size_t *cap, size_t need)
     return TUTTI_SUCCESS;
 }
 
+tutti_result_t tt_cuda_read(void *dst, const void *src, size_t bytes)
+{
+    cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+
+    if (e != cudaSuccess)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "cudaMemcpy of %zu bytes from %p: %s", bytes, src,
+                       cudaGetErrorString(e));
+    return TUTTI_SUCCESS;
+}
+
 tutti_result_t tt_cuda_staged_exec(struct tutti_comm *comm, const struct tt_call *c,
                                    tutti_result_t (*run)(struct tutti_comm *,
                                                          const struct tt_call *))
@@ -344,6 +354,12 @@ enum tt_mem tt_cuda_kind(const void *p)
 {
     (void)p;
     return TT_MEM_HOST;
+}
+
+tutti_result_t tt_cuda_read(void *dst, const void *src, size_t bytes)
+{
+    (void)dst, (void)src, (void)bytes;
+    return tt_fail(NULL, TUTTI_ERR_UNSUPPORTED, "built without CUDA");
 }
 
 tutti_result_t tt_cuda_staged_exec(struct tutti_comm *comm, const struct tt_call *c,

@@ -21,6 +21,9 @@ int tt_cuda_ready(void);
 /* The kind of memory p points to (TT_MEM_HOST when CUDA is not ready). */
 enum tt_mem tt_cuda_kind(const void *p);
 
+/* Copy `bytes` from device (or managed) memory at src to host memory at dst, blocking. */
+tutti_result_t tt_cuda_read(void *dst, const void *src, size_t bytes);
+
 /*
  * Run checked collective c, whose buffers are device memory, on this thread: copy the inputs
  * into pinned host memory, run the host collective there, copy the results back (blocking).
@@ -111,6 +114,11 @@ tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *comm);
 tutti_result_t tt_cuda_dev_begin(struct tutti_comm *comm, void *after, int *prev_dev);
 tutti_result_t tt_cuda_dev_end(struct tutti_comm *comm, int prev_dev);
 void tt_cuda_dev_free(struct tutti_comm *comm);
+/* A device buffer of the device path, *buf of *cap bytes, grown to `bytes` in the order of
+ * CUDA stream `stream` (cudaMallocAsync / cudaFreeAsync: no device-wide wait, which a user's
+ * stream held for this very call would never end); tt_cuda_free_scratch frees it. */
+tutti_result_t tt_cuda_scratch(void **buf, size_t *cap, size_t bytes, void *stream);
+void tt_cuda_free_scratch(void **buf, size_t *cap);
 
 /*
  * Device-path work w (a collective, or a point-to-point batch whose operations all take the

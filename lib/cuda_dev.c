@@ -223,6 +223,43 @@ static tutti_result_t dev_divide(void *ctx, void *buf, size_t n, tutti_dtype_t d
     return e == 0 ? TUTTI_SUCCESS : dev_fail(c, "launching the division kernel", (cudaError_t)e);
 }
 
+static tutti_result_t dev_scale(void *ctx, void *dst, const void *src, size_t n,
+                                tutti_dtype_t dtype, const void *value, const void *dev)
+{
+    struct tutti_comm *c = ctx;
+    int e = tt_cuda_premul(dst, src, n, dtype, value, dev, c->cuda_stream);
+    return e == 0 ? TUTTI_SUCCESS : dev_fail(c, "launching the premul-sum kernel", (cudaError_t)e);
+}
+
+tutti_result_t tt_cuda_scratch(void **buf, size_t *cap, size_t bytes, void *stream)
+{
+    cudaError_t e = cudaSuccess;
+    void *p = NULL;
+
+    if (bytes <= *cap && *buf)
+        return TUTTI_SUCCESS;
+    if (*buf)
+        e = cudaFreeAsync(*buf, (cudaStream_t)stream);
+    *buf = NULL;
+    *cap = 0;
+    if (e == cudaSuccess)
+        e = cudaMallocAsync(&p, bytes ? bytes : 64, (cudaStream_t)stream);
+    if (e != cudaSuccess)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "cudaMallocAsync of %zu bytes: %s", bytes,
+                       cudaGetErrorString(e));
+    *buf = p;
+    *cap = bytes;
+    return TUTTI_SUCCESS;
+}
+
+void tt_cuda_free_scratch(void **buf, size_t *cap)
+{
+    if (*buf)
+        cudaFree(*buf);
+    *buf = NULL;
+    *cap = 0;
+}
+
 /*
  * At init: the stream, an event, every kernel loaded, and the runner of wrapped-stream calls
  * (cuda_async.c). CUDA loads kernels lazily, at their first launch, and loading waits for the
@@ -236,6 +273,7 @@ tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)
     cudaStream_t s;
     cudaEvent_t ev;
     void *scratch = NULL;
+    static const unsigned char zero[8];
     cudaError_t e = cudaSetDevice(c->cuda_dev);
 
     if (e != cudaSuccess)
@@ -250,8 +288,8 @@ tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)
     }
     c->cuda_stream = s;
     c->cuda_event = ev;
-    c->cuda_mover =
-        (struct tt_mover){.copy = dev_copy, .reduce = dev_reduce, .divide = dev_divide, .ctx = c};
+    c->cuda_mover = (struct tt_mover){
+        .copy = dev_copy, .reduce = dev_reduce, .divide = dev_divide, .scale = dev_scale, .ctx = c};
     e = cudaMalloc(&scratch, 64);
     if (e == cudaSuccess)
         e = cudaMemsetAsync(scratch, 0, 64, s);
@@ -261,6 +299,11 @@ tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)
                                                  (tutti_dtype_t)t, (tutti_op_t)op, s);
         if (e == cudaSuccess)
             e = (cudaError_t)tt_cuda_divide(scratch, 1, (tutti_dtype_t)t, 1, s);
+        if (e == cudaSuccess) /* both forms of the scalar: by value, by address */
+            e = (cudaError_t)tt_cuda_premul(scratch, scratch, 1, (tutti_dtype_t)t, zero, NULL, s);
+        if (e == cudaSuccess)
+            e = (cudaError_t)tt_cuda_premul(scratch, scratch, 1, (tutti_dtype_t)t, NULL, scratch,
+                                            s);
     }
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(s);
@@ -375,6 +418,18 @@ tutti_result_t tt_cuda_dev_end(struct tutti_comm *c, int prev_dev)
 void tt_cuda_dev_free(struct tutti_comm *c)
 {
     (void)c;
+}
+
+tutti_result_t tt_cuda_scratch(void **buf, size_t *cap, size_t bytes, void *stream)
+{
+    (void)buf, (void)cap, (void)bytes, (void)stream;
+    return tt_fail(NULL, TUTTI_ERR_UNSUPPORTED, "device path: built without CUDA");
+}
+
+void tt_cuda_free_scratch(void **buf, size_t *cap)
+{
+    *buf = NULL;
+    *cap = 0;
 }
 
 #endif

@@ -117,25 +117,34 @@ tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c,
     it->s = s;
     it->w.kind = TT_WORK_COLL;
     it->w.comm = comm;
+    if (device)
+        tt_stage_layout(comm, c, &p);
+    /* A premul-sum scalar in device memory comes too, after the staged bytes (the host
+     * function may make no CUDA call to read it). */
+    size_t at = device ? tt_align64(p.total) : 0, need = at + (c->premul.dev ? 64 : 0);
+    if ((device || need) && stream_stage(*st, need) != TUTTI_SUCCESS) {
+        free(it);
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: %s", c->fn, tt_thread_error());
+    }
     if (!device) {
         it->w.call = *c; /* host buffers on a CUDA stream: stream-ordered, used in place */
     } else {
-        struct cuda_state *cst = *st;
-        tt_stage_layout(comm, c, &p);
-        if (stream_stage(cst, p.total) != TUTTI_SUCCESS) {
-            free(it);
-            return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: %s", c->fn, tt_thread_error());
-        }
-        tt_stage_bind(&p, cst->buf);
+        tt_stage_bind(&p, (*st)->buf);
         it->w.call = p.staged;
         if (p.in_len)
-            e = cudaMemcpyAsync((char *)cst->buf + p.in_off, p.in_src, p.in_len,
+            e = cudaMemcpyAsync((char *)(*st)->buf + p.in_off, p.in_src, p.in_len,
                                 cudaMemcpyDeviceToHost, cs);
-        if (e != cudaSuccess) {
-            free(it);
-            return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: queueing the copy from the device: %s",
-                           c->fn, cudaGetErrorString(e));
-        }
+    }
+    if (e == cudaSuccess && c->premul.dev) {
+        it->w.call.premul.dev = NULL;
+        it->w.call.premul.pinned = (char *)(*st)->buf + at;
+        e = cudaMemcpyAsync((char *)(*st)->buf + at, c->premul.dev, tutti_dtype_size(c->dtype),
+                            cudaMemcpyDeviceToHost, cs);
+    }
+    if (e != cudaSuccess) {
+        free(it);
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: queueing the copy from the device: %s", c->fn,
+                       cudaGetErrorString(e));
     }
     tt_comm_work_queued(comm);
     e = cudaLaunchHostFunc(cs, host_fn, it);

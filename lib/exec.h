@@ -64,6 +64,9 @@ struct tt_mover {
     tutti_result_t (*reduce)(void *ctx, void *dst, void *dst2, const void *a, const void *b,
                              size_t n, tutti_dtype_t dtype, tutti_op_t op);
     tutti_result_t (*divide)(void *ctx, void *buf, size_t n, tutti_dtype_t dtype, int divisor);
+    /* dst[i] = src[i] * scalar: the value's bytes, or read from `dev` when it is not NULL */
+    tutti_result_t (*scale)(void *ctx, void *dst, const void *src, size_t n, tutti_dtype_t dtype,
+                            const void *value, const void *dev);
     void *ctx;
 };
 

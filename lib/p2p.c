@@ -151,7 +151,7 @@ static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, 
         (token = tt_coll_single_copy_pick(comm, TT_LABEL_P2P, most)) >= 0)
         t_run = tt_now();
     rc = tt_coll_run_plan(comm, bufs, comm->memregs && !device ? regs : NULL, TUTTI_UINT8,
-                          TUTTI_SUM, &label, device, after);
+                          TUTTI_SUM, &label, device, after, NULL);
     /* A batch's largest send differs by rank, so its ranks' trials do not line up: each
      * rank decides alone (no vote). */
     (void)tt_coll_single_copy_done(comm, token, token >= 0 ? tt_now() - t_run : 0,

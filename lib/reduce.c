@@ -10,6 +10,7 @@
 #include "half.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(TT_NO_CLONES)
 #define TT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -219,4 +220,47 @@ void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor)
     case TUTTI_FLOAT8_E5M2: TT_DIV16_LOOP(uint8_t, e5m2_to_f, f_to_e5m2); break;
     default: break;
     }
+}
+
+/* d[i] = s[i] * k, k the scalar's bits as T (C: the compute type, unsigned for integers). */
+#define TT_PREMUL(name, T, C)                                                                      \
+    TT_CLONES static void name(void *d_, const void *s_, size_t n, const void *k_)                 \
+    {                                                                                              \
+        T *d = d_, k;                                                                              \
+        const T *s = s_;                                                                           \
+        memcpy(&k, k_, sizeof(k));                                                                 \
+        for (size_t i = 0; i < n; i++)                                                             \
+            d[i] = (T)((C)s[i] * (C)k);                                                            \
+    }
+#define TT_PREMUL16(name, S, TO_F, FROM_F)                                                         \
+    TT_CLONES static void name(void *d_, const void *s_, size_t n, const void *k_)                 \
+    {                                                                                              \
+        S *d = d_, kb;                                                                             \
+        const S *s = s_;                                                                           \
+        memcpy(&kb, k_, sizeof(kb));                                                               \
+        float k = TO_F(kb);                                                                        \
+        for (size_t i = 0; i < n; i++)                                                             \
+            d[i] = FROM_F(TO_F(s[i]) * k);                                                         \
+    }
+
+TT_PREMUL(premul_i8, int8_t, uint8_t)
+TT_PREMUL(premul_u8, uint8_t, uint8_t)
+TT_PREMUL(premul_i32, int32_t, uint32_t)
+TT_PREMUL(premul_u32, uint32_t, uint32_t)
+TT_PREMUL(premul_i64, int64_t, uint64_t)
+TT_PREMUL(premul_u64, uint64_t, uint64_t)
+TT_PREMUL16(premul_f16, uint16_t, tt_half_to_float, tt_float_to_half)
+TT_PREMUL16(premul_bf16, uint16_t, tt_bf16_to_float, tt_float_to_bf16)
+TT_PREMUL(premul_f32, float, float)
+TT_PREMUL(premul_f64, double, double)
+TT_PREMUL16(premul_e4m3, uint8_t, e4m3_to_f, f_to_e4m3)
+TT_PREMUL16(premul_e5m2, uint8_t, e5m2_to_f, f_to_e5m2)
+
+void tt_premul(tutti_dtype_t dtype, void *d, const void *s, size_t n, const void *scalar)
+{
+    static void (*const fns[TUTTI_NUM_DTYPES])(void *, const void *, size_t, const void *) = {
+        premul_i8,  premul_u8,   premul_i32, premul_u32, premul_i64,  premul_u64,
+        premul_f16, premul_bf16, premul_f32, premul_f64, premul_e4m3, premul_e5m2};
+    if ((unsigned)dtype < TUTTI_NUM_DTYPES)
+        fns[dtype](d, s, n, scalar);
 }

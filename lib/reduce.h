@@ -20,4 +20,8 @@ tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op);
 /* d[i] /= divisor (integers truncate toward zero; halves compute in float and round). */
 void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor);
 
+/* d[i] = s[i] * *scalar (of dtype) for i < n: PROD's arithmetic (integers wrap; halves and
+ * FP8 compute in float and round). d may be s. The pre-pass of premul-sum operators. */
+void tt_premul(tutti_dtype_t dtype, void *d, const void *s, size_t n, const void *scalar);
+
 #endif

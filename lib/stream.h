@@ -26,6 +26,12 @@ struct tt_call {
     int device;  /* the buffers are CUDA device memory (cuda.c, cuda_dev.c) */
     void *after; /* device path: a cudaEvent_t on the caller's CUDA stream to start after
                   * (NULL: after CUDA's default stream) */
+    struct {     /* a premul-sum operator, bound when the call was made (redop.c); op is SUM */
+        int on;
+        unsigned char value[8]; /* the scalar (host residence) */
+        const void *dev;        /* or its device address */
+        const void *pinned;     /* or a pinned copy of that, to read as the call runs */
+    } premul;
 };
 
 struct tt_p2p_op {

@@ -11,7 +11,7 @@ static int is_signed(tutti_dtype_t t)
 
 int val_period(int op)
 {
-    return op == TUTTI_SUM || op == TUTTI_AVG ? 9 : op == TUTTI_PROD ? 3 : 37;
+    return op == TUTTI_SUM || op == TUTTI_AVG || op == VAL_PREMUL ? 9 : op == TUTTI_PROD ? 3 : 37;
 }
 
 static int is_fp8(tutti_dtype_t t)
@@ -39,6 +39,8 @@ int64_t val_gen(tutti_dtype_t t, int op, int r, size_t i)
 {
     int s = is_signed(t);
 
+    if (op == VAL_PREMUL)
+        op = TUTTI_SUM;
     if (is_fp8(t))
         return fp8_gen(op, r, i);
     switch (op) {
@@ -163,10 +165,11 @@ void val_expect_reduce(tutti_dtype_t t, int op, int nranks, unsigned char *table
     size_t es = tutti_dtype_size(t);
 
     for (int k = 0; k < val_period(op); k++) {
-        int64_t acc = val_gen(t, op, 0, (size_t)k);
+        int64_t acc = val_gen(t, op, 0, (size_t)k) * (op == VAL_PREMUL ? 2 : 1);
         for (int r = 1; r < nranks; r++) {
             int64_t v = val_gen(t, op, r, (size_t)k);
             switch (op) {
+            case VAL_PREMUL: /* every scalar but rank 0's is 1 */
             case TUTTI_SUM:
             case TUTTI_AVG: acc += v; break;
             case TUTTI_PROD: acc *= v; break;
@@ -181,6 +184,13 @@ void val_expect_reduce(tutti_dtype_t t, int op, int nranks, unsigned char *table
         else
             val_encode(t, acc, (double)acc, table + (size_t)k * es);
     }
+}
+
+int val_premul_scalar(tutti_dtype_t t, int r, void *p)
+{
+    int k = r == 0 ? 2 : 1;
+    val_encode(t, k, k, p);
+    return k;
 }
 
 void val_expect_input(tutti_dtype_t t, int op, int r, unsigned char *table)

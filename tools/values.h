@@ -18,6 +18,9 @@
 
 /* op < 0: data that is not reduced (all-gather, broadcast, send/recv). */
 #define VAL_NO_OP (-1)
+/* A premul-sum operator (tutti_op_create_premul_sum) with val_premul_scalar's scalars: SUM's
+ * inputs, each rank's multiplied by its own scalar. */
+#define VAL_PREMUL TUTTI_NUM_OPS
 #define VAL_MAX_PERIOD 37
 
 int val_period(int op);
@@ -27,6 +30,10 @@ int64_t val_gen(tutti_dtype_t t, int op, int r, size_t i);
 
 /* Encode an integer / real into dtype t at p; integers wrap modulo their width. */
 void val_encode(tutti_dtype_t t, int64_t iv, double fv, void *p);
+
+/* Rank r's scalar for VAL_PREMUL, as an integer (2 on rank 0, 1 elsewhere: a scalar applied
+ * to the wrong input, twice or to the result gives another sum) and encoded in dtype t at p. */
+int val_premul_scalar(tutti_dtype_t t, int r, void *p);
 
 /* Fill n elements at p with rank r's inputs for indices first, first+1, ... */
 void val_fill(tutti_dtype_t t, int op, int r, void *p, size_t n, size_t first);

@@ -19,8 +19,10 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <stdint.h>
+#include <string.h>
 
-namespace {
+namespace
+{
 
 /* An FP8 element of format K (__NV_E4M3, __NV_E5M2), as its storage byte: to float exactly
  * (through half, which holds every FP8 value), from float rounded to nearest even and
@@ -129,7 +131,10 @@ template <typename T> struct DivBy {
     __device__ static T f(T x, int n) { return (T)(x / (T)n); }
 };
 template <> struct DivBy<__half> {
-    __device__ static __half f(__half x, int n) { return __float2half_rn(__half2float(x) / (float)n); }
+    __device__ static __half f(__half x, int n)
+    {
+        return __float2half_rn(__half2float(x) / (float)n);
+    }
 };
 template <> struct DivBy<__nv_bfloat16> {
     __device__ static __nv_bfloat16 f(__nv_bfloat16 x, int n)
@@ -149,6 +154,17 @@ template <typename T> __global__ void divide_kernel(T *buf, size_t n, int ranks)
         buf[i] = DivBy<T>::f(buf[i], ranks);
 }
 
+/* dst[i] = src[i] * k, k = *dev when dev is not NULL (read on the device, in stream order),
+ * else `value`; Op is the dtype's PROD. */
+template <typename T, typename Op>
+__global__ void premul_kernel(T *dst, const T *src, size_t n, T value, const T *dev)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    const T k = dev ? *dev : value;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        dst[i] = Op::f(src[i], k);
+}
+
 int grid_for(size_t n)
 {
     size_t blocks = (n + 255) / 256;
@@ -160,14 +176,14 @@ cudaError_t launch(void *dst, void *dst2, const void *a, const void *b, size_t n
 {
     int vec = (((uintptr_t)dst | (uintptr_t)dst2 | (uintptr_t)a | (uintptr_t)b) & 15) == 0;
     size_t work = vec ? n / (sizeof(uint4) / sizeof(T)) + 1 : n;
-    reduce_kernel<T, Op><<<grid_for(work), 256, 0, s>>>((T *)dst, (T *)dst2, (const T *)a,
-                                                         (const T *)b, n, vec);
+    reduce_kernel<T, Op>
+        <<<grid_for(work), 256, 0, s>>>((T *)dst, (T *)dst2, (const T *)a, (const T *)b, n, vec);
     return cudaGetLastError();
 }
 
 template <typename S, typename U>
-cudaError_t launch_int(void *dst, void *dst2, const void *a, const void *b, size_t n,
-                       tutti_op_t op, cudaStream_t s)
+cudaError_t launch_int(void *dst, void *dst2, const void *a, const void *b, size_t n, tutti_op_t op,
+                       cudaStream_t s)
 {
     switch (op) {
     case TUTTI_SUM:
@@ -213,6 +229,19 @@ template <typename T> cudaError_t divide(void *buf, size_t n, int ranks, cudaStr
     return cudaGetLastError();
 }
 
+template <typename T, typename Op>
+cudaError_t premul(void *dst, const void *src, size_t n, const void *value, const void *dev,
+                   cudaStream_t s)
+{
+    T v;
+    memset(&v, 0, sizeof(v));
+    if (!dev)
+        memcpy(&v, value, sizeof(v));
+    premul_kernel<T, Op>
+        <<<grid_for(n), 256, 0, s>>>((T *)dst, (const T *)src, n, v, (const T *)dev);
+    return cudaGetLastError();
+}
+
 } // namespace
 
 extern "C" int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b,
@@ -244,8 +273,7 @@ extern "C" int tt_cuda_reduce(void *dst, const void *a, const void *b, size_t co
     return tt_cuda_reduce_copy(dst, NULL, a, b, count, dtype, op, stream);
 }
 
-extern "C" int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks,
-                              void *stream)
+extern "C" int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (count == 0)
@@ -263,6 +291,44 @@ extern "C" int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int 
     case TUTTI_FLOAT64: return divide<double>(buf, count, ranks, s);
     case TUTTI_FLOAT8_E4M3: return divide<F8<__NV_E4M3>>(buf, count, ranks, s);
     case TUTTI_FLOAT8_E5M2: return divide<F8<__NV_E5M2>>(buf, count, ranks, s);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+extern "C" int tt_cuda_premul(void *dst, const void *src, size_t count, tutti_dtype_t dtype,
+                              const void *value, const void *dev, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (count == 0)
+        return 0;
+    if (!value && !dev)
+        return cudaErrorInvalidValue;
+    switch (dtype) {
+    case TUTTI_INT8:
+        return premul<int8_t, WrapProd<int8_t, uint8_t>>(dst, src, count, value, dev, s);
+    case TUTTI_UINT8:
+        return premul<uint8_t, WrapProd<uint8_t, uint8_t>>(dst, src, count, value, dev, s);
+    case TUTTI_INT32:
+        return premul<int32_t, WrapProd<int32_t, uint32_t>>(dst, src, count, value, dev, s);
+    case TUTTI_UINT32:
+        return premul<uint32_t, WrapProd<uint32_t, uint32_t>>(dst, src, count, value, dev, s);
+    case TUTTI_INT64:
+        return premul<int64_t, WrapProd<int64_t, uint64_t>>(dst, src, count, value, dev, s);
+    case TUTTI_UINT64:
+        return premul<uint64_t, WrapProd<uint64_t, uint64_t>>(dst, src, count, value, dev, s);
+    case TUTTI_FLOAT16:
+        return premul<__half, Half16<__half, Prod<float>>>(dst, src, count, value, dev, s);
+    case TUTTI_BFLOAT16:
+        return premul<__nv_bfloat16, Half16<__nv_bfloat16, Prod<float>>>(dst, src, count, value,
+                                                                         dev, s);
+    case TUTTI_FLOAT32: return premul<float, Prod<float>>(dst, src, count, value, dev, s);
+    case TUTTI_FLOAT64: return premul<double, Prod<double>>(dst, src, count, value, dev, s);
+    case TUTTI_FLOAT8_E4M3:
+        return premul<F8<__NV_E4M3>, Half16<F8<__NV_E4M3>, Prod<float>>>(dst, src, count, value,
+                                                                         dev, s);
+    case TUTTI_FLOAT8_E5M2:
+        return premul<F8<__NV_E5M2>, Half16<F8<__NV_E5M2>, Prod<float>>>(dst, src, count, value,
+                                                                         dev, s);
     default: return cudaErrorInvalidValue;
     }
 }

@@ -26,6 +26,12 @@ int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b, siz
 /* buf[i] /= ranks: the end of an AVG. */
 int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks, void *stream);
 
+/* dst[i] = src[i] * scalar (PROD's arithmetic): the scalar is *dev_scalar, read by the
+ * kernel, when dev_scalar is not NULL, else the dtype's bytes at host address `value`. dst may
+ * be src. The pre-pass of premul-sum operators. */
+int tt_cuda_premul(void *dst, const void *src, size_t count, tutti_dtype_t dtype, const void *value,
+                   const void *dev_scalar, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -217,26 +217,55 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
     return cudaSuccess;
 }
 
-cudaError_t cudaFree(void *p)
+/* Free device allocation p now: 0, or -1 (said why) if it is not one. */
+static int free_device(void *p, const char *fn)
 {
     struct region r;
 
+    if (!take_region(p, DEVICE, &r)) {
+        fprintf(stderr, "cudamock: %s(%p): not an allocation of cudaMalloc\n", fn, p);
+        return -1;
+    }
+    if (r.opened) {
+        add_region(r);
+        fprintf(stderr, "cudamock: %s(%p): opened from an IPC handle\n", fn, p);
+        return -1;
+    }
+    munmap(r.base, r.size);
+    close(r.fd);
+    return 0;
+}
+
+cudaError_t cudaFree(void *p)
+{
     GUARD();
     if (!p)
         return cudaSuccess;
     cudamock_device_wait();
-    if (!take_region(p, DEVICE, &r)) {
-        fprintf(stderr, "cudamock: cudaFree(%p): not an allocation of cudaMalloc\n", p);
-        return cudamock_ret(cudaErrorInvalidValue);
-    }
-    if (r.opened) {
-        add_region(r);
-        fprintf(stderr, "cudamock: cudaFree(%p): opened from an IPC handle\n", p);
-        return cudamock_ret(cudaErrorInvalidValue);
-    }
-    munmap(r.base, r.size);
-    close(r.fd);
-    return cudaSuccess;
+    return free_device(p, "cudaFree") == 0 ? cudaSuccess : cudamock_ret(cudaErrorInvalidValue);
+}
+
+/* Stream-ordered allocation: at once (a pool would hand it out at once too); the free runs in
+ * the stream's order, without cudaFree's wait for the whole device. */
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t h)
+{
+    (void)h;
+    return cudaMalloc(p, bytes);
+}
+
+static void free_queued(void *arg)
+{
+    void *p;
+    memcpy(&p, arg, sizeof(p));
+    free_device(p, "cudaFreeAsync");
+}
+
+cudaError_t cudaFreeAsync(void *p, cudaStream_t h)
+{
+    GUARD();
+    if (!p)
+        return cudaSuccess;
+    return cudamock_ret(cudamock_queue(h, free_queued, &p, sizeof(p)));
 }
 
 cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags)

@@ -9,6 +9,7 @@
 #include "../../lib/reduce.h"
 
 #include <cuda_runtime_api.h>
+#include <string.h>
 
 struct reduce_args {
     tt_reduce_fn fn;
@@ -72,4 +73,40 @@ int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks, void
     if (!cudamock_device_range(buf, count * tutti_dtype_size(dtype), "division kernel"))
         return cudaErrorIllegalAddress;
     return cudamock_launch(stream, run_divide, &d, sizeof(d));
+}
+
+struct premul_args {
+    tutti_dtype_t dtype;
+    void *dst;
+    const void *src;
+    size_t n;
+    unsigned char value[8];
+    const void *dev;
+};
+
+static void run_premul(void *arg)
+{
+    struct premul_args *p = arg;
+    if (p->dev) /* read as the kernel runs, as a GPU's would */
+        memcpy(p->value, p->dev, tutti_dtype_size(p->dtype));
+    tt_premul(p->dtype, p->dst, p->src, p->n, p->value);
+}
+
+int tt_cuda_premul(void *dst, const void *src, size_t count, tutti_dtype_t dtype, const void *value,
+                   const void *dev_scalar, void *stream)
+{
+    struct premul_args p = {dtype, dst, src, count, {0}, dev_scalar};
+    size_t es = tutti_dtype_size(dtype);
+
+    if (es == 0 || (!value && !dev_scalar))
+        return cudaErrorInvalidValue;
+    if (count == 0)
+        return 0;
+    if (!cudamock_device_range(dst, count * es, "premul-sum kernel, dst") ||
+        !cudamock_device_range(src, count * es, "premul-sum kernel, src") ||
+        (dev_scalar && !cudamock_device_range(dev_scalar, es, "premul-sum kernel, scalar")))
+        return cudaErrorIllegalAddress;
+    if (!dev_scalar)
+        memcpy(p.value, value, es);
+    return cudamock_launch(stream, run_premul, &p, sizeof(p));
 }

@@ -36,6 +36,9 @@ int cudamock_refused_in_host_fn(const char *fn);
 /* Everything queued on every stream so far has run (the wait of cudaFree and cudaFreeHost). */
 void cudamock_device_wait(void);
 
+/* Queue fn on stream h, to run on a copy of the `size` bytes at args (no launch checks). */
+cudaError_t cudamock_queue(cudaStream_t h, void (*fn)(void *), const void *args, size_t size);
+
 /* cuStreamWaitValue32 (GEQ only), handed out by cudaGetDriverEntryPointByVersion. */
 CUresult cudamock_wait_value32(CUstream h, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
 

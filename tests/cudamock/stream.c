@@ -372,6 +372,11 @@ int cudamock_launch(void *stream, void (*fn)(void *), const void *args, size_t s
     return cudamock_ret(queue_fn(stream, fn, (void *)args, 0, size, NULL));
 }
 
+cudaError_t cudamock_queue(cudaStream_t h, void (*fn)(void *), const void *args, size_t size)
+{
+    return queue_fn(h, fn, (void *)args, 0, size, NULL);
+}
+
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
 {
     GUARD();

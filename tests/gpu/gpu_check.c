@@ -3,7 +3,8 @@
  * tutti-run, except probe).
  *
  *   gpu_check probe    exit 0 and print the device count, or print why not and exit 77
- *   gpu_check matrix   every collective x dtype x op on device buffers, in and out of place,
+ *   gpu_check matrix   every collective x dtype x op (and a premul-sum operator, its scalar
+ *                      in device memory for half the calls) on device buffers, in and out of place,
  *                      counts 0, 1, 4099 and 1M+3, on the NULL stream and on a wrapped CUDA
  *                      stream in turn; each result must equal bitwise the same call on host
  *                      buffers (the host path is checked against independent references by
@@ -37,6 +38,7 @@
  * and the failing kernel are soak_check's, the kernels and copies alone kernel_check's.
  */
 #include "gpu_common.h"
+#include "values.h"
 
 static tutti_comm_t comm;
 
@@ -62,6 +64,31 @@ static void fill(unsigned char *p, size_t bytes, size_t es, int seed)
         p[i * es + (es > 1 ? es - 2 : 0)] = (unsigned char)(1 + (i * 7 + (size_t)seed * 13) % 5);
 }
 
+#define PREMUL TUTTI_NUM_OPS /* the matrix's op index of a premul-sum operator */
+
+static const char *op_name(int op)
+{
+    return op == PREMUL ? "premul_sum" : tutti_op_name((tutti_op_t)op);
+}
+
+/* For the premul index: this rank's scalar (values.h) in device memory at dk; *dop for the
+ * device call (its scalar read on the device when by_address, else by value), *hop for the
+ * host reference (by value). */
+static void premul_ops(tutti_dtype_t t, void *dk, int by_address, tutti_op_t *dop, tutti_op_t *hop)
+{
+    unsigned char k[8] = {0};
+
+    val_premul_scalar(t, rank, k);
+    CU(cudaMemcpy(dk, k, sizeof(k), cudaMemcpyHostToDevice));
+    if (tutti_op_create_premul_sum(dop, by_address ? dk : (void *)k, t,
+                                   by_address ? TUTTI_SCALAR_DEVICE : TUTTI_SCALAR_HOST_IMMEDIATE,
+                                   comm) != TUTTI_SUCCESS ||
+        tutti_op_create_premul_sum(hop, k, t, TUTTI_SCALAR_HOST_IMMEDIATE, comm) != TUTTI_SUCCESS) {
+        fail("tutti_op_create_premul_sum: %s", tutti_last_error());
+        exit(1);
+    }
+}
+
 static void matrix(void)
 {
     const size_t counts[] = {0, 1, 4099, big(1000003)};
@@ -69,13 +96,14 @@ static void matrix(void)
      * device, and with several processes on one GPU that wait is most of the run. */
     size_t most = (counts[3] > counts[2] ? counts[3] : counts[2]) * 8 * (size_t)nranks + 1;
     unsigned char *hs = malloc(most), *hr = malloc(most), *got = malloc(most);
-    void *ds, *dr;
+    void *ds, *dr, *dk;
     tutti_stream_t ws;
     cudaStream_t cs;
     int k = 0;
 
     CU(cudaMalloc(&ds, most));
     CU(cudaMalloc(&dr, most));
+    CU(cudaMalloc(&dk, 8));
     CU(cudaStreamCreate(&cs));
     if (tutti_stream_wrap_cuda(&ws, cs) != TUTTI_SUCCESS) {
         fail("tutti_stream_wrap_cuda: %s", tutti_last_error());
@@ -83,20 +111,24 @@ static void matrix(void)
     }
     for (int c = 0; c < NCOLL; c++)
         for (int t = 0; t < TUTTI_NUM_DTYPES; t++)
-            for (int op = 0; op < TUTTI_NUM_OPS; op++)
+            for (int op = 0; op <= PREMUL; op++)
                 for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
                     for (int inplace = 0; inplace < 2; inplace++) {
                         size_t es = tutti_dtype_size((tutti_dtype_t)t), n = counts[ci];
                         size_t sb = (c == RS ? n * nranks : n) * es;
                         size_t rb = (c == AG ? n * nranks : n) * es, big = sb > rb ? sb : rb;
                         void *s, *r, *hsp, *hrp;
-                        tutti_stream_t st = (k++ % 2) ? ws : NULL;
+                        tutti_stream_t st = (k % 2) ? ws : NULL;
+                        tutti_op_t dop = (tutti_op_t)op, hop = (tutti_op_t)op;
                         tutti_result_t rc;
 
                         if ((c == AG || c == BC) && op > 0)
                             continue; /* no op */
                         if (!counts[ci] && inplace)
                             continue;
+                        if (op == PREMUL && c != AG && c != BC)
+                            premul_ops((tutti_dtype_t)t, dk, k / 2 % 2, &dop, &hop);
+                        k++;
                         memset(hs, 0, big + 1);
                         fill(hs, sb, es, rank);
                         memset(hr, 0, big);
@@ -120,32 +152,37 @@ static void matrix(void)
                                 s = dr, hsp = hr;
                             }
                         }
-                        rc = call(c, s, r, n, (tutti_dtype_t)t, (tutti_op_t)op, st);
+                        rc = call(c, s, r, n, (tutti_dtype_t)t, dop, st);
+                        /* The call holds what it needs of its op once it has returned. */
+                        if (dop != (tutti_op_t)op && tutti_op_destroy(dop, comm) != TUTTI_SUCCESS)
+                            fail("tutti_op_destroy: %s", tutti_last_error());
                         if (rc == TUTTI_SUCCESS && st)
                             rc = tutti_stream_sync(st);
                         if (rc != TUTTI_SUCCESS) {
                             fail("%s %s %s count %zu%s: %s", coll_name[c],
-                                 tutti_dtype_name((tutti_dtype_t)t), tutti_op_name((tutti_op_t)op),
-                                 n, inplace ? " in place" : "", tutti_last_error());
+                                 tutti_dtype_name((tutti_dtype_t)t), op_name(op), n,
+                                 inplace ? " in place" : "", tutti_last_error());
                             exit(1);
                         }
                         CU(cudaMemcpy(got, dr, big, cudaMemcpyDeviceToHost));
                         /* The reference: the same call on host memory. */
-                        if (call(c, hsp, hrp, n, (tutti_dtype_t)t, (tutti_op_t)op, NULL) !=
-                            TUTTI_SUCCESS) {
+                        if (call(c, hsp, hrp, n, (tutti_dtype_t)t, hop, NULL) != TUTTI_SUCCESS) {
                             fail("host reference: %s", tutti_last_error());
                             exit(1);
                         }
+                        if (hop != (tutti_op_t)op && tutti_op_destroy(hop, comm) != TUTTI_SUCCESS)
+                            fail("tutti_op_destroy: %s", tutti_last_error());
                         /* Compare the output block only (in-place scratch may differ). */
                         if ((c != RD || rank == nranks - 1) &&
                             memcmp(got + ((char *)r - (char *)dr), hrp, rb) != 0)
                             fail("%s %s %s count %zu%s on %s: device result differs from host",
-                                 coll_name[c], tutti_dtype_name((tutti_dtype_t)t),
-                                 tutti_op_name((tutti_op_t)op), n, inplace ? " in place" : "",
+                                 coll_name[c], tutti_dtype_name((tutti_dtype_t)t), op_name(op), n,
+                                 inplace ? " in place" : "",
                                  st ? "a CUDA stream" : "the NULL stream");
                     }
     cudaFree(ds);
     cudaFree(dr);
+    cudaFree(dk);
     free(hs);
     free(hr);
     free(got);

@@ -579,3 +579,90 @@ Test(api, registration)
     /* Left registered: destroy releases it. */
     cr_assert_eq(tutti_comm_destroy(c), TUTTI_SUCCESS);
 }
+
+static tutti_result_t nap(void *arg)
+{
+    (void)arg;
+    nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    return TUTTI_SUCCESS;
+}
+
+/* Premul-sum operators: arguments named; handles of destroyed ops, of another communicator or
+ * for another dtype refused by name; slots reused without reviving old handles; a call keeps
+ * its scalar when the op is destroyed before a host stream runs it. */
+Test(api, premul_sum_operators)
+{
+    tutti_comm_t c = solo(), d = solo();
+    tutti_op_t op, op2, other;
+    tutti_stream_t s;
+    float k = 0.5f, x[3] = {2, -6, 10}, y[3] = {0};
+    int32_t ik = 3, ix[2] = {5, -7}, iy[2];
+
+    EXPECT_ERR(tutti_op_create_premul_sum(NULL, &k, TUTTI_FLOAT32, TUTTI_SCALAR_HOST_IMMEDIATE, c),
+               TUTTI_ERR_INVALID_ARG, "op is NULL");
+    EXPECT_ERR(tutti_op_create_premul_sum(&op, NULL, TUTTI_FLOAT32, TUTTI_SCALAR_HOST_IMMEDIATE, c),
+               TUTTI_ERR_INVALID_ARG, "scalar is NULL");
+    EXPECT_ERR(
+        tutti_op_create_premul_sum(&op, &k, (tutti_dtype_t)42, TUTTI_SCALAR_HOST_IMMEDIATE, c),
+        TUTTI_ERR_INVALID_ARG, "dtype 42");
+    EXPECT_ERR(tutti_op_create_premul_sum(&op, &k, TUTTI_FLOAT32, (tutti_scalar_residence_t)7, c),
+               TUTTI_ERR_INVALID_ARG, "residence 7");
+    EXPECT_ERR(
+        tutti_op_create_premul_sum(&op, &k, TUTTI_FLOAT32, TUTTI_SCALAR_HOST_IMMEDIATE, NULL),
+        TUTTI_ERR_INVALID_ARG, "comm is NULL");
+    if (tutti_cuda_devices(&(int){0}) != TUTTI_SUCCESS)
+        EXPECT_ERR(tutti_op_create_premul_sum(&op, &k, TUTTI_FLOAT32, TUTTI_SCALAR_DEVICE, c),
+                   TUTTI_ERR_UNSUPPORTED, "needs CUDA");
+    else
+        EXPECT_ERR(tutti_op_create_premul_sum(&op, &k, TUTTI_FLOAT32, TUTTI_SCALAR_DEVICE, c),
+                   TUTTI_ERR_INVALID_ARG, "host memory");
+
+    /* Read at creation: changing k afterwards changes nothing. */
+    cr_assert_eq(tutti_op_create_premul_sum(&op, &k, TUTTI_FLOAT32, TUTTI_SCALAR_HOST_IMMEDIATE, c),
+                 TUTTI_SUCCESS, "%s", tutti_last_error());
+    k = 100;
+    cr_assert_str_eq(tutti_op_name(op), "premul_sum");
+    cr_assert_eq(tutti_all_reduce(x, y, 3, TUTTI_FLOAT32, op, c, NULL), TUTTI_SUCCESS, "%s",
+                 tutti_comm_last_error(c));
+    cr_assert(y[0] == 1 && y[1] == -3 && y[2] == 5, "%g %g %g", y[0], y[1], y[2]);
+    cr_assert(x[0] == 2 && x[1] == -6 && x[2] == 10, "the send buffer was written");
+    EXPECT_ERR(tutti_all_reduce(x, y, 1, TUTTI_FLOAT64, op, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "made for float32");
+    EXPECT_ERR(tutti_all_reduce(x, y, 3, TUTTI_FLOAT32, op, d, NULL), TUTTI_ERR_INVALID_ARG,
+               "was not made on this communicator");
+    EXPECT_ERR(tutti_op_destroy(TUTTI_SUM, c), TUTTI_ERR_INVALID_ARG, "built in");
+    cr_assert_eq(tutti_op_destroy(op, c), TUTTI_SUCCESS, "%s", tutti_last_error());
+    EXPECT_ERR(tutti_op_destroy(op, c), TUTTI_ERR_INVALID_ARG, "destroyed");
+    EXPECT_ERR(tutti_all_reduce(x, y, 3, TUTTI_FLOAT32, op, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "destroyed");
+    EXPECT_ERR(tutti_all_reduce(x, y, 3, TUTTI_FLOAT32, (tutti_op_t)(TUTTI_NUM_OPS + 1), c, NULL),
+               TUTTI_ERR_INVALID_ARG, "is not a tutti_op_t");
+
+    /* The slot comes back with a new handle; the old one stays dead. */
+    cr_assert_eq(tutti_op_create_premul_sum(&op2, &ik, TUTTI_INT32, TUTTI_SCALAR_HOST_IMMEDIATE, c),
+                 TUTTI_SUCCESS);
+    cr_assert_neq(op2, op);
+    EXPECT_ERR(tutti_all_reduce(ix, iy, 2, TUTTI_INT32, op, c, NULL), TUTTI_ERR_INVALID_ARG,
+               "destroyed");
+    /* reduce-scatter (into the communicator's buffer) and reduce, in place */
+    cr_assert_eq(tutti_reduce_scatter(ix, iy, 2, TUTTI_INT32, op2, c, NULL), TUTTI_SUCCESS);
+    cr_assert(iy[0] == 15 && iy[1] == -21 && ix[0] == 5 && ix[1] == -7);
+    cr_assert_eq(tutti_reduce_scatter(ix, ix, 2, TUTTI_INT32, op2, c, NULL), TUTTI_SUCCESS);
+    cr_assert(ix[0] == 15 && ix[1] == -21);
+    cr_assert_eq(tutti_reduce(ix, ix, 2, TUTTI_INT32, op2, 0, c, NULL), TUTTI_SUCCESS);
+    cr_assert(ix[0] == 45 && ix[1] == -63);
+
+    /* Queued on a host stream behind a blocking item, destroyed before it runs. */
+    cr_assert_eq(tutti_op_create_premul_sum(&other, &(float){-2}, TUTTI_FLOAT32,
+                                            TUTTI_SCALAR_HOST_IMMEDIATE, d),
+                 TUTTI_SUCCESS);
+    cr_assert_eq(tutti_stream_create(&s), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_stream_launch(s, nap, NULL), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_all_reduce(x, y, 3, TUTTI_FLOAT32, other, d, s), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_op_destroy(other, d), TUTTI_SUCCESS);
+    cr_assert_eq(tutti_stream_sync(s), TUTTI_SUCCESS, "%s", tutti_stream_last_error(s));
+    cr_assert(y[0] == -4 && y[1] == 12 && y[2] == -20, "%g %g %g", y[0], y[1], y[2]);
+    cr_assert_eq(tutti_stream_destroy(s), TUTTI_SUCCESS);
+    tutti_comm_destroy(c);
+    tutti_comm_destroy(d);
+}

@@ -2,7 +2,8 @@
  * coll_check -- run under tutti-run: every collective over the real transports, checked
  * against values computed independently from (rank, index).
  *
- *   coll_check matrix [N]  every collective x dtype x op, counts 0, 1, n-1 and N
+ *   coll_check matrix [N]  every collective x dtype x op (and a premul-sum operator, made
+ *                       and destroyed around each call), counts 0, 1, n-1 and N
  *                       (default 1000003; all-gather / reduce-scatter take N/n per rank,
  *                       kept odd), in and out of place, roots varying; N for a third of the
  *                       dtype x op pairs (matrix-full: for all)
@@ -155,10 +156,15 @@ static void run_one_at(enum coll c, tutti_dtype_t t, int op, size_t count, int i
     unsigned char table[VAL_MAX_PERIOD * 8];
     void *send, *recv;
     tutti_result_t rc;
+    tutti_op_t top = (tutti_op_t)op;
 
     snprintf(what, sizeof(what), "%s%s %s %s count=%zu %s root=%d ranks=%d%s", tag, coll_names[c],
-             tutti_dtype_name(t), gop < 0 ? "-" : tutti_op_name((tutti_op_t)op), count,
-             inplace ? "in-place" : "out-of-place", root, nranks, stream ? " on a stream" : "");
+             tutti_dtype_name(t),
+             gop < 0            ? "-"
+             : op == VAL_PREMUL ? "premul_sum"
+                                : tutti_op_name((tutti_op_t)op),
+             count, inplace ? "in-place" : "out-of-place", root, nranks,
+             stream ? " on a stream" : "");
     /* Buffers: in place, the send data lives inside the receive buffer. */
     recv = buf_alloc(&rb, (c == REDUCE_SCATTER && inplace ? send_n : recv_n) * es);
     if (inplace) {
@@ -178,17 +184,24 @@ static void run_one_at(enum coll c, tutti_dtype_t t, int op, size_t count, int i
     if (c == BROADCAST && rank != root && inplace)
         memset(send, 0, send_n * es); /* non-roots' data must be overwritten */
 
-    switch (c) {
-    case ALL_REDUCE:
-        rc = tutti_all_reduce(send, recv, count, t, (tutti_op_t)op, comm, stream);
-        break;
-    case ALL_GATHER: rc = tutti_all_gather(send, recv, count, t, comm, stream); break;
-    case REDUCE_SCATTER:
-        rc = tutti_reduce_scatter(send, recv, count, t, (tutti_op_t)op, comm, stream);
-        break;
-    case BROADCAST: rc = tutti_broadcast(send, recv, count, t, root, comm, stream); break;
-    default: rc = tutti_reduce(send, recv, count, t, (tutti_op_t)op, root, comm, stream); break;
+    if (op == VAL_PREMUL && gop >= 0) { /* made for this call, destroyed as soon as it returns */
+        unsigned char k[8];
+        val_premul_scalar(t, rank, k);
+        rc = tutti_op_create_premul_sum(&top, k, t, TUTTI_SCALAR_HOST_IMMEDIATE, comm);
+        if (rc != TUTTI_SUCCESS) {
+            fail(what, "tutti_op_create_premul_sum: %s", tutti_comm_last_error(comm));
+            goto out;
+        }
     }
+    switch (c) {
+    case ALL_REDUCE: rc = tutti_all_reduce(send, recv, count, t, top, comm, stream); break;
+    case ALL_GATHER: rc = tutti_all_gather(send, recv, count, t, comm, stream); break;
+    case REDUCE_SCATTER: rc = tutti_reduce_scatter(send, recv, count, t, top, comm, stream); break;
+    case BROADCAST: rc = tutti_broadcast(send, recv, count, t, root, comm, stream); break;
+    default: rc = tutti_reduce(send, recv, count, t, top, root, comm, stream); break;
+    }
+    if (op == VAL_PREMUL && gop >= 0 && tutti_op_destroy(top, comm) != TUTTI_SUCCESS)
+        fail(what, "tutti_op_destroy: %s", tutti_comm_last_error(comm));
     if (rc == TUTTI_SUCCESS && stream)
         rc = tutti_stream_sync(stream);
     if (rc != TUTTI_SUCCESS) {
@@ -256,7 +269,7 @@ static void matrix(void)
 
     for (int c = 0; c < NCOLL; c++)
         for (int t = 0; t < TUTTI_NUM_DTYPES; t++)
-            for (int op = 0; op < TUTTI_NUM_OPS; op++) {
+            for (int op = 0; op <= VAL_PREMUL; op++) {
                 if ((c == ALL_GATHER || c == BROADCAST) && op > 0)
                     continue;
                 for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
@@ -618,7 +631,7 @@ static void soak(double seconds, uint64_t seed, int abort_rank)
         /* NCOLL: ring exchange; + 1: all-to-all; + 2: gather; + 3: scatter */
         int kind = (int)rng_below(NCOLL + 4);
         tutti_dtype_t t = (tutti_dtype_t)rng_below(TUTTI_NUM_DTYPES);
-        int op = (int)rng_below(TUTTI_NUM_OPS);
+        int op = (int)rng_below(VAL_PREMUL + 1);
         size_t count = rng_below((size_t)1 << rng_below(22));
         int inplace = (int)rng_below(2), root = (int)rng_below((size_t)nranks);
         size_t first = rng_below(VAL_MAX_PERIOD);
