@@ -1,5 +1,6 @@
 /* backend_tutti.c -- tutti-perf's backend: the calls of include/tutti.h (see perf.h). */
 #include "perf.h"
+#include "values.h"
 
 #include <stdio.h>
 
@@ -63,10 +64,28 @@ static int t_dev_copy(void *dst, const void *src, size_t bytes)
 }
 #endif
 
+/* mulsum (VAL_PREMUL): one premul-sum operator per dtype, made at its first call, with this
+ * rank's scalar of values.h. */
+static tutti_op_t premul_op(tutti_dtype_t t)
+{
+    static tutti_op_t ops[TUTTI_NUM_DTYPES];
+    static int made[TUTTI_NUM_DTYPES];
+    unsigned char k[8] = {0};
+
+    if (!made[t]) {
+        val_premul_scalar(t, me, k);
+        if (tutti_op_create_premul_sum(&ops[t], k, t, TUTTI_SCALAR_HOST_IMMEDIATE, comm) !=
+            TUTTI_SUCCESS)
+            return (tutti_op_t)-1; /* the call then fails, naming it */
+        made[t] = 1;
+    }
+    return ops[t];
+}
+
 static int t_run(enum pcoll c, void *s, void *r, size_t count, tutti_dtype_t t, int op, int root,
                  int inplace)
 {
-    tutti_op_t o = (tutti_op_t)op;
+    tutti_op_t o = op == VAL_PREMUL ? premul_op(t) : (tutti_op_t)op;
 
     (void)inplace; /* tutti sees in place from the pointers */
     switch (c) {

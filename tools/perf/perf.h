@@ -61,11 +61,18 @@ struct perf_opts {
     double factor;
     int iters, warmup, agg_iters, check, root, agg, csv, corrupt, device, reg;
     int dtypes[TUTTI_NUM_DTYPES], ndt;
-    int ops[TUTTI_NUM_OPS], nops;
+    int ops[TUTTI_NUM_OPS + 1], nops; /* + 1: mulsum, values.h's VAL_PREMUL */
     const char *json, *csv_file;
 };
 
 extern const char *const perf_coll_names[NPCOLL];
+
+/* An op's name on the command line and in the table: tutti_op_name's, and "mulsum" (nccl-tests'
+ * name) for a premul-sum operator, values.h's VAL_PREMUL (its scalars: 2 on rank 0, 1 else). */
+static inline const char *perf_op_name(int op)
+{
+    return op == TUTTI_NUM_OPS ? "mulsum" : tutti_op_name((tutti_op_t)op);
+}
 
 /* Print "NAME-perf: " fmt (with arg) on rank 0 and exit 2. */
 _Noreturn void perf_die(const char *fmt, const char *arg);

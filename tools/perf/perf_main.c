@@ -314,7 +314,7 @@ static void json_row(enum pcoll c, size_t size, size_t count, tutti_dtype_t t, c
 static void print_row(enum pcoll c, size_t size, size_t count, tutti_dtype_t t, int op,
                       const struct result *oop, const struct result *ip, const struct perf_opts *o)
 {
-    const char *opname = has_op(c) ? tutti_op_name((tutti_op_t)op) : "none";
+    const char *opname = has_op(c) ? perf_op_name(op) : "none";
     int root = has_root(c) ? o->root : -1;
     char w1[24], w2[24];
 
@@ -396,7 +396,7 @@ static void bench(enum pcoll c, const struct perf_opts *o)
             if (!be->supports(c, t, op)) {
                 if (rank == 0 && !o->csv)
                     printf("# %s %s %s: not supported by %s\n", perf_coll_names[c],
-                           tutti_dtype_name(t), tutti_op_name((tutti_op_t)op), be->name);
+                           tutti_dtype_name(t), perf_op_name(op), be->name);
                 continue;
             }
             for (size_t size = o->minb; size <= o->maxb;) {

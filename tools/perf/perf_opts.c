@@ -69,7 +69,7 @@ void perf_usage(const char *name, int rank)
                "  -d TYPE   --datatype      int8 uint8 int32 uint32 int64 uint64 float16\n"
                "                            bfloat16 float32 float64 float8_e4m3 float8_e5m2\n"
                "                            (float half double f8e4m3 f8e5m2), all\n"
-               "  -o OP     --op            sum prod min max avg, or all       [sum]\n"
+               "  -o OP     --op            sum prod min max avg mulsum, or all [sum]\n"
                "  -r ROOT   --root          root of broadcast, reduce, gather, scatter, or\n"
                "                            all (a row per root)               [0]\n"
                "  -a AGG    --average       ranks' times: 0|rank0 (rank 0's), 1|avg, 2|min,\n"
@@ -227,8 +227,8 @@ void perf_parse(int argc, char **argv, struct perf_opts *o, int *colls, int *nco
             break;
         case 'o':
             o->nops = 0;
-            for (int op = 0; op < TUTTI_NUM_OPS; op++)
-                if (!strcmp(v, "all") || !strcmp(v, tutti_op_name((tutti_op_t)op)))
+            for (int op = 0; op <= TUTTI_NUM_OPS; op++)
+                if (!strcmp(v, "all") || !strcmp(v, perf_op_name(op)))
                     o->ops[o->nops++] = op;
             if (!o->nops)
                 perf_die("-o %s: unknown op", v);
