@@ -19,14 +19,10 @@
 #include <string.h>
 #include <time.h>
 
-/* tests/gpu/gpu_kernels.cu (or cudamock's stand-ins) and lib/cuda/kernels.h. */
+/* tests/gpu/gpu_kernels.cu (or cudamock's stand-ins); tutti's kernels (or cudamock's). */
 int gpu_slow_fill(float *buf, size_t n, float value, long long spin, void *stream);
 int gpu_twice(float *buf, size_t n, void *stream);
-int tt_cuda_reduce(void *dst, const void *a, const void *b, size_t count, tutti_dtype_t dtype,
-                   tutti_op_t op, void *stream);
-int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b, size_t count,
-                        tutti_dtype_t dtype, tutti_op_t op, void *stream);
-int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks, void *stream);
+#include "../../lib/cuda/kernels.h"
 
 #define CU(call)                                                                                   \
     do {                                                                                           \

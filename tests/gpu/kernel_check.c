@@ -4,7 +4,8 @@
  *
  *   kernel_check kernels  the CUDA reduction kernels (one process): every dtype x op, counts
  *                         1 to 1M+3, vector-aligned and not, the fused second output, in
- *                         place; AVG through the division kernel; against tools/values.c's
+ *                         place; AVG through the division kernel; the premul-sum kernel
+ *                         (scalar by value and by address); against tools/values.c's
  *                         expectations (computed without tutti)
  *   kernel_check bench    reduction kernel (float32 sum, 256 MiB) bandwidth against
  *                         cudaMemcpy device-to-device on the same buffers (one process)
@@ -17,6 +18,46 @@
 #include "values.h"
 
 static tutti_comm_t comm;
+
+/* The premul-sum kernel: rank 0's inputs times its scalar (values.h: 2), the scalar by value
+ * and by device address, in place and not, against values.c's expectation for one rank. */
+static size_t premuls(void)
+{
+    size_t counts[] = {1, 7, 1000, big(1000003)}, checked = 0;
+    unsigned char table[VAL_MAX_PERIOD * 8], k[8] = {0};
+
+    for (int t = 0; t < TUTTI_NUM_DTYPES; t++)
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+            for (int mode = 0; mode < 4; mode++) { /* bit 0: by address; bit 1: in place */
+                size_t n = counts[c], es = tutti_dtype_size((tutti_dtype_t)t), bad = 0, wrong;
+                unsigned char *h = malloc(n * es);
+                char *s, *d, *dk;
+                CU(cudaMalloc((void **)&s, n * es));
+                CU(cudaMalloc((void **)&d, n * es));
+                CU(cudaMalloc((void **)&dk, 8));
+                val_fill((tutti_dtype_t)t, VAL_PREMUL, 0, h, n, 0);
+                val_premul_scalar((tutti_dtype_t)t, 0, k);
+                CU(cudaMemcpy(s, h, n * es, cudaMemcpyHostToDevice));
+                CU(cudaMemcpy(dk, k, 8, cudaMemcpyHostToDevice));
+                char *dst = mode & 2 ? s : d;
+                if (tt_cuda_premul(dst, s, n, (tutti_dtype_t)t, mode & 1 ? NULL : k,
+                                   mode & 1 ? dk : NULL, NULL) != 0)
+                    fail("premul: launch failed for %s", tutti_dtype_name((tutti_dtype_t)t));
+                CU(cudaMemcpy(h, dst, n * es, cudaMemcpyDeviceToHost));
+                val_expect_reduce((tutti_dtype_t)t, VAL_PREMUL, 1, table);
+                wrong = val_count_wrong((tutti_dtype_t)t, VAL_PREMUL, h, n, 0, table, &bad);
+                if (wrong)
+                    fail("premul: %s count %zu%s%s: %zu element(s) wrong, first [%zu]",
+                         tutti_dtype_name((tutti_dtype_t)t), n, mode & 1 ? " by address" : "",
+                         mode & 2 ? " in place" : "", wrong, bad);
+                checked++;
+                cudaFree(s);
+                cudaFree(d);
+                cudaFree(dk);
+                free(h);
+            }
+    return checked;
+}
 
 /* The kernels against expectations computed without tutti: inputs of "ranks" 0 and 1. */
 static void kernels(void)
@@ -69,6 +110,7 @@ static void kernels(void)
                         free(g);
                     }
     printf("kernels: %zu dtype x op x count x alignment x placement cases checked\n", checked);
+    printf("kernels: %zu premul-sum cases checked\n", premuls());
 }
 
 /*

@@ -472,3 +472,46 @@ Test(reduce, invalid_values_have_no_kernel)
     cr_assert_null(tt_reduce_kernel(TUTTI_FLOAT32, TUTTI_NUM_OPS));
     cr_assert_null(tt_reduce_kernel((tutti_dtype_t)-1, TUTTI_SUM));
 }
+
+/* The premul-sum pre-pass: d[i] = s[i] * k is PROD's arithmetic against the independent
+ * reference (expect), for scalars drawn like the data (NaNs and infinities included where
+ * the dtype has them), out of place and in place, over lengths that leave vector tails. */
+Test(reduce, premul_is_prod_by_a_scalar)
+{
+    for (int t = 0; t < TUTTI_NUM_DTYPES; t++) {
+        size_t es = tutti_dtype_size((tutti_dtype_t)t);
+        char *s = malloc(N * es), *k = malloc(N * es), *kk = malloc(N * es), *d = malloc(N * es);
+        fill((tutti_dtype_t)t, s, t >= TUTTI_FLOAT16);
+        fill((tutti_dtype_t)t, k, t >= TUTTI_FLOAT16);
+        for (size_t j = 0; j < 24; j++) {
+            size_t n = N - j * 7; /* odd and even tails */
+            for (size_t i = 0; i < n; i++)
+                memcpy(kk + i * es, k + j * es, es);
+            tt_premul((tutti_dtype_t)t, d, s, n, k + j * es);
+            for (size_t i = 0; i < n; i++) {
+                uint64_t want = expect((tutti_dtype_t)t, TUTTI_PROD, s, kk, i);
+                uint64_t got = got_bits((tutti_dtype_t)t, d, i);
+                cr_assert(got == want ||
+                              (nan_bits((tutti_dtype_t)t, want) && nan_bits((tutti_dtype_t)t, got)),
+                          "%s scalar %zu [%zu]: want 0x%llx got 0x%llx",
+                          tutti_dtype_name((tutti_dtype_t)t), j, i, (unsigned long long)want,
+                          (unsigned long long)got);
+            }
+        }
+        memcpy(d, s, N * es); /* in place */
+        tt_premul((tutti_dtype_t)t, s, s, N, k);
+        for (size_t i = 0; i < N; i++)
+            memcpy(kk + i * es, k, es);
+        for (size_t i = 0; i < N; i++) {
+            uint64_t want = expect((tutti_dtype_t)t, TUTTI_PROD, d, kk, i);
+            uint64_t got = got_bits((tutti_dtype_t)t, s, i);
+            cr_assert(got == want ||
+                          (nan_bits((tutti_dtype_t)t, want) && nan_bits((tutti_dtype_t)t, got)),
+                      "%s in place [%zu]", tutti_dtype_name((tutti_dtype_t)t), i);
+        }
+        free(s);
+        free(k);
+        free(kk);
+        free(d);
+    }
+}
