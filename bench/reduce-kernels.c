@@ -2,7 +2,8 @@
  * reduce-kernels.c -- the host reduction kernels (lib/reduce.c) alone: nanoseconds per element
  * and GB/s of one input, in place (d0 == a, the way the executor calls them), best of 5, for
  * every dtype with SUM and the ops named, on buffers that stay in cache. The figure the
- * float16 and FP8 rows of BENCHMARKS.md come from.
+ * float16 and FP8 rows of BENCHMARKS.md come from. Two more: `premul` (tt_premul, the
+ * pre-pass of a premul-sum operator, a = a * k) and `mulsum` (the fused step, a = a + b * k).
  *
  *   build/bench/reduce-kernels [COUNT [OP ...]]   (default 65536 elements, sum)
  */
@@ -23,20 +24,26 @@ int main(int argc, char **argv)
         fprintf(stderr, "reduce-kernels: COUNT must be a positive number of elements\n");
         return 2;
     }
-    printf("%-12s %-5s %10s %8s\n", "dtype", "op", "ns/elem", "GB/s");
+    printf("%-12s %-6s %10s %8s\n", "dtype", "op", "ns/elem", "GB/s");
     for (int k = 0; k < nops; k++) {
         int op = -1;
+        const char *name = argc > 2 ? argv[2 + k] : "sum";
         for (int o = 0; o < TUTTI_NUM_OPS; o++)
-            if (argc <= 2 ? o == TUTTI_SUM : strcmp(argv[2 + k], tutti_op_name(o)) == 0)
+            if (strcmp(name, tutti_op_name(o)) == 0)
                 op = o;
+        if (!strcmp(name, "premul") || !strcmp(name, "mulsum"))
+            op = name[0] == 'p' ? TUTTI_NUM_OPS : TUTTI_NUM_OPS + 1;
         if (op < 0) {
-            fprintf(stderr, "reduce-kernels: unknown op %s (sum prod min max avg)\n", argv[2 + k]);
+            fprintf(stderr, "reduce-kernels: unknown op %s (sum prod min max avg premul mulsum)\n",
+                    name);
             return 2;
         }
         for (int t = 0; t < TUTTI_NUM_DTYPES; t++) {
             size_t es = tutti_dtype_size(t);
             unsigned char *a = malloc(n * es), *b = malloc(n * es);
-            tt_reduce_fn f = tt_reduce_kernel(t, op);
+            tt_reduce_fn f = tt_reduce_kernel(t, op < TUTTI_NUM_OPS ? op : TUTTI_SUM);
+            tt_premul_fn pm = tt_premul_sum_kernel(t);
+            unsigned char one[8] = {0};
             long iters = (long)(100000000 / (n * es)) + 1;
             double best = 1e30;
 
@@ -46,17 +53,24 @@ int main(int argc, char **argv)
             }
             /* Small integers, exact in every dtype (tools/values.c): no subnormal floats,
              * which x86 computes slowly. */
-            val_fill(t, op, 0, a, n, 0);
-            val_fill(t, op, 1, b, n, 0);
+            val_fill(t, op < TUTTI_NUM_OPS ? op : TUTTI_SUM, 0, a, n, 0);
+            val_fill(t, op < TUTTI_NUM_OPS ? op : TUTTI_SUM, 1, b, n, 0);
+            val_encode(t, 1, 1.0, one);
             for (int r = 0; r < 5; r++) {
                 double t0 = tt_now();
-                for (long i = 0; i < iters; i++)
-                    f(a, NULL, a, b, n);
+                for (long i = 0; i < iters; i++) {
+                    if (op == TUTTI_NUM_OPS)
+                        tt_premul(t, a, a, n, one);
+                    else if (op == TUTTI_NUM_OPS + 1)
+                        pm(a, NULL, a, b, n, one);
+                    else
+                        f(a, NULL, a, b, n);
+                }
                 double dt = (tt_now() - t0) / (double)iters;
                 best = dt < best ? dt : best;
             }
-            printf("%-12s %-5s %10.3f %8.2f\n", tutti_dtype_name(t), tutti_op_name(op),
-                   best / (double)n * 1e9, (double)(n * es) / best / 1e9);
+            printf("%-12s %-6s %10.3f %8.2f\n", tutti_dtype_name(t), name, best / (double)n * 1e9,
+                   (double)(n * es) / best / 1e9);
             free(a);
             free(b);
         }

@@ -209,7 +209,7 @@ tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
         if (rc != TUTTI_SUCCESS)
             return tt_comm_set_error(comm, rc);
     }
-    rc = pre ? tt_redop_run_pre(comm, pre, device) : TUTTI_SUCCESS;
+    rc = pre && !pre->fused ? tt_redop_run_pre(comm, pre, device) : TUTTI_SUCCESS;
     if (rc == TUTTI_SUCCESS)
         rc = tt_comm_connect_plan(comm, &comm->plan, device);
     if (rc == TUTTI_SUCCESS)
@@ -220,6 +220,10 @@ tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
         x.regs = regs;
         x.mover = device ? &comm->cuda_mover : NULL;
         x.stream_slots = !device && comm->stream_slots;
+        if (pre && pre->fused) {
+            x.premul = pre->value;
+            x.pm_kernel = tt_premul_sum_kernel(dtype);
+        }
         if (comm->single_copy && !device &&
             (what->coll == TT_COLL_ALL_GATHER || what->coll == TT_COLL_BROADCAST ||
              what->coll == TT_LABEL_P2P)) {
@@ -409,7 +413,9 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
         size_t es = tutti_dtype_size(c->dtype), n = (size_t)comm->nranks;
         size_t sbytes = c->count * es * (c->coll == TT_COLL_REDUCE_SCATTER ? n : 1);
         size_t rbytes = c->count * es * (c->coll == TT_COLL_ALL_GATHER ? n : 1);
-        regs[TT_BUF_SEND] = tt_memreg_find(comm, bufs[TT_BUF_SEND], sbytes);
+        /* (not the caller's input where the executor scales it as it reads: exec.h) */
+        regs[TT_BUF_SEND] =
+            c->premul.on && pre.fused ? NULL : tt_memreg_find(comm, bufs[TT_BUF_SEND], sbytes);
         regs[TT_BUF_RECV] = tt_memreg_find(comm, c->recvbuf, rbytes);
     }
     /* The measured choices for large calls (stream_pick.h): streaming stores into FIFO

@@ -15,6 +15,7 @@ void tt_exec_mem_free(struct tt_exec_mem *m)
     free(m->pend);
     free(m->zc);
     free(m->ahead);
+    free(m->bounce);
     memset(m, 0, sizeof(*m));
 }
 
@@ -98,6 +99,8 @@ tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void 
     x->drain = 0;
     x->mover = NULL;
     x->stream_slots = 0;
+    x->premul = NULL;
+    x->pm_kernel = NULL;
     x->mem = mem;
     x->nzc = 0;
     x->lanes = mem->lanes;
@@ -256,6 +259,47 @@ static tutti_result_t mv_reduce(struct tt_exec *x, void *dst, void *dst2, const 
     return TUTTI_SUCCESS;
 }
 
+/* mv_reduce of a step's received bytes a with its source b, which a premul-sum call scales as
+ * it reads it when b is the caller's input (x->premul). */
+static tutti_result_t mv_reduce_src(struct tt_exec *x, const struct tt_step *s, void *dst,
+                                    void *dst2, const void *a, const void *b, size_t n)
+{
+    if (x->premul && s->src == TT_BUF_SEND) {
+        x->pm_kernel(dst, dst2, a, b, n, x->premul);
+        return TUTTI_SUCCESS;
+    }
+    return mv_reduce(x, dst, dst2, a, b, n);
+}
+
+/*
+ * mv_copy_out / mv_copy of a step's source, scaled likewise. Into a slot by way of a bounce
+ * buffer that stays in cache: the kernel's vector stores into a slot the peer has just read
+ * wait for each line to come back from the peer's core (1 MiB 2-rank all-reduce: 229 us
+ * against 86-121 with memcpy's, which write whole lines without fetching them).
+ */
+static tutti_result_t mv_copy_src(struct tt_exec *x, const struct tt_step *s,
+                                  const struct tt_conn *sc, void *dst, const void *src, size_t n)
+{
+    size_t bytes = n * x->esize;
+
+    if (!x->premul || s->src != TT_BUF_SEND)
+        return sc ? mv_copy_out(x, sc, dst, src, bytes) : mv_copy(x, dst, src, bytes);
+    if (!sc) {
+        tt_premul(x->dtype, dst, src, n, x->premul);
+        return TUTTI_SUCCESS;
+    }
+    if (bytes > x->mem->bounce_cap) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, bytes) != 0)
+            return tt_fail(NULL, TUTTI_ERR_SYSTEM, "executor: out of memory");
+        free(x->mem->bounce);
+        x->mem->bounce = p;
+        x->mem->bounce_cap = bytes;
+    }
+    tt_premul(x->dtype, x->mem->bounce, src, n, x->premul);
+    return mv_copy_out(x, sc, dst, x->mem->bounce, bytes);
+}
+
 static tutti_result_t postop(struct tt_exec *x, const struct tt_step *s, void *d, size_t n)
 {
     if (!(s->flags & TT_STEP_POSTOP) || x->op != TUTTI_AVG)
@@ -402,23 +446,23 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
             zc_reg = x->regs[s->dst], zc_src = dst;
     }
     switch (s->prim) {
-    case TT_PRIM_SEND: r = zc_src ? TUTTI_SUCCESS : mv_copy_out(x, sc, sslot, src, bytes); break;
+    case TT_PRIM_SEND: r = zc_src ? TUTTI_SUCCESS : mv_copy_src(x, s, sc, sslot, src, n); break;
     case TT_PRIM_RECV: r = in_dst ? TUTTI_SUCCESS : mv_copy(x, dst, rslot, bytes); break;
-    case TT_PRIM_RECV_REDUCE_SEND: r = mv_reduce(x, sslot, NULL, rslot, src, n); break;
+    case TT_PRIM_RECV_REDUCE_SEND: r = mv_reduce_src(x, s, sslot, NULL, rslot, src, n); break;
     case TT_PRIM_RECV_REDUCE_COPY:
-        r = mv_reduce(x, dst, NULL, rslot, src, n);
+        r = mv_reduce_src(x, s, dst, NULL, rslot, src, n);
         if (r == TUTTI_SUCCESS)
             r = postop(x, s, dst, n);
         break;
     case TT_PRIM_RECV_REDUCE_COPY_SEND:
         if ((s->flags & TT_STEP_POSTOP) && x->op == TUTTI_AVG) {
-            r = mv_reduce(x, dst, NULL, rslot, src, n);
+            r = mv_reduce_src(x, s, dst, NULL, rslot, src, n);
             if (r == TUTTI_SUCCESS)
                 r = postop(x, s, dst, n);
             if (r == TUTTI_SUCCESS && !zc_src)
                 r = mv_copy_out(x, sc, sslot, dst, bytes);
         } else {
-            r = mv_reduce(x, dst, zc_src ? NULL : sslot, rslot, src, n);
+            r = mv_reduce_src(x, s, dst, zc_src ? NULL : sslot, rslot, src, n);
         }
         break;
     case TT_PRIM_RECV_COPY_SEND:
@@ -427,7 +471,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
             r = mv_copy_out(x, sc, sslot, in_dst ? dst : rslot, bytes);
         break;
     case TT_PRIM_COPY:
-        r = dst != src ? mv_copy(x, dst, src, bytes) : TUTTI_SUCCESS;
+        r = dst != src ? mv_copy_src(x, s, NULL, dst, src, n) : TUTTI_SUCCESS;
         if (r == TUTTI_SUCCESS)
             r = postop(x, s, dst, n);
         break;

@@ -47,6 +47,8 @@ struct tt_exec_mem {
     size_t zc_cap;
     size_t *ahead;
     size_t ahead_cap;
+    void *bounce; /* a premul-sum send's scaled chunk, on its way into the slot */
+    size_t bounce_cap;
 };
 
 void tt_exec_mem_free(struct tt_exec_mem *m);
@@ -97,6 +99,12 @@ struct tt_exec {
     /* Write slots that another process reads (transport.h shared_slots) with streaming
      * stores (lib/copy.h tt_copy_stream; stream_pick.h says when); set after tt_exec_init. */
     int stream_slots;
+    /* A premul-sum call out of place on the host (redop.c): every read of TT_BUF_SEND, the
+     * caller's input, which no step writes, is multiplied by the scalar at premul as it is
+     * read (pm_kernel for reductions, tt_premul for copies); NULL otherwise. Set after
+     * tt_exec_init, with no zero-copy registration for TT_BUF_SEND. */
+    const void *premul;
+    tt_premul_fn pm_kernel;
     struct tt_exec_mem *mem;
     size_t nzc;                  /* entries of mem->zc in use */
     struct tt_lane_state *lanes; /* plan->nlanes entries, in the caller's tt_exec_mem */

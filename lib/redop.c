@@ -9,10 +9,13 @@
  * (host residence) or its device address travels with the call, so the op may be destroyed as
  * soon as the call has returned, queued or not.
  *
- * The call then runs as a SUM over inputs already multiplied (tt_redop_pre): each rank's
- * input is scaled once, before any of it moves, into recvbuf where the result goes there on
- * this rank (all-reduce, the root of a reduce) and into a buffer of the communicator's
- * otherwise (reduce-scatter, a reduce's other ranks), never into the caller's send buffer.
+ * The call then runs as a SUM. Out of place on the host the executor multiplies the
+ * caller's input as it reads it (exec.h premul: no step writes it, so every read is of an
+ * original value), fused into the copy or reduction that reads it. Otherwise (in place, where
+ * a step may read what an earlier one wrote, and on the device path) each rank's input is
+ * scaled once before any of it moves (tt_redop_run_pre): into recvbuf where the result lands
+ * on this rank (all-reduce, the root of a reduce), else into a buffer of the communicator's
+ * (reduce-scatter, a reduce's other ranks), never into the caller's send buffer.
  */
 #include "comm.h"
 #include "cuda.h"
@@ -199,6 +202,10 @@ tutti_result_t tt_redop_prepare(struct tutti_comm *comm, const struct tt_call *c
             return tt_comm_set_error(
                 comm, tt_fail(comm, rc, "%s: reading the premul-sum scalar from the device: %s",
                               c->fn, tutti_last_error()));
+    }
+    if (!device && !c->inplace) { /* the caller's input stays as it is: scaled as it is read */
+        pre->fused = 1;
+        return TUTTI_SUCCESS;
     }
     if (lands_here) { /* scaled into recvbuf, then reduced there in place */
         pre->dst = c->recvbuf;

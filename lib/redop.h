@@ -19,8 +19,10 @@ int tt_redop_is_custom(tutti_op_t op);
  * c->premul and make c->op SUM. TUTTI_ERR_INVALID_ARG (message set) if it cannot. */
 tutti_result_t tt_redop_bind(struct tutti_comm *comm, struct tt_call *c);
 
-/* A premul call's pre-pass: dst[i] = src[i] * scalar for i < n, before the plan runs. */
+/* A premul call's pre-pass: dst[i] = src[i] * scalar for i < n, before the plan runs; or,
+ * `fused`, none: the executor scales the caller's input as it reads it (exec.h premul). */
 struct tt_pre {
+    int fused;
     void *dst;
     const void *src;
     size_t n;
@@ -30,10 +32,11 @@ struct tt_pre {
 };
 
 /*
- * For a checked call with c->premul.on, about to run: where its scaled input goes (recvbuf
- * or comm's buffer, grown; device memory on the device path), pointing bufs[TT_BUF_SEND] at it
- * and setting *inplace to what the plan is then. Fills pre for tt_redop_run_pre; a device
- * scalar is read here unless the call is on the device path (`device`).
+ * For a checked call with c->premul.on, about to run. Out of place on the host: fused, the
+ * executor scales as it reads. Otherwise where its scaled input goes (recvbuf or comm's
+ * buffer, grown; device memory on the device path), pointing bufs[TT_BUF_SEND] at it and
+ * setting *inplace to what the plan is then. Fills pre; a device scalar is read here unless
+ * the call is on the device path (`device`).
  */
 tutti_result_t tt_redop_prepare(struct tutti_comm *comm, const struct tt_call *c, int device,
                                 void **bufs, int *inplace, struct tt_pre *pre);

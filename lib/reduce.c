@@ -290,3 +290,90 @@ void tt_premul(tutti_dtype_t dtype, void *d, const void *s, size_t n, const void
     if ((unsigned)dtype < TUTTI_NUM_DTYPES)
         fns[dtype](d, s, n, scalar);
 }
+
+/* The fused steps: the product rounded to T (C: compute type), then the sum (reduce.h). Two
+ * statements, two roundings: the build is ISO C (-std=c11), so GCC contracts nothing into an
+ * FMA, and test_reduce compares with tt_premul then the SUM kernel. */
+#define TT_PMSUM(name, T, C)                                                                       \
+    TT_CLONES static void name(void *d0_, void *d1_, const void *a_, const void *b_, size_t n,     \
+                               const void *k_)                                                     \
+    {                                                                                              \
+        T *d0 = d0_, *d1 = d1_, k;                                                                 \
+        const T *a = a_, *b = b_;                                                                  \
+        memcpy(&k, k_, sizeof(k));                                                                 \
+        _Pragma("GCC ivdep") for (size_t i = 0; i < n; i++)                                        \
+        {                                                                                          \
+            T p = (T)((C)b[i] * (C)k);                                                             \
+            d0[i] = (T)((C)a[i] + (C)p);                                                           \
+        }                                                                                          \
+        if (d1)                                                                                    \
+            memcpy(d1, d0, n * sizeof(T));                                                         \
+    }
+#define TT_PMSUM16(name, S, TO_F, FROM_F)                                                          \
+    TT_CLONES static void name(void *d0_, void *d1_, const void *a_, const void *b_, size_t n,     \
+                               const void *k_)                                                     \
+    {                                                                                              \
+        S *d0 = d0_, *d1 = d1_, kb;                                                                \
+        const S *a = a_, *b = b_;                                                                  \
+        memcpy(&kb, k_, sizeof(kb));                                                               \
+        float k = TO_F(kb);                                                                        \
+        _Pragma("GCC ivdep") for (size_t i = 0; i < n; i++)                                        \
+        {                                                                                          \
+            S p = FROM_F(TO_F(b[i]) * k);                                                          \
+            d0[i] = FROM_F(TO_F(a[i]) + TO_F(p));                                                  \
+        }                                                                                          \
+        if (d1)                                                                                    \
+            memcpy(d1, d0, n * sizeof(S));                                                         \
+    }
+
+TT_PMSUM(pmsum_i8, int8_t, uint8_t)
+TT_PMSUM(pmsum_u8, uint8_t, uint8_t)
+TT_PMSUM(pmsum_i32, int32_t, uint32_t)
+TT_PMSUM(pmsum_u32, uint32_t, uint32_t)
+TT_PMSUM(pmsum_i64, int64_t, uint64_t)
+TT_PMSUM(pmsum_u64, uint64_t, uint64_t)
+TT_PMSUM16(pmsum_f16, uint16_t, tt_half_to_float, tt_float_to_half)
+TT_PMSUM16(pmsum_bf16, uint16_t, tt_bf16_to_float, tt_float_to_bf16)
+TT_PMSUM(pmsum_f32, float, float)
+TT_PMSUM(pmsum_f64, double, double)
+TT_PMSUM16(pmsum_e4m3, uint8_t, e4m3_to_f, f_to_e4m3)
+TT_PMSUM16(pmsum_e5m2, uint8_t, e5m2_to_f, f_to_e5m2)
+
+#ifdef TT_F16C
+__attribute__((target("avx2,f16c"))) static void
+pmsum_f16c(void *d0_, void *d1_, const void *a_, const void *b_, size_t n, const void *k_)
+{
+    uint16_t *d0 = d0_, *d1 = d1_, kb;
+    const uint16_t *a = a_, *b = b_;
+    size_t i = 0;
+
+    memcpy(&kb, k_, sizeof(kb));
+    __m256 k = _mm256_set1_ps(tt_half_to_float(kb));
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));
+        __m256 y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));
+        __m128i p = _mm256_cvtps_ph(_mm256_mul_ps(y, k), _MM_FROUND_TO_NEAREST_INT);
+        __m128i r =
+            _mm256_cvtps_ph(_mm256_add_ps(x, _mm256_cvtph_ps(p)), _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128((__m128i *)(d0 + i), r);
+        if (d1)
+            _mm_storeu_si128((__m128i *)(d1 + i), r);
+    }
+    if (i < n)
+        pmsum_f16(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i, k_);
+}
+#endif
+
+tt_premul_fn tt_premul_sum_kernel(tutti_dtype_t dtype)
+{
+    static const tt_premul_fn fns[TUTTI_NUM_DTYPES] = {
+        pmsum_i8,  pmsum_u8,   pmsum_i32, pmsum_u32, pmsum_i64,  pmsum_u64,
+        pmsum_f16, pmsum_bf16, pmsum_f32, pmsum_f64, pmsum_e4m3, pmsum_e5m2};
+    if ((unsigned)dtype >= TUTTI_NUM_DTYPES)
+        return NULL;
+#ifdef TT_F16C
+    if (dtype == TUTTI_FLOAT16 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+        return pmsum_f16c;
+#endif
+    return fns[dtype];
+}

@@ -24,4 +24,11 @@ void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor);
  * FP8 compute in float and round). d may be s. The pre-pass of premul-sum operators. */
 void tt_premul(tutti_dtype_t dtype, void *d, const void *s, size_t n, const void *scalar);
 
+/* The premul-sum steps of a call out of place on the host, which scale the caller's input as
+ * they read it: d0[i] = a[i] + b[i] * *k (d1[i] the same when d1 != NULL), the product
+ * rounded to the dtype first, exactly tt_premul then the SUM kernel. NULL for a bad dtype. */
+typedef void (*tt_premul_fn)(void *d0, void *d1, const void *a, const void *b, size_t n,
+                             const void *k);
+tt_premul_fn tt_premul_sum_kernel(tutti_dtype_t dtype);
+
 #endif

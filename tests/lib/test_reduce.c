@@ -515,3 +515,46 @@ Test(reduce, premul_is_prod_by_a_scalar)
         free(d);
     }
 }
+
+/* The fused premul-sum steps equal the pre-pass then the SUM kernel, bit for bit (two
+ * roundings, no FMA), with the second output, over vector tails. */
+Test(reduce, fused_premul_sum_is_scale_then_sum)
+{
+    for (int t = 0; t < TUTTI_NUM_DTYPES; t++) {
+        size_t es = tutti_dtype_size((tutti_dtype_t)t);
+        char *a = malloc(N * es), *b = malloc(N * es), *k = malloc(N * es), *p = malloc(N * es);
+        char *want = malloc(N * es), *d0 = malloc(N * es), *d1 = malloc(N * es);
+        tt_premul_fn f = tt_premul_sum_kernel((tutti_dtype_t)t);
+        cr_assert_not_null(f);
+        fill((tutti_dtype_t)t, a, 0);
+        fill((tutti_dtype_t)t, b, 0);
+        fill((tutti_dtype_t)t, k, 0);
+        for (size_t j = 0; j < 16; j++) {
+            size_t n = N - j * 5;
+            tt_premul((tutti_dtype_t)t, p, b, n, k + j * es);
+            tt_reduce_kernel((tutti_dtype_t)t, TUTTI_SUM)(want, NULL, a, p, n);
+            f(d0, j % 2 ? d1 : NULL, a, b, n, k + j * es);
+            for (size_t i = 0; i < n; i++) {
+                uint64_t w = got_bits((tutti_dtype_t)t, want, i);
+                uint64_t g = got_bits((tutti_dtype_t)t, d0, i);
+                cr_assert(w == g ||
+                              (nan_bits((tutti_dtype_t)t, w) && nan_bits((tutti_dtype_t)t, g)),
+                          "%s scalar %zu [%zu]: want 0x%llx got 0x%llx",
+                          tutti_dtype_name((tutti_dtype_t)t), j, i, (unsigned long long)w,
+                          (unsigned long long)g);
+            }
+            if (j % 2)
+                cr_assert(memcmp(d0, d1, n * es) == 0, "%s: second output differs",
+                          tutti_dtype_name((tutti_dtype_t)t));
+        }
+        /* in place over a, as the executor calls it */
+        tt_premul((tutti_dtype_t)t, p, b, N, k);
+        tt_reduce_kernel((tutti_dtype_t)t, TUTTI_SUM)(want, NULL, a, p, N);
+        f(a, NULL, a, b, N, k);
+        for (size_t i = 0; i < N; i++)
+            cr_assert(got_bits((tutti_dtype_t)t, want, i) == got_bits((tutti_dtype_t)t, a, i) ||
+                          nan_bits((tutti_dtype_t)t, got_bits((tutti_dtype_t)t, want, i)),
+                      "%s in place [%zu]", tutti_dtype_name((tutti_dtype_t)t), i);
+        free(a), free(b), free(k), free(p), free(want), free(d0), free(d1);
+    }
+}
