@@ -201,7 +201,7 @@ tutti_result_t tt_redop_prepare(struct tutti_comm *comm, const struct tt_call *c
         if (rc != TUTTI_SUCCESS)
             return tt_comm_set_error(
                 comm, tt_fail(comm, rc, "%s: reading the premul-sum scalar from the device: %s",
-                              c->fn, tutti_last_error()));
+                              c->fn, tt_thread_error()));
     }
     if (!device && !c->inplace) { /* the caller's input stays as it is: scaled as it is read */
         pre->fused = 1;
@@ -220,7 +220,7 @@ tutti_result_t tt_redop_prepare(struct tutti_comm *comm, const struct tt_call *c
         } else if (bytes > *cap) {
             void *p = NULL;
             if (posix_memalign(&p, 64, bytes) != 0)
-                rc = tt_fail(comm, TUTTI_ERR_SYSTEM, "out of memory");
+                rc = tt_fail_quiet(comm, TUTTI_ERR_SYSTEM, "out of memory");
             else {
                 free(*buf);
                 *buf = p;
@@ -232,7 +232,7 @@ tutti_result_t tt_redop_prepare(struct tutti_comm *comm, const struct tt_call *c
                                      tt_fail(comm, rc,
                                              "%s: no %zu-byte buffer for the scaled input (premul "
                                              "sum): %s",
-                                             c->fn, bytes, tutti_last_error()));
+                                             c->fn, bytes, tt_thread_error()));
         pre->dst = *buf;
         *inplace = 0;
     }
