@@ -241,18 +241,26 @@ void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor)
         _Pragma("GCC ivdep") for (size_t i = 0; i < n; i++) d[i] = FROM_F(TO_F(s[i]) * k);         \
     }
 
-TT_PREMUL(premul_i8, int8_t, uint8_t)
-TT_PREMUL(premul_u8, uint8_t, uint8_t)
-TT_PREMUL(premul_i32, int32_t, uint32_t)
-TT_PREMUL(premul_u32, uint32_t, uint32_t)
-TT_PREMUL(premul_i64, int64_t, uint64_t)
-TT_PREMUL(premul_u64, uint64_t, uint64_t)
-TT_PREMUL16(premul_f16, uint16_t, tt_half_to_float, tt_float_to_half)
-TT_PREMUL16(premul_bf16, uint16_t, tt_bf16_to_float, tt_float_to_bf16)
-TT_PREMUL(premul_f32, float, float)
-TT_PREMUL(premul_f64, double, double)
-TT_PREMUL16(premul_e4m3, uint8_t, e4m3_to_f, f_to_e4m3)
-TT_PREMUL16(premul_e5m2, uint8_t, e5m2_to_f, f_to_e5m2)
+/* Every dtype in tutti_dtype_t's order: PLAIN(suffix, type, compute type) for the types C
+ * computes in, CONV(suffix, storage, to float, from float) for the 16- and 8-bit floats. */
+#define TT_EACH_DTYPE(PLAIN, CONV, P)                                                              \
+    PLAIN(P, i8, int8_t, uint8_t)                                                                  \
+    PLAIN(P, u8, uint8_t, uint8_t)                                                                 \
+    PLAIN(P, i32, int32_t, uint32_t)                                                               \
+    PLAIN(P, u32, uint32_t, uint32_t)                                                              \
+    PLAIN(P, i64, int64_t, uint64_t)                                                               \
+    PLAIN(P, u64, uint64_t, uint64_t)                                                              \
+    CONV(P, f16, uint16_t, tt_half_to_float, tt_float_to_half)                                     \
+    CONV(P, bf16, uint16_t, tt_bf16_to_float, tt_float_to_bf16)                                    \
+    PLAIN(P, f32, float, float)                                                                    \
+    PLAIN(P, f64, double, double)                                                                  \
+    CONV(P, e4m3, uint8_t, e4m3_to_f, f_to_e4m3)                                                   \
+    CONV(P, e5m2, uint8_t, e5m2_to_f, f_to_e5m2)
+#define TT_NAME(P, sfx, ...) P##_##sfx,
+#define TT_DEF_PREMUL(P, sfx, T, C) TT_PREMUL(P##_##sfx, T, C)
+#define TT_DEF_PREMUL16(P, sfx, S, TO_F, FROM_F) TT_PREMUL16(P##_##sfx, S, TO_F, FROM_F)
+
+TT_EACH_DTYPE(TT_DEF_PREMUL, TT_DEF_PREMUL16, premul)
 
 #ifdef TT_F16C
 /* float16 with F16C, as the reduction kernels above; the tail through the portable kernel. */
@@ -278,8 +286,7 @@ __attribute__((target("avx2,f16c"))) static void premul_f16c(void *d_, const voi
 void tt_premul(tutti_dtype_t dtype, void *d, const void *s, size_t n, const void *scalar)
 {
     static void (*const fns[TUTTI_NUM_DTYPES])(void *, const void *, size_t, const void *) = {
-        premul_i8,  premul_u8,   premul_i32, premul_u32, premul_i64,  premul_u64,
-        premul_f16, premul_bf16, premul_f32, premul_f64, premul_e4m3, premul_e5m2};
+        TT_EACH_DTYPE(TT_NAME, TT_NAME, premul)};
 #ifdef TT_F16C
     if (dtype == TUTTI_FLOAT16 && __builtin_cpu_supports("avx2") &&
         __builtin_cpu_supports("f16c")) {
@@ -326,18 +333,10 @@ void tt_premul(tutti_dtype_t dtype, void *d, const void *s, size_t n, const void
             memcpy(d1, d0, n * sizeof(S));                                                         \
     }
 
-TT_PMSUM(pmsum_i8, int8_t, uint8_t)
-TT_PMSUM(pmsum_u8, uint8_t, uint8_t)
-TT_PMSUM(pmsum_i32, int32_t, uint32_t)
-TT_PMSUM(pmsum_u32, uint32_t, uint32_t)
-TT_PMSUM(pmsum_i64, int64_t, uint64_t)
-TT_PMSUM(pmsum_u64, uint64_t, uint64_t)
-TT_PMSUM16(pmsum_f16, uint16_t, tt_half_to_float, tt_float_to_half)
-TT_PMSUM16(pmsum_bf16, uint16_t, tt_bf16_to_float, tt_float_to_bf16)
-TT_PMSUM(pmsum_f32, float, float)
-TT_PMSUM(pmsum_f64, double, double)
-TT_PMSUM16(pmsum_e4m3, uint8_t, e4m3_to_f, f_to_e4m3)
-TT_PMSUM16(pmsum_e5m2, uint8_t, e5m2_to_f, f_to_e5m2)
+#define TT_DEF_PMSUM(P, sfx, T, C) TT_PMSUM(P##_##sfx, T, C)
+#define TT_DEF_PMSUM16(P, sfx, S, TO_F, FROM_F) TT_PMSUM16(P##_##sfx, S, TO_F, FROM_F)
+
+TT_EACH_DTYPE(TT_DEF_PMSUM, TT_DEF_PMSUM16, pmsum)
 
 #ifdef TT_F16C
 __attribute__((target("avx2,f16c"))) static void
@@ -366,9 +365,7 @@ pmsum_f16c(void *d0_, void *d1_, const void *a_, const void *b_, size_t n, const
 
 tt_premul_fn tt_premul_sum_kernel(tutti_dtype_t dtype)
 {
-    static const tt_premul_fn fns[TUTTI_NUM_DTYPES] = {
-        pmsum_i8,  pmsum_u8,   pmsum_i32, pmsum_u32, pmsum_i64,  pmsum_u64,
-        pmsum_f16, pmsum_bf16, pmsum_f32, pmsum_f64, pmsum_e4m3, pmsum_e5m2};
+    static const tt_premul_fn fns[TUTTI_NUM_DTYPES] = {TT_EACH_DTYPE(TT_NAME, TT_NAME, pmsum)};
     if ((unsigned)dtype >= TUTTI_NUM_DTYPES)
         return NULL;
 #ifdef TT_F16C

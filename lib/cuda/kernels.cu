@@ -242,6 +242,20 @@ cudaError_t premul(void *dst, const void *src, size_t n, const void *value, cons
     return cudaGetLastError();
 }
 
+/* Integers wrap (the unsigned type U computes); halves and FP8 go through float. */
+template <typename S, typename U>
+cudaError_t premul_int(void *dst, const void *src, size_t n, const void *value, const void *dev,
+                       cudaStream_t s)
+{
+    return premul<S, WrapProd<S, U>>(dst, src, n, value, dev, s);
+}
+template <typename H>
+cudaError_t premul_half(void *dst, const void *src, size_t n, const void *value, const void *dev,
+                        cudaStream_t s)
+{
+    return premul<H, Half16<H, Prod<float>>>(dst, src, n, value, dev, s);
+}
+
 } // namespace
 
 extern "C" int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b,
@@ -304,31 +318,18 @@ extern "C" int tt_cuda_premul(void *dst, const void *src, size_t count, tutti_dt
     if (!value && !dev)
         return cudaErrorInvalidValue;
     switch (dtype) {
-    case TUTTI_INT8:
-        return premul<int8_t, WrapProd<int8_t, uint8_t>>(dst, src, count, value, dev, s);
-    case TUTTI_UINT8:
-        return premul<uint8_t, WrapProd<uint8_t, uint8_t>>(dst, src, count, value, dev, s);
-    case TUTTI_INT32:
-        return premul<int32_t, WrapProd<int32_t, uint32_t>>(dst, src, count, value, dev, s);
-    case TUTTI_UINT32:
-        return premul<uint32_t, WrapProd<uint32_t, uint32_t>>(dst, src, count, value, dev, s);
-    case TUTTI_INT64:
-        return premul<int64_t, WrapProd<int64_t, uint64_t>>(dst, src, count, value, dev, s);
-    case TUTTI_UINT64:
-        return premul<uint64_t, WrapProd<uint64_t, uint64_t>>(dst, src, count, value, dev, s);
-    case TUTTI_FLOAT16:
-        return premul<__half, Half16<__half, Prod<float>>>(dst, src, count, value, dev, s);
-    case TUTTI_BFLOAT16:
-        return premul<__nv_bfloat16, Half16<__nv_bfloat16, Prod<float>>>(dst, src, count, value,
-                                                                         dev, s);
+    case TUTTI_INT8: return premul_int<int8_t, uint8_t>(dst, src, count, value, dev, s);
+    case TUTTI_UINT8: return premul_int<uint8_t, uint8_t>(dst, src, count, value, dev, s);
+    case TUTTI_INT32: return premul_int<int32_t, uint32_t>(dst, src, count, value, dev, s);
+    case TUTTI_UINT32: return premul_int<uint32_t, uint32_t>(dst, src, count, value, dev, s);
+    case TUTTI_INT64: return premul_int<int64_t, uint64_t>(dst, src, count, value, dev, s);
+    case TUTTI_UINT64: return premul_int<uint64_t, uint64_t>(dst, src, count, value, dev, s);
+    case TUTTI_FLOAT16: return premul_half<__half>(dst, src, count, value, dev, s);
+    case TUTTI_BFLOAT16: return premul_half<__nv_bfloat16>(dst, src, count, value, dev, s);
     case TUTTI_FLOAT32: return premul<float, Prod<float>>(dst, src, count, value, dev, s);
     case TUTTI_FLOAT64: return premul<double, Prod<double>>(dst, src, count, value, dev, s);
-    case TUTTI_FLOAT8_E4M3:
-        return premul<F8<__NV_E4M3>, Half16<F8<__NV_E4M3>, Prod<float>>>(dst, src, count, value,
-                                                                         dev, s);
-    case TUTTI_FLOAT8_E5M2:
-        return premul<F8<__NV_E5M2>, Half16<F8<__NV_E5M2>, Prod<float>>>(dst, src, count, value,
-                                                                         dev, s);
+    case TUTTI_FLOAT8_E4M3: return premul_half<F8<__NV_E4M3>>(dst, src, count, value, dev, s);
+    case TUTTI_FLOAT8_E5M2: return premul_half<F8<__NV_E5M2>>(dst, src, count, value, dev, s);
     default: return cudaErrorInvalidValue;
     }
 }

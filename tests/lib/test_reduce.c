@@ -473,88 +473,67 @@ Test(reduce, invalid_values_have_no_kernel)
     cr_assert_null(tt_reduce_kernel((tutti_dtype_t)-1, TUTTI_SUM));
 }
 
+/* want and got are the same bits, or both NaN. */
+static void same_bits(tutti_dtype_t t, uint64_t want, uint64_t got, const char *what, size_t j,
+                      size_t i)
+{
+    cr_assert(got == want || (nan_bits(t, want) && nan_bits(t, got)),
+              "%s %s, scalar %zu [%zu]: want 0x%llx got 0x%llx", tutti_dtype_name(t), what, j, i,
+              (unsigned long long)want, (unsigned long long)got);
+}
+
 /* The premul-sum pre-pass: d[i] = s[i] * k is PROD's arithmetic against the independent
  * reference (expect), for scalars drawn like the data (NaNs and infinities included where
- * the dtype has them), out of place and in place, over lengths that leave vector tails. */
+ * the dtype has them), out of place over lengths that leave vector tails, then in place. */
 Test(reduce, premul_is_prod_by_a_scalar)
 {
-    for (int t = 0; t < TUTTI_NUM_DTYPES; t++) {
-        size_t es = tutti_dtype_size((tutti_dtype_t)t);
+    for (int ti = 0; ti < TUTTI_NUM_DTYPES; ti++) {
+        tutti_dtype_t t = (tutti_dtype_t)ti;
+        size_t es = tutti_dtype_size(t);
         char *s = malloc(N * es), *k = malloc(N * es), *kk = malloc(N * es), *d = malloc(N * es);
-        fill((tutti_dtype_t)t, s, t >= TUTTI_FLOAT16);
-        fill((tutti_dtype_t)t, k, t >= TUTTI_FLOAT16);
-        for (size_t j = 0; j < 24; j++) {
-            size_t n = N - j * 7; /* odd and even tails */
+        fill(t, s, t >= TUTTI_FLOAT16);
+        fill(t, k, t >= TUTTI_FLOAT16);
+        for (size_t j = 0; j <= 24; j++) {
+            size_t n = j < 24 ? N - j * 7 : N; /* odd and even tails; the last in place */
+            char *out = j < 24 ? d : s;
             for (size_t i = 0; i < n; i++)
                 memcpy(kk + i * es, k + j * es, es);
-            tt_premul((tutti_dtype_t)t, d, s, n, k + j * es);
-            for (size_t i = 0; i < n; i++) {
-                uint64_t want = expect((tutti_dtype_t)t, TUTTI_PROD, s, kk, i);
-                uint64_t got = got_bits((tutti_dtype_t)t, d, i);
-                cr_assert(got == want ||
-                              (nan_bits((tutti_dtype_t)t, want) && nan_bits((tutti_dtype_t)t, got)),
-                          "%s scalar %zu [%zu]: want 0x%llx got 0x%llx",
-                          tutti_dtype_name((tutti_dtype_t)t), j, i, (unsigned long long)want,
-                          (unsigned long long)got);
-            }
+            memcpy(d, s, N * es);
+            tt_premul(t, out, s, n, k + j * es);
+            for (size_t i = 0; i < n; i++) /* d: the input, in place */
+                same_bits(t, expect(t, TUTTI_PROD, j < 24 ? s : d, kk, i), got_bits(t, out, i),
+                          j < 24 ? "premul" : "premul in place", j, i);
         }
-        memcpy(d, s, N * es); /* in place */
-        tt_premul((tutti_dtype_t)t, s, s, N, k);
-        for (size_t i = 0; i < N; i++)
-            memcpy(kk + i * es, k, es);
-        for (size_t i = 0; i < N; i++) {
-            uint64_t want = expect((tutti_dtype_t)t, TUTTI_PROD, d, kk, i);
-            uint64_t got = got_bits((tutti_dtype_t)t, s, i);
-            cr_assert(got == want ||
-                          (nan_bits((tutti_dtype_t)t, want) && nan_bits((tutti_dtype_t)t, got)),
-                      "%s in place [%zu]", tutti_dtype_name((tutti_dtype_t)t), i);
-        }
-        free(s);
-        free(k);
-        free(kk);
-        free(d);
+        free(s), free(k), free(kk), free(d);
     }
 }
 
 /* The fused premul-sum steps equal the pre-pass then the SUM kernel, bit for bit (two
- * roundings, no FMA), with the second output, over vector tails. */
+ * roundings, no FMA), with the second output, over vector tails, then in place over a. */
 Test(reduce, fused_premul_sum_is_scale_then_sum)
 {
-    for (int t = 0; t < TUTTI_NUM_DTYPES; t++) {
-        size_t es = tutti_dtype_size((tutti_dtype_t)t);
+    for (int ti = 0; ti < TUTTI_NUM_DTYPES; ti++) {
+        tutti_dtype_t t = (tutti_dtype_t)ti;
+        size_t es = tutti_dtype_size(t);
         char *a = malloc(N * es), *b = malloc(N * es), *k = malloc(N * es), *p = malloc(N * es);
         char *want = malloc(N * es), *d0 = malloc(N * es), *d1 = malloc(N * es);
-        tt_premul_fn f = tt_premul_sum_kernel((tutti_dtype_t)t);
+        tt_premul_fn f = tt_premul_sum_kernel(t);
         cr_assert_not_null(f);
-        fill((tutti_dtype_t)t, a, 0);
-        fill((tutti_dtype_t)t, b, 0);
-        fill((tutti_dtype_t)t, k, 0);
-        for (size_t j = 0; j < 16; j++) {
-            size_t n = N - j * 5;
-            tt_premul((tutti_dtype_t)t, p, b, n, k + j * es);
-            tt_reduce_kernel((tutti_dtype_t)t, TUTTI_SUM)(want, NULL, a, p, n);
-            f(d0, j % 2 ? d1 : NULL, a, b, n, k + j * es);
-            for (size_t i = 0; i < n; i++) {
-                uint64_t w = got_bits((tutti_dtype_t)t, want, i);
-                uint64_t g = got_bits((tutti_dtype_t)t, d0, i);
-                cr_assert(w == g ||
-                              (nan_bits((tutti_dtype_t)t, w) && nan_bits((tutti_dtype_t)t, g)),
-                          "%s scalar %zu [%zu]: want 0x%llx got 0x%llx",
-                          tutti_dtype_name((tutti_dtype_t)t), j, i, (unsigned long long)w,
-                          (unsigned long long)g);
-            }
+        fill(t, a, 0);
+        fill(t, b, 0);
+        fill(t, k, 0);
+        for (size_t j = 0; j <= 16; j++) {
+            size_t n = j < 16 ? N - j * 5 : N;
+            char *out = j < 16 ? d0 : a;
+            tt_premul(t, p, b, n, k + j * es);
+            tt_reduce_kernel(t, TUTTI_SUM)(want, NULL, a, p, n);
+            f(out, j % 2 ? d1 : NULL, a, b, n, k + j * es);
+            for (size_t i = 0; i < n; i++)
+                same_bits(t, got_bits(t, want, i), got_bits(t, out, i), "fused", j, i);
             if (j % 2)
-                cr_assert(memcmp(d0, d1, n * es) == 0, "%s: second output differs",
-                          tutti_dtype_name((tutti_dtype_t)t));
+                cr_assert(memcmp(out, d1, n * es) == 0, "%s: second output differs",
+                          tutti_dtype_name(t));
         }
-        /* in place over a, as the executor calls it */
-        tt_premul((tutti_dtype_t)t, p, b, N, k);
-        tt_reduce_kernel((tutti_dtype_t)t, TUTTI_SUM)(want, NULL, a, p, N);
-        f(a, NULL, a, b, N, k);
-        for (size_t i = 0; i < N; i++)
-            cr_assert(got_bits((tutti_dtype_t)t, want, i) == got_bits((tutti_dtype_t)t, a, i) ||
-                          nan_bits((tutti_dtype_t)t, got_bits((tutti_dtype_t)t, want, i)),
-                      "%s in place [%zu]", tutti_dtype_name((tutti_dtype_t)t), i);
         free(a), free(b), free(k), free(p), free(want), free(d0), free(d1);
     }
 }
