@@ -5,7 +5,10 @@
  * float16 and FP8 rows of BENCHMARKS.md come from. Two more: `premul` (tt_premul, the
  * pre-pass of a premul-sum operator, a = a * k) and `mulsum` (the fused step, a = a + b * k).
  *
- *   build/bench/reduce-kernels [COUNT [OP ...]]   (default 65536 elements, sum)
+ *   build/bench/reduce-kernels [-p] [COUNT [OP ...]]   (default 65536 elements, sum)
+ *
+ * -p: the portable kernels (tt_reduce_kernel_portable), without the CPU's F16C or
+ * AVX512_BF16 conversions.
  */
 #include "reduce.h"
 #include "values.h"
@@ -17,6 +20,12 @@
 
 int main(int argc, char **argv)
 {
+    int portable = argc > 1 && strcmp(argv[1], "-p") == 0;
+    if (portable) {
+        argv++;
+        argc--;
+    }
+
     size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 65536;
     int nops = argc > 2 ? argc - 2 : 1;
 
@@ -41,7 +50,8 @@ int main(int argc, char **argv)
         for (int t = 0; t < TUTTI_NUM_DTYPES; t++) {
             size_t es = tutti_dtype_size(t);
             unsigned char *a = malloc(n * es), *b = malloc(n * es);
-            tt_reduce_fn f = tt_reduce_kernel(t, op < TUTTI_NUM_OPS ? op : TUTTI_SUM);
+            tt_reduce_fn f = (portable ? tt_reduce_kernel_portable
+                                       : tt_reduce_kernel)(t, op < TUTTI_NUM_OPS ? op : TUTTI_SUM);
             tt_premul_fn pm = tt_premul_sum_kernel(t);
             unsigned char one[8] = {0};
             long iters = (long)(100000000 / (n * es)) + 1;

@@ -161,6 +161,63 @@ TT_KERNEL_F16C(prod_f16c, TT_V_PROD(x, y), prod_f16)
 TT_KERNEL_F16C(min_f16c, TT_V_MIN(x, y), min_f16)
 TT_KERNEL_F16C(max_f16c, TT_V_MAX(x, y), max_f16)
 static const tt_reduce_fn f16c_kernels[4] = {sum_f16c, prod_f16c, min_f16c, max_f16c};
+
+/*
+ * bfloat16 on CPUs with AVX512_BF16 (AMD Zen 4, Intel Cooper Lake and Sapphire Rapids on):
+ * vcvtneps2bf16 rounds 16 floats to nearest even in one instruction, where half.h's rounding
+ * takes some ten (bench/reduce-kernels: bfloat16 sum 0.094 ns an element, float32's 0.044).
+ * The instruction reads and writes subnormals as zero whatever MXCSR says: a vector whose
+ * result has a subnormal lane goes through the portable kernel instead (so every result is
+ * half.h's, the GPU's). Its NaN is half.h's: the top half, made quiet.
+ */
+#define TT_V5_SUM(x, y) _mm512_add_ps(x, y)
+#define TT_V5_PROD(x, y) _mm512_mul_ps(x, y)
+#define TT_V5_MIN(x, y)                                                                            \
+    _mm512_mask_blend_ps(                                                                          \
+        _mm512_cmp_ps_mask(x, y, _CMP_LT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x)
+#define TT_V5_MAX(x, y)                                                                            \
+    _mm512_mask_blend_ps(                                                                          \
+        _mm512_cmp_ps_mask(x, y, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x)
+#define TT_BF16_LOAD(p)                                                                            \
+    _mm512_castsi512_ps(                                                                           \
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+
+#define TT_KERNEL_BF16(name, VEXPR, tail)                                                          \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void name(              \
+        void *d0_, void *d1_, const void *a_, const void *b_, size_t n)                            \
+    {                                                                                              \
+        uint16_t *d0 = d0_, *d1 = d1_;                                                             \
+        const uint16_t *a = a_, *b = b_;                                                           \
+        const __m512i exp = _mm512_set1_epi32(0x7f800000), mant = _mm512_set1_epi32(0x007fffff);   \
+        size_t i = 0;                                                                              \
+        for (; i + 16 <= n; i += 16) {                                                             \
+            __m512 x = TT_BF16_LOAD(a + i), y = TT_BF16_LOAD(b + i), r = VEXPR;                    \
+            __m512i u = _mm512_castps_si512(r);                                                    \
+            if (_mm512_testn_epi32_mask(u, exp) & _mm512_test_epi32_mask(u, mant)) {               \
+                tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, 16); /* a subnormal result */       \
+                continue;                                                                          \
+            }                                                                                      \
+            __m256i h = (__m256i)_mm512_cvtneps_pbh(r);                                            \
+            _mm256_storeu_si256((__m256i *)(d0 + i), h);                                           \
+            if (d1)                                                                                \
+                _mm256_storeu_si256((__m256i *)(d1 + i), h);                                       \
+        }                                                                                          \
+        if (i < n)                                                                                 \
+            tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i);                                 \
+    }
+
+TT_KERNEL_BF16(sum_bf16x, TT_V5_SUM(x, y), sum_bf16)
+TT_KERNEL_BF16(prod_bf16x, TT_V5_PROD(x, y), prod_bf16)
+TT_KERNEL_BF16(min_bf16x, TT_V5_MIN(x, y), min_bf16)
+TT_KERNEL_BF16(max_bf16x, TT_V5_MAX(x, y), max_bf16)
+static const tt_reduce_fn bf16x_kernels[4] = {sum_bf16x, prod_bf16x, min_bf16x, max_bf16x};
+
+/* AVX512_BF16 here (with the AVX-512 subsets its intrinsics use)? */
+static int tt_cpu_bf16(void)
+{
+    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+}
 #endif
 
 #define TT_ROW(s)                                                                                  \
@@ -174,6 +231,13 @@ static const tt_reduce_fn kernels[TUTTI_NUM_DTYPES][4] = {
     TT_ROW(f16), TT_ROW(bf16), TT_ROW(f32), TT_ROW(f64), TT_ROW(e4m3), TT_ROW(e5m2),
 };
 
+tt_reduce_fn tt_reduce_kernel_portable(tutti_dtype_t dtype, tutti_op_t op)
+{
+    if ((unsigned)dtype >= TUTTI_NUM_DTYPES || (unsigned)op >= TUTTI_NUM_OPS)
+        return NULL;
+    return kernels[dtype][op == TUTTI_AVG ? TUTTI_SUM : op];
+}
+
 tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op)
 {
     if ((unsigned)dtype >= TUTTI_NUM_DTYPES || (unsigned)op >= TUTTI_NUM_OPS)
@@ -183,6 +247,8 @@ tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op)
 #ifdef TT_F16C
     if (dtype == TUTTI_FLOAT16 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
         return f16c_kernels[op];
+    if (dtype == TUTTI_BFLOAT16 && tt_cpu_bf16())
+        return bf16x_kernels[op];
 #endif
     return kernels[dtype][op];
 }

@@ -14,8 +14,11 @@
 
 typedef void (*tt_reduce_fn)(void *d0, void *d1, const void *a, const void *b, size_t n);
 
-/* Kernel for (dtype, op); op AVG gives the SUM kernel. NULL for invalid values. */
+/* Kernel for (dtype, op); op AVG gives the SUM kernel. NULL for invalid values. On x86-64 the
+ * 16-bit floats take the CPU's conversion instructions where it has them (F16C, AVX512_BF16);
+ * tt_reduce_kernel_portable gives the kernels without them (tests and benchmarks). */
 tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op);
+tt_reduce_fn tt_reduce_kernel_portable(tutti_dtype_t dtype, tutti_op_t op);
 
 /* d[i] /= divisor (integers truncate toward zero; halves compute in float and round). */
 void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor);

@@ -478,7 +478,7 @@ static void same_bits(tutti_dtype_t t, uint64_t want, uint64_t got, const char *
                       size_t i)
 {
     cr_assert(got == want || (nan_bits(t, want) && nan_bits(t, got)),
-              "%s %s, scalar %zu [%zu]: want 0x%llx got 0x%llx", tutti_dtype_name(t), what, j, i,
+              "%s %s, case %zu [%zu]: want 0x%llx got 0x%llx", tutti_dtype_name(t), what, j, i,
               (unsigned long long)want, (unsigned long long)got);
 }
 
@@ -536,4 +536,40 @@ Test(reduce, fused_premul_sum_is_scale_then_sum)
         }
         free(a), free(b), free(k), free(p), free(want), free(d0), free(d1);
     }
+}
+
+/* bfloat16, any bits: random codes (subnormals, infinities and NaNs among them), then pairs
+ * whose results are subnormal every 97th element from the 1000th on, through the kernel this
+ * CPU runs (AVX512_BF16 where present: such a vector goes through the portable kernel) and
+ * through the portable kernel, against the reference, in place too. */
+Test(reduce, bfloat16_any_bits)
+{
+    const size_t n = 20011;
+    uint16_t *a = malloc(n * 2), *b = malloc(n * 2), *d = malloc(n * 2), *a0 = malloc(n * 2);
+
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = next();
+        a[i] = (uint16_t)r;
+        b[i] = (uint16_t)(r >> 16);
+        if (i >= 1000 && i % 97 == 0) { /* tiny and tinier of the other sign: subnormal */
+            a[i] = (uint16_t)(0x0040 + i % 0x3f);
+            b[i] = (uint16_t)(0x8000 | (0x0001 + i % 0x3f));
+        }
+    }
+    memcpy(a0, a, n * 2);
+    for (int op = 0; op < 4; op++)
+        for (int pk = 0; pk < 2; pk++) {
+            tt_reduce_fn k =
+                (pk ? tt_reduce_kernel_portable : tt_reduce_kernel)(TUTTI_BFLOAT16, (tutti_op_t)op);
+            for (int inplace = 0; inplace < 2; inplace++) {
+                uint16_t *out = inplace ? a : d;
+                memcpy(a, a0, n * 2);
+                k(out, NULL, a, b, n);
+                for (size_t i = 0; i < n; i++)
+                    same_bits(TUTTI_BFLOAT16, expect(TUTTI_BFLOAT16, (tutti_op_t)op, a0, b, i),
+                              got_bits(TUTTI_BFLOAT16, out, i), pk ? "portable kernel" : "kernel",
+                              (size_t)op, i);
+            }
+        }
+    free(a), free(b), free(d), free(a0);
 }
