@@ -390,15 +390,15 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
     }
     if (c->count == 0)
         return TUTTI_SUCCESS;
-    /* A premul-sum operator: a SUM over this rank's input scaled first (redop.c). */
-    if (c->premul.on)
-        TT_CHECK(tt_redop_prepare(comm, c, c->device, bufs, &a.inplace, &pre));
     bytes = c->count * tutti_dtype_size(c->dtype);
     if (c->coll == TT_COLL_ALL_GATHER || c->coll == TT_COLL_REDUCE_SCATTER)
         bytes *= (size_t)comm->nranks;
     algo = tt_tune_pick(&comm->tuner, a.coll, bytes, &a.nchannels);
     if (algo->scratch && c->device) /* the device path has no scratch buffer */
         algo = tt_algo_find(a.coll, "ring", comm->nranks, &comm->view);
+    /* A premul-sum operator: a SUM over this rank's input, scaled as read or first (redop.c). */
+    if (c->premul.on)
+        TT_CHECK(tt_redop_prepare(comm, c, c->device, bufs, &a.inplace, &pre));
     label = (struct tt_label){tt_coll_name(a.coll), a.coll, comm->seq, c->count, c->dtype};
     if (tt_log_on(TT_LOG_TRACE, TT_SUB_COLL))
         TT_TRACE(TT_SUB_COLL, "%s #%llu: %zu x %s, %s, %d channel(s)%s", label.name,

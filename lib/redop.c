@@ -9,13 +9,16 @@
  * (host residence) or its device address travels with the call, so the op may be destroyed as
  * soon as the call has returned, queued or not.
  *
- * The call then runs as a SUM. Out of place on the host the executor multiplies the
- * caller's input as it reads it (exec.h premul: no step writes it, so every read is of an
- * original value), fused into the copy or reduction that reads it. Otherwise (in place, where
- * a step may read what an earlier one wrote, and on the device path) each rank's input is
- * scaled once before any of it moves (tt_redop_run_pre): into recvbuf where the result lands
- * on this rank (all-reduce, the root of a reduce), else into a buffer of the communicator's
- * (reduce-scatter, a reduce's other ranks), never into the caller's send buffer.
+ * The call then runs as a SUM. On the host the executor multiplies the caller's input as it
+ * reads it (exec.h premul), fused into the copy or reduction that reads it: every read through
+ * sendbuf is of an original value, out of place (no step writes the input) and in place
+ * (every algorithm reads an input element through sendbuf before any step writes it, and
+ * never reads one through recvbuf before: test_sim's in_place_plans_read_input_first).
+ * Otherwise (in place on one rank, whose plan reads nothing, and on the device path) each
+ * rank's input is scaled once before any of it moves (tt_redop_run_pre): into recvbuf where
+ * the result lands on this rank (all-reduce, the root of a reduce), else into a buffer of the
+ * communicator's (reduce-scatter, a reduce's other ranks), never into the caller's send
+ * buffer.
  */
 #include "comm.h"
 #include "cuda.h"
@@ -203,7 +206,10 @@ tutti_result_t tt_redop_prepare(struct tutti_comm *comm, const struct tt_call *c
                 comm, tt_fail(comm, rc, "%s: reading the premul-sum scalar from the device: %s",
                               c->fn, tt_thread_error()));
     }
-    if (!device && !c->inplace) { /* the caller's input stays as it is: scaled as it is read */
+    /* Scaled as it is read: out of place no step writes the caller's input, and in place every
+     * plan reads it through sendbuf before writing it (test_sim checks), but on one rank an
+     * in-place plan reads nothing */
+    if (!device && (!c->inplace || comm->nranks > 1)) {
         pre->fused = 1;
         return TUTTI_SUCCESS;
     }

@@ -32,8 +32,8 @@ struct tt_pre {
 };
 
 /*
- * For a checked call with c->premul.on, about to run. Out of place on the host: fused, the
- * executor scales as it reads. Otherwise where its scaled input goes (recvbuf or comm's
+ * For a checked call with c->premul.on, about to run. On the host (but in place on one rank):
+ * fused, the executor scales as it reads. Otherwise where its scaled input goes (recvbuf or comm's
  * buffer, grown; device memory on the device path), pointing bufs[TT_BUF_SEND] at it and
  * setting *inplace to what the plan is then. Fills pre; a device scalar is read here unless
  * the call is on the device path (`device`).

@@ -452,6 +452,119 @@ Test(sim, to_self_flag_matches_plans, .timeout = 60)
     }
 }
 
+/* Does the primitive read its src? */
+static int reads_src(int prim)
+{
+    return prim == TT_PRIM_SEND || prim == TT_PRIM_RECV_REDUCE_SEND ||
+           prim == TT_PRIM_RECV_REDUCE_COPY || prim == TT_PRIM_RECV_REDUCE_COPY_SEND ||
+           prim == TT_PRIM_COPY;
+}
+
+/*
+ * In place on 2+ ranks, a premul-sum call scales what the steps that read TT_BUF_SEND read
+ * (lib/redop.c). That is right only where a plan reads every input element through sendbuf,
+ * none through sendbuf after an earlier step of its lane wrote it, and none through recvbuf
+ * before a step wrote it (that would be raw input, unscaled). In place, sendbuf and recvbuf
+ * are one buffer: recvbuf is `shift` elements into it (reduce-scatter's rank * count, else 0)
+ * and the input `in` elements. The first breach, or "" if none, into why.
+ */
+static void read_input_first(const struct tt_plan *p, size_t in, size_t shift, char *why,
+                             size_t size)
+{
+    unsigned char *read = calloc(in + 1, 1), *written = calloc(in + 1, 1);
+
+    cr_assert(read && written);
+    why[0] = '\0';
+    for (int l = 0; l < p->nlanes && !why[0]; l++)
+        for (size_t i = 0; i < p->lanes[l].nsteps && !why[0]; i++) {
+            const struct tt_step *st = &p->steps[p->lanes[l].first + i];
+            size_t at = st->dst == TT_BUF_RECV ? shift : 0;
+            for (size_t e = st->src_off; reads_src(st->prim) && e < st->src_off + st->count; e++)
+                if (st->src == TT_BUF_SEND && (e >= in || written[e]))
+                    snprintf(why, size, "step %zu reads input element %zu after a write", i, e);
+                else if (st->src == TT_BUF_SEND)
+                    read[e] = 1;
+                else if (st->src == TT_BUF_RECV && e + shift < in && !written[e + shift])
+                    snprintf(why, size, "step %zu reads input element %zu through recvbuf", i,
+                             e + shift);
+            for (size_t e = st->dst_off; tt_prim_writes(st->prim) && st->dst != TT_BUF_SCRATCH &&
+                                         e < st->dst_off + st->count;
+                 e++)
+                if (e + at < in)
+                    written[e + at] = 1;
+        }
+    for (size_t e = 0; e < in && !why[0]; e++)
+        if (!read[e])
+            snprintf(why, size, "input element %zu is never read", e);
+    free(read);
+    free(written);
+}
+
+/* Every algorithm that reduces, in place: every shape, two channels, every rank, roots varying
+ * (a reduce is in place on its root only). And the check itself on three plans that breach it. */
+Test(sim, in_place_plans_read_input_first, .timeout = 60)
+{
+    char why[128];
+    int checked = 0;
+
+    for (int ai = 0; ai < tt_num_algos; ai++) {
+        const struct tt_algo *algo = &tt_algos[ai];
+        if (algo->coll != TT_COLL_ALL_REDUCE && algo->coll != TT_COLL_REDUCE_SCATTER &&
+            algo->coll != TT_COLL_REDUCE)
+            continue;
+        checked++;
+        for (int k = 0; k < NSHAPES; k++) {
+            int n = shapes[k].n, order[64];
+            struct view_store vs;
+            const struct tt_topo_view *v = make_view(&vs, n, shapes[k].nodes);
+            size_t counts[] = {1, (size_t)n + 1, 1001};
+            if (n < 2 || (algo->fits && !algo->fits(n, v)))
+                continue;
+            for (int i = 0; i < n; i++)
+                order[i] = i;
+            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+                for (int r = 0; r < n; r++) {
+                    struct tt_ring rings[2] = {{n, r, order}, {n, r, order}};
+                    int rs = algo->coll == TT_COLL_REDUCE_SCATTER, root = (int)c % n;
+                    struct tt_coll_args args = {.coll = algo->coll,
+                                                .count = counts[c],
+                                                .root = root,
+                                                .inplace =
+                                                    algo->coll != TT_COLL_REDUCE || r == root,
+                                                .nchannels = 2,
+                                                .topo = shapes[k].nodes > 1 ? v : NULL};
+                    struct tt_plan p = {0};
+                    if (!args.inplace)
+                        continue;
+                    algo->build(&p, rings, &args);
+                    cr_assert(!p.oom);
+                    read_input_first(&p, rs ? counts[c] * (size_t)n : counts[c],
+                                     rs ? (size_t)r * counts[c] : 0, why, sizeof(why));
+                    cr_assert(!why[0], "%s %s, %d ranks, rank %d, count %zu: %s", algo->name,
+                              tt_coll_name(algo->coll), n, r, counts[c], why);
+                    tt_plan_free(&p);
+                }
+        }
+    }
+    cr_assert_gt(checked, 10);
+
+    /* Plans that breach it: a read after a write, a raw read through recvbuf, a gap. */
+    struct tt_step bad[3][2] = {
+        {{.prim = TT_PRIM_COPY, .src = TT_BUF_SCRATCH, .dst = TT_BUF_RECV, .count = 4},
+         {.prim = TT_PRIM_SEND, .src = TT_BUF_SEND, .count = 4}},
+        {{.prim = TT_PRIM_SEND, .src = TT_BUF_SEND, .count = 4},
+         {.prim = TT_PRIM_SEND, .src = TT_BUF_RECV, .src_off = 1, .count = 2}},
+        {{.prim = TT_PRIM_SEND, .src = TT_BUF_SEND, .count = 3},
+         {.prim = TT_PRIM_RECV, .dst = TT_BUF_RECV, .count = 4}}};
+    const char *want[3] = {"after a write", "through recvbuf", "never read"};
+    for (int b = 0; b < 3; b++) {
+        struct tt_lane lane = {.first = 0, .nsteps = 2};
+        struct tt_plan p = {.steps = bad[b], .nsteps = 2, .lanes = &lane, .nlanes = 1};
+        read_input_first(&p, 4, 0, why, sizeof(why));
+        cr_assert(strstr(why, want[b]), "bad plan %d: '%s'", b, why);
+    }
+}
+
 /* The tuner's side of it: each test runs in its own process, so its knobs are read fresh. */
 static int may_self(int n, int oversub)
 {
