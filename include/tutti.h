@@ -326,10 +326,10 @@ TUTTI_API tutti_result_t tutti_reduce(const void *sendbuf, void *recvbuf, size_t
  * PROD's rules (integers wrap; float16, bfloat16 and FP8 compute in float32 and round once),
  * then SUM's. residence: TUTTI_SCALAR_HOST_IMMEDIATE reads *scalar now; TUTTI_SCALAR_DEVICE
  * keeps the address (device or managed memory) and each call reads it when it runs, in stream
- * order. Out of place on host memory the input is scaled as it is read; otherwise (in place,
- * or on the device path) it is scaled once before the collective moves any of it: in
- * recvbuf where the result lands on this rank (all-reduce, the root of a reduce), otherwise
- * in a buffer of the communicator's as large as the largest such input (freed with it).
+ * order. On host memory the input is scaled as it is read. On the device path (and in place
+ * on one rank) it is scaled once before the collective moves any of it: in recvbuf where the
+ * result lands on this rank (all-reduce, the root of a reduce), otherwise in a buffer of the
+ * communicator's as large as the largest such input (freed with it).
  * Errors: TUTTI_ERR_INVALID_ARG for a NULL op or scalar, a bad dtype or residence, a host
  * scalar with TUTTI_SCALAR_DEVICE; TUTTI_ERR_UNSUPPORTED for TUTTI_SCALAR_DEVICE without CUDA.
  * A call refuses (TUTTI_ERR_INVALID_ARG, naming the op) an operator of another communicator,

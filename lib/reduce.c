@@ -182,22 +182,25 @@ static const tt_reduce_fn f16c_kernels[4] = {sum_f16c, prod_f16c, min_f16c, max_
     _mm512_castsi512_ps(                                                                           \
         _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
 
+/* Has float vector r a subnormal lane (which vcvtneps2bf16 would flush)? */
+#define TT_BF16_SUBNORMAL(r)                                                                       \
+    (_mm512_testn_epi32_mask(_mm512_castps_si512(r), _mm512_set1_epi32(0x7f800000)) &              \
+     _mm512_test_epi32_mask(_mm512_castps_si512(r), _mm512_set1_epi32(0x007fffff)))
+#define TT_BF16_ROUND(r) ((__m256i)_mm512_cvtneps_pbh(r))
 #define TT_KERNEL_BF16(name, VEXPR, tail)                                                          \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void name(              \
         void *d0_, void *d1_, const void *a_, const void *b_, size_t n)                            \
     {                                                                                              \
         uint16_t *d0 = d0_, *d1 = d1_;                                                             \
         const uint16_t *a = a_, *b = b_;                                                           \
-        const __m512i exp = _mm512_set1_epi32(0x7f800000), mant = _mm512_set1_epi32(0x007fffff);   \
         size_t i = 0;                                                                              \
         for (; i + 16 <= n; i += 16) {                                                             \
             __m512 x = TT_BF16_LOAD(a + i), y = TT_BF16_LOAD(b + i), r = VEXPR;                    \
-            __m512i u = _mm512_castps_si512(r);                                                    \
-            if (_mm512_testn_epi32_mask(u, exp) & _mm512_test_epi32_mask(u, mant)) {               \
+            if (TT_BF16_SUBNORMAL(r)) {                                                            \
                 tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, 16); /* a subnormal result */       \
                 continue;                                                                          \
             }                                                                                      \
-            __m256i h = (__m256i)_mm512_cvtneps_pbh(r);                                            \
+            __m256i h = TT_BF16_ROUND(r);                                                          \
             _mm256_storeu_si256((__m256i *)(d0 + i), h);                                           \
             if (d1)                                                                                \
                 _mm256_storeu_si256((__m256i *)(d1 + i), h);                                       \
@@ -349,6 +352,30 @@ __attribute__((target("avx2,f16c"))) static void premul_f16c(void *d_, const voi
 }
 #endif
 
+#ifdef TT_F16C
+/* bfloat16 with AVX512_BF16, as its reduction kernels: a vector with a subnormal product goes
+ * through the portable kernel. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void
+premul_bf16x(void *d_, const void *s_, size_t n, const void *k_)
+{
+    uint16_t *d = d_, kb;
+    const uint16_t *s = s_;
+    size_t i = 0;
+
+    memcpy(&kb, k_, sizeof(kb));
+    __m512 k = _mm512_set1_ps(tt_bf16_to_float(kb));
+    for (; i + 16 <= n; i += 16) {
+        __m512 r = _mm512_mul_ps(TT_BF16_LOAD(s + i), k);
+        if (TT_BF16_SUBNORMAL(r))
+            premul_bf16(d + i, s + i, 16, k_);
+        else
+            _mm256_storeu_si256((__m256i *)(d + i), TT_BF16_ROUND(r));
+    }
+    if (i < n)
+        premul_bf16(d + i, s + i, n - i, k_);
+}
+#endif
+
 void tt_premul(tutti_dtype_t dtype, void *d, const void *s, size_t n, const void *scalar)
 {
     static void (*const fns[TUTTI_NUM_DTYPES])(void *, const void *, size_t, const void *) = {
@@ -357,6 +384,10 @@ void tt_premul(tutti_dtype_t dtype, void *d, const void *s, size_t n, const void
     if (dtype == TUTTI_FLOAT16 && __builtin_cpu_supports("avx2") &&
         __builtin_cpu_supports("f16c")) {
         premul_f16c(d, s, n, scalar);
+        return;
+    }
+    if (dtype == TUTTI_BFLOAT16 && tt_cpu_bf16()) {
+        premul_bf16x(d, s, n, scalar);
         return;
     }
 #endif
@@ -429,6 +460,35 @@ pmsum_f16c(void *d0_, void *d1_, const void *a_, const void *b_, size_t n, const
 }
 #endif
 
+#ifdef TT_F16C
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void
+pmsum_bf16x(void *d0_, void *d1_, const void *a_, const void *b_, size_t n, const void *k_)
+{
+    uint16_t *d0 = d0_, *d1 = d1_, kb;
+    const uint16_t *a = a_, *b = b_;
+    size_t i = 0;
+
+    memcpy(&kb, k_, sizeof(kb));
+    __m512 k = _mm512_set1_ps(tt_bf16_to_float(kb));
+    for (; i + 16 <= n; i += 16) {
+        __m512 p = _mm512_mul_ps(TT_BF16_LOAD(b + i), k), r;
+        __m256i h = TT_BF16_ROUND(p);
+        r = _mm512_add_ps(TT_BF16_LOAD(a + i),
+                          _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+        if (TT_BF16_SUBNORMAL(p) | TT_BF16_SUBNORMAL(r)) {
+            pmsum_bf16(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, 16, k_);
+            continue;
+        }
+        h = TT_BF16_ROUND(r);
+        _mm256_storeu_si256((__m256i *)(d0 + i), h);
+        if (d1)
+            _mm256_storeu_si256((__m256i *)(d1 + i), h);
+    }
+    if (i < n)
+        pmsum_bf16(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i, k_);
+}
+#endif
+
 tt_premul_fn tt_premul_sum_kernel(tutti_dtype_t dtype)
 {
     static const tt_premul_fn fns[TUTTI_NUM_DTYPES] = {TT_EACH_DTYPE(TT_NAME, TT_NAME, pmsum)};
@@ -437,6 +497,8 @@ tt_premul_fn tt_premul_sum_kernel(tutti_dtype_t dtype)
 #ifdef TT_F16C
     if (dtype == TUTTI_FLOAT16 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
         return pmsum_f16c;
+    if (dtype == TUTTI_BFLOAT16 && tt_cpu_bf16())
+        return pmsum_bf16x;
 #endif
     return fns[dtype];
 }

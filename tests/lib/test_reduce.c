@@ -541,7 +541,8 @@ Test(reduce, fused_premul_sum_is_scale_then_sum)
 /* bfloat16, any bits: random codes (subnormals, infinities and NaNs among them), then pairs
  * whose results are subnormal every 97th element from the 1000th on, through the kernel this
  * CPU runs (AVX512_BF16 where present: such a vector goes through the portable kernel) and
- * through the portable kernel, against the reference, in place too. */
+ * through the portable kernel, against the reference, in place too; then the premul-sum
+ * kernels. */
 Test(reduce, bfloat16_any_bits)
 {
     const size_t n = 20011;
@@ -571,5 +572,22 @@ Test(reduce, bfloat16_any_bits)
                               (size_t)op, i);
             }
         }
-    free(a), free(b), free(d), free(a0);
+    /* The premul-sum pre-pass and fused step on the same codes, scalars from tiny (subnormal
+     * products) to huge (overflow), against PROD's and then SUM's reference. */
+    uint16_t ks[] = {0x3f80, 0x0100, 0x00ff, 0x8001, 0x7f00, 0xc0a0, 0x7fc0};
+    uint16_t *kk = malloc(n * 2), *p = malloc(n * 2);
+    for (size_t j = 0; j < sizeof(ks) / sizeof(ks[0]); j++) {
+        for (size_t i = 0; i < n; i++)
+            kk[i] = ks[j];
+        tt_premul(TUTTI_BFLOAT16, d, b, n, &ks[j]);
+        for (size_t i = 0; i < n; i++) {
+            p[i] = (uint16_t)expect(TUTTI_BFLOAT16, TUTTI_PROD, b, kk, i);
+            same_bits(TUTTI_BFLOAT16, p[i], d[i], "premul", j, i);
+        }
+        tt_premul_sum_kernel(TUTTI_BFLOAT16)(d, NULL, a0, b, n, &ks[j]);
+        for (size_t i = 0; i < n; i++)
+            same_bits(TUTTI_BFLOAT16, expect(TUTTI_BFLOAT16, TUTTI_SUM, a0, p, i), d[i], "fused", j,
+                      i);
+    }
+    free(a), free(b), free(d), free(a0), free(kk), free(p);
 }
