@@ -471,7 +471,10 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
             r = mv_copy_out(x, sc, sslot, in_dst ? dst : rslot, bytes);
         break;
     case TT_PRIM_COPY:
-        r = dst != src ? mv_copy_src(x, s, NULL, dst, src, n) : TUTTI_SUCCESS;
+        /* (in place a premul-sum call still scales the copy's source) */
+        r = dst != src || (x->premul && s->src == TT_BUF_SEND)
+                ? mv_copy_src(x, s, NULL, dst, src, n)
+                : TUTTI_SUCCESS;
         if (r == TUTTI_SUCCESS)
             r = postop(x, s, dst, n);
         break;
