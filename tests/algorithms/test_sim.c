@@ -404,6 +404,64 @@ Test(sim, detects_deadlock)
     cr_assert(strstr(tutti_last_error(), "deadlock") != NULL, "%s", tutti_last_error());
 }
 
+/* One plan of each_plan's: algorithm, rank count, rank, count, and whether it is in place. */
+struct plan_at {
+    const struct tt_algo *algo;
+    const struct tt_plan *p;
+    int n, r, inplace;
+    size_t count;
+};
+
+/*
+ * Build algo's plan on every rank of every shape with at least min_ranks ranks, for counts 1,
+ * n + 1 and 1001, two channels, roots varying, and hand each to visit. in_place: in place (a
+ * reduce's only on its root, the other ranks skipped), else out of place.
+ */
+static void each_plan(const struct tt_algo *algo, int min_ranks, int in_place,
+                      void (*visit)(const struct plan_at *, void *), void *arg)
+{
+    for (int k = 0; k < NSHAPES; k++) {
+        int n = shapes[k].n, order[64];
+        struct view_store vs;
+        const struct tt_topo_view *v = make_view(&vs, n, shapes[k].nodes);
+        size_t counts[] = {1, (size_t)n + 1, 1001};
+        if (n < min_ranks || (algo->fits && !algo->fits(n, v)))
+            continue;
+        for (int i = 0; i < n; i++)
+            order[i] = i;
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+            for (int r = 0; r < n; r++) {
+                struct tt_ring rings[2] = {{n, r, order}, {n, r, order}};
+                struct tt_coll_args args = {.coll = algo->coll,
+                                            .count = counts[c],
+                                            .root = (int)c % n,
+                                            .inplace = in_place,
+                                            .nchannels = 2,
+                                            .topo = shapes[k].nodes > 1 ? v : NULL};
+                struct tt_plan p = {0};
+                if (in_place && algo->coll == TT_COLL_REDUCE && r != args.root)
+                    continue;
+                algo->build(&p, rings, &args);
+                cr_assert(!p.oom);
+                visit(&(struct plan_at){algo, &p, n, r, in_place, counts[c]}, arg);
+                tt_plan_free(&p);
+            }
+    }
+}
+
+/* A step of the plan sends to or receives from its own rank: sets *(int *)seen. */
+static void to_self_visit(const struct plan_at *at, void *seen)
+{
+    for (size_t i = 0; i < at->p->nsteps; i++) {
+        const struct tt_step *st = &at->p->steps[i];
+        int self = (tt_prim_sends(st->prim) && st->send_peer == at->r) ||
+                   (tt_prim_recvs(st->prim) && st->recv_peer == at->r);
+        cr_assert(!self || at->algo->to_self, "%s %s (to_self 0) sends to its own rank %d of %d",
+                  at->algo->name, tt_coll_name(at->algo->coll), at->r, at->n);
+        *(int *)seen |= self && at->n > 1;
+    }
+}
+
 /*
  * tt_algo.to_self says which algorithms send to their own rank: the device path connects a
  * rank to itself at init only where the tuner may pick one (tt_tune_may_send_to_self), so an
@@ -413,42 +471,10 @@ Test(sim, detects_deadlock)
 Test(sim, to_self_flag_matches_plans, .timeout = 60)
 {
     for (int a = 0; a < tt_num_algos; a++) {
-        const struct tt_algo *algo = &tt_algos[a];
         int seen = 0;
-        for (int k = 0; k < NSHAPES; k++) {
-            int n = shapes[k].n, order[64];
-            struct view_store vs;
-            const struct tt_topo_view *v = make_view(&vs, n, shapes[k].nodes);
-            size_t counts[] = {1, (size_t)n + 1, 1001};
-            if (algo->fits && !algo->fits(n, v))
-                continue;
-            for (int i = 0; i < n; i++)
-                order[i] = i;
-            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
-                for (int r = 0; r < n; r++) {
-                    struct tt_ring rings[2] = {{n, r, order}, {n, r, order}};
-                    struct tt_coll_args args = {.coll = algo->coll,
-                                                .count = counts[c],
-                                                .root = (int)c % n,
-                                                .nchannels = 2,
-                                                .topo = shapes[k].nodes > 1 ? v : NULL};
-                    struct tt_plan p = {0};
-                    algo->build(&p, rings, &args);
-                    cr_assert(!p.oom);
-                    for (size_t i = 0; i < p.nsteps; i++) {
-                        const struct tt_step *st = &p.steps[i];
-                        int self = (tt_prim_sends(st->prim) && st->send_peer == r) ||
-                                   (tt_prim_recvs(st->prim) && st->recv_peer == r);
-                        cr_assert(!self || algo->to_self,
-                                  "%s %s (to_self 0) sends to its own rank %d of %d", algo->name,
-                                  tt_coll_name(algo->coll), r, n);
-                        seen |= self && n > 1;
-                    }
-                    tt_plan_free(&p);
-                }
-        }
-        cr_assert(!algo->to_self || seen, "%s %s has to_self but never sends to itself", algo->name,
-                  tt_coll_name(algo->coll));
+        each_plan(&tt_algos[a], 1, 0, to_self_visit, &seen);
+        cr_assert(!tt_algos[a].to_self || seen, "%s %s has to_self but never sends to itself",
+                  tt_algos[a].name, tt_coll_name(tt_algos[a].coll));
     }
 }
 
@@ -500,52 +526,31 @@ static void read_input_first(const struct tt_plan *p, size_t in, size_t shift, c
     free(written);
 }
 
-/* Every algorithm that reduces, in place: every shape, two channels, every rank, roots varying
- * (a reduce is in place on its root only). And the check itself on three plans that breach it. */
+static void read_input_first_visit(const struct plan_at *at, void *unused)
+{
+    int rs = at->algo->coll == TT_COLL_REDUCE_SCATTER;
+    char why[128];
+
+    (void)unused;
+    read_input_first(at->p, rs ? at->count * (size_t)at->n : at->count,
+                     rs ? (size_t)at->r * at->count : 0, why, sizeof(why));
+    cr_assert(!why[0], "%s %s, %d ranks, rank %d, count %zu: %s", at->algo->name,
+              tt_coll_name(at->algo->coll), at->n, at->r, at->count, why);
+}
+
+/* Every algorithm that reduces, in place on 2+ ranks (each_plan's plans); and the check
+ * itself on three plans that breach it. */
 Test(sim, in_place_plans_read_input_first, .timeout = 60)
 {
     char why[128];
     int checked = 0;
 
-    for (int ai = 0; ai < tt_num_algos; ai++) {
-        const struct tt_algo *algo = &tt_algos[ai];
-        if (algo->coll != TT_COLL_ALL_REDUCE && algo->coll != TT_COLL_REDUCE_SCATTER &&
-            algo->coll != TT_COLL_REDUCE)
-            continue;
-        checked++;
-        for (int k = 0; k < NSHAPES; k++) {
-            int n = shapes[k].n, order[64];
-            struct view_store vs;
-            const struct tt_topo_view *v = make_view(&vs, n, shapes[k].nodes);
-            size_t counts[] = {1, (size_t)n + 1, 1001};
-            if (n < 2 || (algo->fits && !algo->fits(n, v)))
-                continue;
-            for (int i = 0; i < n; i++)
-                order[i] = i;
-            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
-                for (int r = 0; r < n; r++) {
-                    struct tt_ring rings[2] = {{n, r, order}, {n, r, order}};
-                    int rs = algo->coll == TT_COLL_REDUCE_SCATTER, root = (int)c % n;
-                    struct tt_coll_args args = {.coll = algo->coll,
-                                                .count = counts[c],
-                                                .root = root,
-                                                .inplace =
-                                                    algo->coll != TT_COLL_REDUCE || r == root,
-                                                .nchannels = 2,
-                                                .topo = shapes[k].nodes > 1 ? v : NULL};
-                    struct tt_plan p = {0};
-                    if (!args.inplace)
-                        continue;
-                    algo->build(&p, rings, &args);
-                    cr_assert(!p.oom);
-                    read_input_first(&p, rs ? counts[c] * (size_t)n : counts[c],
-                                     rs ? (size_t)r * counts[c] : 0, why, sizeof(why));
-                    cr_assert(!why[0], "%s %s, %d ranks, rank %d, count %zu: %s", algo->name,
-                              tt_coll_name(algo->coll), n, r, counts[c], why);
-                    tt_plan_free(&p);
-                }
+    for (int a = 0; a < tt_num_algos; a++)
+        if (tt_algos[a].coll == TT_COLL_ALL_REDUCE || tt_algos[a].coll == TT_COLL_REDUCE_SCATTER ||
+            tt_algos[a].coll == TT_COLL_REDUCE) {
+            each_plan(&tt_algos[a], 2, 1, read_input_first_visit, NULL);
+            checked++;
         }
-    }
     cr_assert_gt(checked, 10);
 
     /* Plans that breach it: a read after a write, a raw read through recvbuf, a gap. */
