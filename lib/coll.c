@@ -349,16 +349,10 @@ static void build_plan(struct tutti_comm *comm, const struct tt_algo *algo,
 /* The scratch buffer of a host collective: grown (never shrunk) to `bytes`. */
 static tutti_result_t scratch_for(struct tutti_comm *comm, size_t bytes, const char *fn, void **out)
 {
-    if (bytes > comm->scratch_bytes) {
-        void *p = NULL;
-        if (posix_memalign(&p, 64, bytes) != 0)
-            return tt_comm_set_error(
-                comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
-                              "%s: out of memory for its %zu-byte scratch buffer", fn, bytes));
-        free(comm->scratch);
-        comm->scratch = p;
-        comm->scratch_bytes = bytes;
-    }
+    if (tt_buffer_grow(&comm->scratch, &comm->scratch_bytes, bytes) != 0)
+        return tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
+                                               "%s: out of memory for its %zu-byte scratch buffer",
+                                               fn, bytes));
     *out = comm->scratch;
     return TUTTI_SUCCESS;
 }

@@ -19,6 +19,20 @@ void tt_exec_mem_free(struct tt_exec_mem *m)
     memset(m, 0, sizeof(*m));
 }
 
+int tt_buffer_grow(void **buf, size_t *cap, size_t bytes)
+{
+    void *p = NULL;
+
+    if (bytes <= *cap)
+        return 0;
+    if (posix_memalign(&p, 64, bytes) != 0)
+        return -1;
+    free(*buf);
+    *buf = p;
+    *cap = bytes;
+    return 0;
+}
+
 static int mem_reserve(struct tt_exec_mem *m, size_t nlanes, size_t nsteps)
 {
     if (nlanes > m->lanes_cap) {
@@ -288,14 +302,8 @@ static tutti_result_t mv_copy_src(struct tt_exec *x, const struct tt_step *s,
         tt_premul(x->dtype, dst, src, n, x->premul);
         return TUTTI_SUCCESS;
     }
-    if (bytes > x->mem->bounce_cap) {
-        void *p = NULL;
-        if (posix_memalign(&p, 64, bytes) != 0)
-            return tt_fail(NULL, TUTTI_ERR_SYSTEM, "executor: out of memory");
-        free(x->mem->bounce);
-        x->mem->bounce = p;
-        x->mem->bounce_cap = bytes;
-    }
+    if (tt_buffer_grow(&x->mem->bounce, &x->mem->bounce_cap, bytes) != 0)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "executor: out of memory");
     tt_premul(x->dtype, x->mem->bounce, src, n, x->premul);
     return mv_copy_out(x, sc, dst, x->mem->bounce, bytes);
 }

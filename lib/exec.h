@@ -53,6 +53,10 @@ struct tt_exec_mem {
 
 void tt_exec_mem_free(struct tt_exec_mem *m);
 
+/* *buf (64-byte aligned, *cap bytes, freed with free()) grown, never shrunk, to at least
+ * `bytes`: 0, or -1 if out of memory (*buf left as it was). */
+int tt_buffer_grow(void **buf, size_t *cap, size_t bytes);
+
 /*
  * How an executor moves and reduces bytes. NULL (the default): host memory, memcpy and the
  * kernels of lib/reduce.c. The device path (cuda_dev.c) queues copies and CUDA kernels on

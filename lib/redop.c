@@ -45,7 +45,6 @@ tutti_result_t tutti_op_create_premul_sum(tutti_op_t *op, const void *scalar, tu
 {
     static const char fn[] = "tutti_op_create_premul_sum";
     struct tt_redop *r;
-    enum tt_mem kind;
     unsigned slot;
 
     TT_CHECK(tt_comm_check(comm, fn));
@@ -67,8 +66,7 @@ tutti_result_t tutti_op_create_premul_sum(tutti_op_t *op, const void *scalar, tu
                            "%s: residence TUTTI_SCALAR_DEVICE needs CUDA, and this process has "
                            "no usable device",
                            fn);
-        kind = tt_cuda_kind(scalar);
-        if (kind == TT_MEM_HOST)
+        if (tt_cuda_kind(scalar) == TT_MEM_HOST)
             return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
                            "%s: scalar %p is host memory, but residence is TUTTI_SCALAR_DEVICE", fn,
                            scalar);
@@ -221,18 +219,10 @@ tutti_result_t tt_redop_prepare(struct tutti_comm *comm, const struct tt_call *c
         void **buf = device ? &comm->premul_dev : &comm->premul_buf;
         size_t *cap = device ? &comm->premul_dev_bytes : &comm->premul_bytes;
         tutti_result_t rc = TUTTI_SUCCESS;
-        if (device) {
+        if (device)
             rc = tt_cuda_scratch(buf, cap, bytes, comm->cuda_stream);
-        } else if (bytes > *cap) {
-            void *p = NULL;
-            if (posix_memalign(&p, 64, bytes) != 0)
-                rc = tt_fail_quiet(comm, TUTTI_ERR_SYSTEM, "out of memory");
-            else {
-                free(*buf);
-                *buf = p;
-                *cap = bytes;
-            }
-        }
+        else if (tt_buffer_grow(buf, cap, bytes) != 0)
+            rc = tt_fail_quiet(comm, TUTTI_ERR_SYSTEM, "out of memory");
         if (rc != TUTTI_SUCCESS)
             return tt_comm_set_error(comm,
                                      tt_fail(comm, rc,
