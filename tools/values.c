@@ -147,17 +147,32 @@ void val_encode(tutti_dtype_t t, int64_t iv, double fv, void *p)
     }
 }
 
+/* Whole periods of table (per elements of es bytes) from phase ph on, as many as fit in
+ * VAL_RUN bytes: element k of the run is table[(ph + k) % per]. Returns its length in elements
+ * (a multiple of per, so runs laid end to end continue the sequence). */
+#define VAL_RUN 4096
+static size_t val_run(const unsigned char *table, size_t per, size_t es, size_t ph,
+                      unsigned char *run)
+{
+    size_t len = VAL_RUN / (per * es) * per;
+
+    for (size_t k = 0; k < len; k++)
+        memcpy(run + k * es, table + ((ph + k) % per) * es, es);
+    return len;
+}
+
 void val_fill(tutti_dtype_t t, int op, int r, void *p, size_t n, size_t first)
 {
     size_t es = tutti_dtype_size(t), per = (size_t)val_period(op);
-    unsigned char pat[VAL_MAX_PERIOD * 8];
+    unsigned char pat[VAL_MAX_PERIOD * 8], run[VAL_RUN];
 
     for (size_t k = 0; k < per; k++) {
         int64_t v = val_gen(t, op, r, k);
         val_encode(t, v, (double)v, pat + k * es);
     }
-    for (size_t k = 0; k < n; k++)
-        memcpy((char *)p + k * es, pat + ((first + k) % per) * es, es);
+    size_t len = val_run(pat, per, es, first % per, run);
+    for (size_t k = 0; k < n; k += len)
+        memcpy((char *)p + k * es, run, (n - k < len ? n - k : len) * es);
 }
 
 void val_expect_reduce(tutti_dtype_t t, int op, int nranks, unsigned char *table)
@@ -203,12 +218,20 @@ size_t val_count_wrong(tutti_dtype_t t, int op, const void *out, size_t n, size_
 {
     size_t es = tutti_dtype_size(t), per = (size_t)val_period(op), wrong = 0;
     const unsigned char *o = out;
+    unsigned char run[VAL_RUN];
+    size_t len = val_run(table, per, es, first % per, run);
 
-    for (size_t k = 0; k < n; k++) {
-        if (memcmp(o + k * es, table + ((first + k) % per) * es, es) != 0) {
-            if (wrong == 0 && first_bad)
-                *first_bad = k;
-            wrong++;
+    /* A run's worth at a time; element by element only where a run differs. */
+    for (size_t b = 0; b < n; b += len) {
+        size_t m = n - b < len ? n - b : len;
+        if (memcmp(o + b * es, run, m * es) == 0)
+            continue;
+        for (size_t k = 0; k < m; k++) {
+            if (memcmp(o + (b + k) * es, run + k * es, es) != 0) {
+                if (wrong == 0 && first_bad)
+                    *first_bad = b + k;
+                wrong++;
+            }
         }
     }
     return wrong;
