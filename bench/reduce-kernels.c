@@ -7,8 +7,8 @@
  *
  *   build/bench/reduce-kernels [-p] [COUNT [OP ...]]   (default 65536 elements, sum)
  *
- * -p: the portable kernels (tt_reduce_kernel_portable), without the CPU's F16C or
- * AVX512_BF16 conversions.
+ * -p: the portable kernels (tt_reduce_kernel_portable, tt_premul_portable,
+ * tt_premul_sum_kernel_portable), without the CPU's conversion instructions (reduce_x86.c).
  */
 #include "reduce.h"
 #include "values.h"
@@ -52,7 +52,9 @@ int main(int argc, char **argv)
             unsigned char *a = malloc(n * es), *b = malloc(n * es);
             tt_reduce_fn f = (portable ? tt_reduce_kernel_portable
                                        : tt_reduce_kernel)(t, op < TUTTI_NUM_OPS ? op : TUTTI_SUM);
-            tt_premul_fn pm = tt_premul_sum_kernel(t);
+            tt_premul_fn pm = (portable ? tt_premul_sum_kernel_portable : tt_premul_sum_kernel)(t);
+            void (*scale)(tutti_dtype_t, void *, const void *, size_t, const void *) =
+                portable ? tt_premul_portable : tt_premul;
             unsigned char one[8] = {0};
             long iters = (long)(100000000 / (n * es)) + 1;
             double best = 1e30;
@@ -70,7 +72,7 @@ int main(int argc, char **argv)
                 double t0 = tt_now();
                 for (long i = 0; i < iters; i++) {
                     if (op == TUTTI_NUM_OPS)
-                        tt_premul(t, a, a, n, one);
+                        scale(t, a, a, n, one);
                     else if (op == TUTTI_NUM_OPS + 1)
                         pm(a, NULL, a, b, n, one);
                     else

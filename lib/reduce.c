@@ -4,7 +4,8 @@
  * Each kernel is a plain loop the compiler vectorises; on x86-64 each is also built for AVX2
  * and AVX-512 and the loader picks the best (target_clones). Integer arithmetic is done on
  * the unsigned type so overflow wraps instead of being undefined. fp16, bf16 and FP8 go through
- * float.
+ * float; where the CPU has conversion instructions for them, reduce_x86.c's kernels run instead
+ * (tt_*_cpu), these only for their tails.
  */
 #include "reduce.h"
 #include "half.h"
@@ -116,113 +117,6 @@ TT_FLT_KERNELS(f64, double)
 TT_HALF_KERNELS(e4m3, uint8_t, e4m3_to_f, f_to_e4m3)
 TT_HALF_KERNELS(e5m2, uint8_t, e5m2_to_f, f_to_e5m2)
 
-/*
- * float16 on x86-64 CPUs with F16C (every x86-64-v3 one): the conversions are one
- * instruction each way, with the rounding (to nearest even) in the instruction, not taken
- * from MXCSR; half.h's integer conversions, vectorised, take some 40 operations an element
- * (bench/reduce-kernels: 1.46 ns an element against bfloat16's 0.11, F16C 0.076).
- */
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define TT_F16C 1
-
-#define TT_V_SUM(x, y) _mm256_add_ps(x, y)
-#define TT_V_PROD(x, y) _mm256_mul_ps(x, y)
-/* TT_FMIN / TT_FMAX: x where x wins or is NaN, else y. */
-#define TT_V_MIN(x, y)                                                                             \
-    _mm256_blendv_ps(                                                                              \
-        y, x, _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_LT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q)))
-#define TT_V_MAX(x, y)                                                                             \
-    _mm256_blendv_ps(                                                                              \
-        y, x, _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_GT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q)))
-
-/* Eight elements at a time; the tail (fewer than eight) through the portable kernel. */
-#define TT_KERNEL_F16C(name, VEXPR, tail)                                                          \
-    __attribute__((target("avx2,f16c"))) static void name(void *d0_, void *d1_, const void *a_,    \
-                                                          const void *b_, size_t n)                \
-    {                                                                                              \
-        uint16_t *d0 = d0_, *d1 = d1_;                                                             \
-        const uint16_t *a = a_, *b = b_;                                                           \
-        size_t i = 0;                                                                              \
-        for (; i + 8 <= n; i += 8) {                                                               \
-            __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));                 \
-            __m256 y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));                 \
-            __m128i r = _mm256_cvtps_ph(VEXPR, _MM_FROUND_TO_NEAREST_INT);                         \
-            _mm_storeu_si128((__m128i *)(d0 + i), r);                                              \
-            if (d1)                                                                                \
-                _mm_storeu_si128((__m128i *)(d1 + i), r);                                          \
-        }                                                                                          \
-        if (i < n)                                                                                 \
-            tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i);                                 \
-    }
-
-TT_KERNEL_F16C(sum_f16c, TT_V_SUM(x, y), sum_f16)
-TT_KERNEL_F16C(prod_f16c, TT_V_PROD(x, y), prod_f16)
-TT_KERNEL_F16C(min_f16c, TT_V_MIN(x, y), min_f16)
-TT_KERNEL_F16C(max_f16c, TT_V_MAX(x, y), max_f16)
-static const tt_reduce_fn f16c_kernels[4] = {sum_f16c, prod_f16c, min_f16c, max_f16c};
-
-/*
- * bfloat16 on CPUs with AVX512_BF16 (AMD Zen 4, Intel Cooper Lake and Sapphire Rapids on):
- * vcvtneps2bf16 rounds 16 floats to nearest even in one instruction, where half.h's rounding
- * takes some ten (bench/reduce-kernels: bfloat16 sum 0.094 ns an element, float32's 0.044).
- * The instruction reads and writes subnormals as zero whatever MXCSR says: a vector whose
- * result has a subnormal lane goes through the portable kernel instead (so every result is
- * half.h's, the GPU's). Its NaN is half.h's: the top half, made quiet.
- */
-#define TT_V5_SUM(x, y) _mm512_add_ps(x, y)
-#define TT_V5_PROD(x, y) _mm512_mul_ps(x, y)
-#define TT_V5_MIN(x, y)                                                                            \
-    _mm512_mask_blend_ps(                                                                          \
-        _mm512_cmp_ps_mask(x, y, _CMP_LT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x)
-#define TT_V5_MAX(x, y)                                                                            \
-    _mm512_mask_blend_ps(                                                                          \
-        _mm512_cmp_ps_mask(x, y, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x)
-#define TT_BF16_LOAD(p)                                                                            \
-    _mm512_castsi512_ps(                                                                           \
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
-
-/* Has float vector r a subnormal lane (which vcvtneps2bf16 would flush)? */
-#define TT_BF16_SUBNORMAL(r)                                                                       \
-    (_mm512_testn_epi32_mask(_mm512_castps_si512(r), _mm512_set1_epi32(0x7f800000)) &              \
-     _mm512_test_epi32_mask(_mm512_castps_si512(r), _mm512_set1_epi32(0x007fffff)))
-#define TT_BF16_ROUND(r) ((__m256i)_mm512_cvtneps_pbh(r))
-#define TT_KERNEL_BF16(name, VEXPR, tail)                                                          \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void name(              \
-        void *d0_, void *d1_, const void *a_, const void *b_, size_t n)                            \
-    {                                                                                              \
-        uint16_t *d0 = d0_, *d1 = d1_;                                                             \
-        const uint16_t *a = a_, *b = b_;                                                           \
-        size_t i = 0;                                                                              \
-        for (; i + 16 <= n; i += 16) {                                                             \
-            __m512 x = TT_BF16_LOAD(a + i), y = TT_BF16_LOAD(b + i), r = VEXPR;                    \
-            if (TT_BF16_SUBNORMAL(r)) {                                                            \
-                tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, 16); /* a subnormal result */       \
-                continue;                                                                          \
-            }                                                                                      \
-            __m256i h = TT_BF16_ROUND(r);                                                          \
-            _mm256_storeu_si256((__m256i *)(d0 + i), h);                                           \
-            if (d1)                                                                                \
-                _mm256_storeu_si256((__m256i *)(d1 + i), h);                                       \
-        }                                                                                          \
-        if (i < n)                                                                                 \
-            tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i);                                 \
-    }
-
-TT_KERNEL_BF16(sum_bf16x, TT_V5_SUM(x, y), sum_bf16)
-TT_KERNEL_BF16(prod_bf16x, TT_V5_PROD(x, y), prod_bf16)
-TT_KERNEL_BF16(min_bf16x, TT_V5_MIN(x, y), min_bf16)
-TT_KERNEL_BF16(max_bf16x, TT_V5_MAX(x, y), max_bf16)
-static const tt_reduce_fn bf16x_kernels[4] = {sum_bf16x, prod_bf16x, min_bf16x, max_bf16x};
-
-/* AVX512_BF16 here (with the AVX-512 subsets its intrinsics use)? */
-static int tt_cpu_bf16(void)
-{
-    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
-}
-#endif
-
 #define TT_ROW(s)                                                                                  \
     {                                                                                              \
         sum_##s, prod_##s, min_##s, max_##s                                                        \
@@ -247,13 +141,8 @@ tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op)
         return NULL;
     if (op == TUTTI_AVG)
         op = TUTTI_SUM;
-#ifdef TT_F16C
-    if (dtype == TUTTI_FLOAT16 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
-        return f16c_kernels[op];
-    if (dtype == TUTTI_BFLOAT16 && tt_cpu_bf16())
-        return bf16x_kernels[op];
-#endif
-    return kernels[dtype][op];
+    tt_reduce_fn cpu = tt_reduce_kernel_cpu(dtype, op);
+    return cpu ? cpu : kernels[dtype][op];
 }
 
 #define TT_DIV_LOOP(T)                                                                             \
@@ -331,68 +220,20 @@ void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor)
 
 TT_EACH_DTYPE(TT_DEF_PREMUL, TT_DEF_PREMUL16, premul)
 
-#ifdef TT_F16C
-/* float16 with F16C, as the reduction kernels above; the tail through the portable kernel. */
-__attribute__((target("avx2,f16c"))) static void premul_f16c(void *d_, const void *s_, size_t n,
-                                                             const void *k_)
+void tt_premul_portable(tutti_dtype_t dtype, void *d, const void *s, size_t n, const void *scalar)
 {
-    uint16_t *d = d_, kb;
-    const uint16_t *s = s_;
-    size_t i = 0;
-
-    memcpy(&kb, k_, sizeof(kb));
-    __m256 k = _mm256_set1_ps(tt_half_to_float(kb));
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i)));
-        _mm_storeu_si128((__m128i *)(d + i),
-                         _mm256_cvtps_ph(_mm256_mul_ps(x, k), _MM_FROUND_TO_NEAREST_INT));
-    }
-    if (i < n)
-        premul_f16(d + i, s + i, n - i, k_);
+    static const tt_scale_fn fns[TUTTI_NUM_DTYPES] = {TT_EACH_DTYPE(TT_NAME, TT_NAME, premul)};
+    if ((unsigned)dtype < TUTTI_NUM_DTYPES)
+        fns[dtype](d, s, n, scalar);
 }
-#endif
-
-#ifdef TT_F16C
-/* bfloat16 with AVX512_BF16, as its reduction kernels: a vector with a subnormal product goes
- * through the portable kernel. */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void
-premul_bf16x(void *d_, const void *s_, size_t n, const void *k_)
-{
-    uint16_t *d = d_, kb;
-    const uint16_t *s = s_;
-    size_t i = 0;
-
-    memcpy(&kb, k_, sizeof(kb));
-    __m512 k = _mm512_set1_ps(tt_bf16_to_float(kb));
-    for (; i + 16 <= n; i += 16) {
-        __m512 r = _mm512_mul_ps(TT_BF16_LOAD(s + i), k);
-        if (TT_BF16_SUBNORMAL(r))
-            premul_bf16(d + i, s + i, 16, k_);
-        else
-            _mm256_storeu_si256((__m256i *)(d + i), TT_BF16_ROUND(r));
-    }
-    if (i < n)
-        premul_bf16(d + i, s + i, n - i, k_);
-}
-#endif
 
 void tt_premul(tutti_dtype_t dtype, void *d, const void *s, size_t n, const void *scalar)
 {
-    static void (*const fns[TUTTI_NUM_DTYPES])(void *, const void *, size_t, const void *) = {
-        TT_EACH_DTYPE(TT_NAME, TT_NAME, premul)};
-#ifdef TT_F16C
-    if (dtype == TUTTI_FLOAT16 && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("f16c")) {
-        premul_f16c(d, s, n, scalar);
-        return;
-    }
-    if (dtype == TUTTI_BFLOAT16 && tt_cpu_bf16()) {
-        premul_bf16x(d, s, n, scalar);
-        return;
-    }
-#endif
-    if ((unsigned)dtype < TUTTI_NUM_DTYPES)
-        fns[dtype](d, s, n, scalar);
+    tt_scale_fn cpu = (unsigned)dtype < TUTTI_NUM_DTYPES ? tt_premul_cpu(dtype) : NULL;
+    if (cpu)
+        cpu(d, s, n, scalar);
+    else
+        tt_premul_portable(dtype, d, s, n, scalar);
 }
 
 /* The fused steps: the product rounded to T (C: compute type), then the sum (reduce.h). Two
@@ -435,70 +276,16 @@ void tt_premul(tutti_dtype_t dtype, void *d, const void *s, size_t n, const void
 
 TT_EACH_DTYPE(TT_DEF_PMSUM, TT_DEF_PMSUM16, pmsum)
 
-#ifdef TT_F16C
-__attribute__((target("avx2,f16c"))) static void
-pmsum_f16c(void *d0_, void *d1_, const void *a_, const void *b_, size_t n, const void *k_)
+tt_premul_fn tt_premul_sum_kernel_portable(tutti_dtype_t dtype)
 {
-    uint16_t *d0 = d0_, *d1 = d1_, kb;
-    const uint16_t *a = a_, *b = b_;
-    size_t i = 0;
-
-    memcpy(&kb, k_, sizeof(kb));
-    __m256 k = _mm256_set1_ps(tt_half_to_float(kb));
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));
-        __m256 y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));
-        __m128i p = _mm256_cvtps_ph(_mm256_mul_ps(y, k), _MM_FROUND_TO_NEAREST_INT);
-        __m128i r =
-            _mm256_cvtps_ph(_mm256_add_ps(x, _mm256_cvtph_ps(p)), _MM_FROUND_TO_NEAREST_INT);
-        _mm_storeu_si128((__m128i *)(d0 + i), r);
-        if (d1)
-            _mm_storeu_si128((__m128i *)(d1 + i), r);
-    }
-    if (i < n)
-        pmsum_f16(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i, k_);
+    static const tt_premul_fn fns[TUTTI_NUM_DTYPES] = {TT_EACH_DTYPE(TT_NAME, TT_NAME, pmsum)};
+    return (unsigned)dtype < TUTTI_NUM_DTYPES ? fns[dtype] : NULL;
 }
-#endif
-
-#ifdef TT_F16C
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void
-pmsum_bf16x(void *d0_, void *d1_, const void *a_, const void *b_, size_t n, const void *k_)
-{
-    uint16_t *d0 = d0_, *d1 = d1_, kb;
-    const uint16_t *a = a_, *b = b_;
-    size_t i = 0;
-
-    memcpy(&kb, k_, sizeof(kb));
-    __m512 k = _mm512_set1_ps(tt_bf16_to_float(kb));
-    for (; i + 16 <= n; i += 16) {
-        __m512 p = _mm512_mul_ps(TT_BF16_LOAD(b + i), k), r;
-        __m256i h = TT_BF16_ROUND(p);
-        r = _mm512_add_ps(TT_BF16_LOAD(a + i),
-                          _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
-        if (TT_BF16_SUBNORMAL(p) | TT_BF16_SUBNORMAL(r)) {
-            pmsum_bf16(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, 16, k_);
-            continue;
-        }
-        h = TT_BF16_ROUND(r);
-        _mm256_storeu_si256((__m256i *)(d0 + i), h);
-        if (d1)
-            _mm256_storeu_si256((__m256i *)(d1 + i), h);
-    }
-    if (i < n)
-        pmsum_bf16(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i, k_);
-}
-#endif
 
 tt_premul_fn tt_premul_sum_kernel(tutti_dtype_t dtype)
 {
-    static const tt_premul_fn fns[TUTTI_NUM_DTYPES] = {TT_EACH_DTYPE(TT_NAME, TT_NAME, pmsum)};
     if ((unsigned)dtype >= TUTTI_NUM_DTYPES)
         return NULL;
-#ifdef TT_F16C
-    if (dtype == TUTTI_FLOAT16 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
-        return pmsum_f16c;
-    if (dtype == TUTTI_BFLOAT16 && tt_cpu_bf16())
-        return pmsum_bf16x;
-#endif
-    return fns[dtype];
+    tt_premul_fn cpu = tt_premul_sum_kernel_cpu(dtype);
+    return cpu ? cpu : tt_premul_sum_kernel_portable(dtype);
 }

@@ -15,8 +15,9 @@
 typedef void (*tt_reduce_fn)(void *d0, void *d1, const void *a, const void *b, size_t n);
 
 /* Kernel for (dtype, op); op AVG gives the SUM kernel. NULL for invalid values. On x86-64 the
- * 16-bit floats take the CPU's conversion instructions where it has them (F16C, AVX512_BF16);
- * tt_reduce_kernel_portable gives the kernels without them (tests and benchmarks). */
+ * 16- and 8-bit floats take the CPU's conversion instructions where it has them (F16C, AVX2,
+ * AVX512_BF16: reduce_x86.c); tt_reduce_kernel_portable gives the kernels without them (tests,
+ * benchmarks, and those kernels' tails). */
 tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op);
 tt_reduce_fn tt_reduce_kernel_portable(tutti_dtype_t dtype, tutti_op_t op);
 
@@ -26,6 +27,8 @@ void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor);
 /* d[i] = s[i] * *scalar (of dtype) for i < n: PROD's arithmetic (integers wrap; halves and
  * FP8 compute in float and round). d may be s. The pre-pass of premul-sum operators. */
 void tt_premul(tutti_dtype_t dtype, void *d, const void *s, size_t n, const void *scalar);
+void tt_premul_portable(tutti_dtype_t dtype, void *d, const void *s, size_t n, const void *scalar);
+typedef void (*tt_scale_fn)(void *d, const void *s, size_t n, const void *scalar);
 
 /* The premul-sum steps of a call out of place on the host, which scale the caller's input as
  * they read it: d0[i] = a[i] + b[i] * *k (d1[i] the same when d1 != NULL), the product
@@ -33,5 +36,13 @@ void tt_premul(tutti_dtype_t dtype, void *d, const void *s, size_t n, const void
 typedef void (*tt_premul_fn)(void *d0, void *d1, const void *a, const void *b, size_t n,
                              const void *k);
 tt_premul_fn tt_premul_sum_kernel(tutti_dtype_t dtype);
+tt_premul_fn tt_premul_sum_kernel_portable(tutti_dtype_t dtype);
+
+/* The kernels with this CPU's conversion instructions for (dtype, op: SUM to MAX), NULL where
+ * it has none for them (reduce_x86.c; on other CPUs always NULL): tt_reduce_kernel,
+ * tt_premul and tt_premul_sum_kernel's first choice. */
+tt_reduce_fn tt_reduce_kernel_cpu(tutti_dtype_t dtype, tutti_op_t op);
+tt_scale_fn tt_premul_cpu(tutti_dtype_t dtype);
+tt_premul_fn tt_premul_sum_kernel_cpu(tutti_dtype_t dtype);
 
 #endif

@@ -540,9 +540,9 @@ Test(reduce, fused_premul_sum_is_scale_then_sum)
 
 /* bfloat16, any bits: random codes (subnormals, infinities and NaNs among them), then pairs
  * whose results are subnormal every 97th element from the 1000th on, through the kernel this
- * CPU runs (AVX512_BF16 where present: such a vector goes through the portable kernel) and
- * through the portable kernel, against the reference, in place too; then the premul-sum
- * kernels. */
+ * CPU runs (AVX512_BF16's where present: such a vector goes through the portable kernel; else
+ * AVX2's) and through the portable kernel, against the reference, in place too, every NaN
+ * made quiet (min and max pass a signalling one through); then the premul-sum kernels. */
 Test(reduce, bfloat16_any_bits)
 {
     const size_t n = 20011;
@@ -566,10 +566,13 @@ Test(reduce, bfloat16_any_bits)
                 uint16_t *out = inplace ? a : d;
                 memcpy(a, a0, n * 2);
                 k(out, NULL, a, b, n);
-                for (size_t i = 0; i < n; i++)
+                for (size_t i = 0; i < n; i++) {
                     same_bits(TUTTI_BFLOAT16, expect(TUTTI_BFLOAT16, (tutti_op_t)op, a0, b, i),
                               got_bits(TUTTI_BFLOAT16, out, i), pk ? "portable kernel" : "kernel",
                               (size_t)op, i);
+                    cr_assert(!nan_bits(TUTTI_BFLOAT16, out[i]) || (out[i] & 0x40),
+                              "op %d [%zu]: NaN 0x%04x is not quiet", op, i, out[i]);
+                }
             }
         }
     /* The premul-sum pre-pass and fused step on the same codes, scalars from tiny (subnormal
@@ -590,4 +593,50 @@ Test(reduce, bfloat16_any_bits)
                       i);
     }
     free(a), free(b), free(d), free(a0), free(kk), free(p);
+}
+
+/* FP8, every pair of codes (NaNs included) under every op, through the kernel this CPU runs
+ * (F16C's where present) and the portable one, against the reference; the two kernels also
+ * agree bit for bit, so ranks on different CPUs compute the same bytes (a NaN's sign aside: of
+ * two NaNs, which one an add returns is the compiler's choice of operand order). The pairs start at
+ * an odd offset so that the vector kernels' tails run too. */
+Test(reduce, fp8_every_pair)
+{
+    const size_t n = 65536 + 7;
+    uint8_t *a = malloc(n), *b = malloc(n), *d = malloc(n), *p = malloc(n);
+
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (uint8_t)(i - 7);
+        b[i] = (uint8_t)((i - 7) >> 8);
+    }
+    for (int t = TUTTI_FLOAT8_E4M3; t <= TUTTI_FLOAT8_E5M2; t++)
+        for (int op = 0; op < 4; op++) {
+            tt_reduce_kernel((tutti_dtype_t)t, (tutti_op_t)op)(d, NULL, a, b, n);
+            tt_reduce_kernel_portable((tutti_dtype_t)t, (tutti_op_t)op)(p, NULL, a, b, n);
+            for (size_t i = 0; i < n; i++) {
+                same_bits((tutti_dtype_t)t, expect((tutti_dtype_t)t, (tutti_op_t)op, a, b, i), d[i],
+                          "kernel", (size_t)op, i);
+                cr_assert(d[i] == p[i] || (nan_bits(t, d[i]) && nan_bits(t, p[i])),
+                          "%s op %d: 0x%02x, 0x%02x: kernel 0x%02x, portable 0x%02x",
+                          tutti_dtype_name((tutti_dtype_t)t), op, a[i], b[i], d[i], p[i]);
+            }
+        }
+    /* The premul-sum steps, every scalar: the pre-pass over every code against PROD's
+     * reference, the fused step over every pair against the portable pre-pass then SUM. */
+    uint8_t *kk = malloc(n), *q = malloc(n);
+    for (int t = TUTTI_FLOAT8_E4M3; t <= TUTTI_FLOAT8_E5M2; t++)
+        for (unsigned k = 0; k < 256; k++) {
+            uint8_t kb = (uint8_t)k;
+            memset(kk, kb, n);
+            tt_premul((tutti_dtype_t)t, d, a, 256 + 7, &kb);
+            for (size_t i = 0; i < 256 + 7; i++)
+                same_bits((tutti_dtype_t)t, expect((tutti_dtype_t)t, TUTTI_PROD, a, kk, i), d[i],
+                          "premul", k, i);
+            tt_premul_sum_kernel((tutti_dtype_t)t)(d, NULL, a, b, n, &kb);
+            tt_premul_portable((tutti_dtype_t)t, q, b, n, &kb);
+            tt_reduce_kernel_portable((tutti_dtype_t)t, TUTTI_SUM)(p, NULL, a, q, n);
+            for (size_t i = 0; i < n; i++)
+                same_bits((tutti_dtype_t)t, p[i], d[i], "fused premul-sum", k, i);
+        }
+    free(a), free(b), free(d), free(p), free(kk), free(q);
 }

@@ -1,0 +1,511 @@
+/*
+ * reduce_x86.c -- the host reduction steps with x86-64's conversion instructions, for the
+ * 16- and 8-bit floats, where the portable kernels (reduce.c) spend most of their time
+ * converting; see reduce.h. Each kernel does whole vectors and hands the tail (and, where an
+ * instruction would flush a subnormal, that vector) to the portable kernel, whose results
+ * these match bit for bit (test_reduce). Chosen at run time by what the CPU has.
+ */
+#include "half.h"
+#include "reduce.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* The portable kernel for a vector kernel's tail. */
+#define TT_TAIL(dtype, op) tt_reduce_kernel_portable(dtype, op)
+
+/*
+ * float16 on x86-64 CPUs with F16C (every x86-64-v3 one): the conversions are one
+ * instruction each way, with the rounding (to nearest even) in the instruction, not taken
+ * from MXCSR; half.h's integer conversions, vectorised, take some 40 operations an element
+ * (bench/reduce-kernels: 1.46 ns an element against bfloat16's 0.11, F16C 0.076).
+ */
+
+#define TT_V_SUM(x, y) _mm256_add_ps(x, y)
+#define TT_V_PROD(x, y) _mm256_mul_ps(x, y)
+/* TT_FMIN / TT_FMAX: x where x wins or is NaN, else y. */
+#define TT_V_MIN(x, y)                                                                             \
+    _mm256_blendv_ps(                                                                              \
+        y, x, _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_LT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q)))
+#define TT_V_MAX(x, y)                                                                             \
+    _mm256_blendv_ps(                                                                              \
+        y, x, _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_GT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q)))
+
+/* Eight elements at a time; the tail (fewer than eight) through the portable kernel. */
+#define TT_KERNEL_F16C(name, VEXPR, tail)                                                          \
+    __attribute__((target("avx2,f16c"))) static void name(void *d0_, void *d1_, const void *a_,    \
+                                                          const void *b_, size_t n)                \
+    {                                                                                              \
+        uint16_t *d0 = d0_, *d1 = d1_;                                                             \
+        const uint16_t *a = a_, *b = b_;                                                           \
+        size_t i = 0;                                                                              \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));                 \
+            __m256 y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));                 \
+            __m128i r = _mm256_cvtps_ph(VEXPR, _MM_FROUND_TO_NEAREST_INT);                         \
+            _mm_storeu_si128((__m128i *)(d0 + i), r);                                              \
+            if (d1)                                                                                \
+                _mm_storeu_si128((__m128i *)(d1 + i), r);                                          \
+        }                                                                                          \
+        if (i < n)                                                                                 \
+            tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i);                                 \
+    }
+
+TT_KERNEL_F16C(sum_f16c, TT_V_SUM(x, y), TT_TAIL(TUTTI_FLOAT16, TUTTI_SUM))
+TT_KERNEL_F16C(prod_f16c, TT_V_PROD(x, y), TT_TAIL(TUTTI_FLOAT16, TUTTI_PROD))
+TT_KERNEL_F16C(min_f16c, TT_V_MIN(x, y), TT_TAIL(TUTTI_FLOAT16, TUTTI_MIN))
+TT_KERNEL_F16C(max_f16c, TT_V_MAX(x, y), TT_TAIL(TUTTI_FLOAT16, TUTTI_MAX))
+static const tt_reduce_fn f16c_kernels[4] = {sum_f16c, prod_f16c, min_f16c, max_f16c};
+
+/*
+ * FP8 through F16C, sixteen elements at a time. An E5M2 code is the top byte of the float16
+ * of the same value; an E4M3 code, shifted left by 7, is the float16 of its value times 2^-8
+ * (its NaN, S.1111.111, is made one). E4M3 is computed on those scaled values: sums, minima
+ * and maxima scale with them, exactly (no float underflows at 2^-17); a product is scaled
+ * back once, by 2^8 (x y 2^-16 is exact in float: 8 significant bits, nowhere near float's
+ * least normal). Back: the result rounded to float16, then the float16 bits rounded to the
+ * FP8 code's (to nearest even: both encodings are linear in the bits, subnormals included),
+ * saturated, NaN kept (whatever its payload, S.1111.111 or S.11111.10). Rounding twice is exact
+ * here: float16's 11 bits are at least 2q + 2 for FP8's q of 3 or 4 significant bits
+ * (Figueroa), and test_reduce checks every pair of codes against the portable kernels,
+ * bit for bit. half.h's conversions take some 50 operations an element (bench/reduce-kernels:
+ * 3.5 ns an element for E4M3 sums, 2.5 for E5M2; these kernels: see BENCHMARKS.md).
+ */
+__attribute__((target("avx2,f16c"))) static inline void tt_fp8_load(const uint8_t *p, int e4m3,
+                                                                    __m256 *lo, __m256 *hi)
+{
+    __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p)), h;
+
+    if (e4m3) {
+        __m256i m = _mm256_and_si256(c, _mm256_set1_epi16(0x7f));
+        __m256i s = _mm256_slli_epi16(_mm256_and_si256(c, _mm256_set1_epi16(0x80)), 8);
+        __m256i nan = _mm256_cmpeq_epi16(m, _mm256_set1_epi16(0x7f)); /* to 0x7f80: NaN */
+        h = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi16(m, 7), s),
+                            _mm256_and_si256(nan, _mm256_set1_epi16(0x7e00)));
+    } else {
+        h = _mm256_slli_epi16(c, 8);
+    }
+    *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+    *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+}
+
+__attribute__((target("avx2,f16c"))) static inline void tt_fp8_store(uint8_t *d0, uint8_t *d1,
+                                                                     __m256 lo, __m256 hi, int e4m3)
+{
+    const int sh = e4m3 ? 7 : 8; /* float16 bits below the FP8 code's */
+
+    __m256i h = _mm256_set_m128i(_mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT),
+                                 _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT));
+    __m256i m = _mm256_and_si256(h, _mm256_set1_epi16(0x7fff));
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi16(m, sh), _mm256_set1_epi16(1));
+    __m256i q = _mm256_add_epi16(_mm256_add_epi16(m, _mm256_set1_epi16((1 << (sh - 1)) - 1)), odd);
+    q = _mm256_min_epu16(_mm256_srli_epi16(q, sh), _mm256_set1_epi16(e4m3 ? 0x7e : 0x7b));
+    q = _mm256_blendv_epi8(q, _mm256_set1_epi16(e4m3 ? 0x7f : 0x7e),
+                           _mm256_cmpgt_epi16(m, _mm256_set1_epi16(0x7c00)));
+    q = _mm256_or_si256(q, _mm256_srli_epi16(_mm256_andnot_si256(m, h), 8)); /* the sign */
+    __m128i b = _mm_packus_epi16(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    _mm_storeu_si128((__m128i *)d0, b);
+    if (d1)
+        _mm_storeu_si128((__m128i *)d1, b);
+}
+
+#define TT_KERNEL_FP8(name, E4M3, VEXPR, tail)                                                     \
+    __attribute__((target("avx2,f16c"))) static void name(void *d0_, void *d1_, const void *a_,    \
+                                                          const void *b_, size_t n)                \
+    {                                                                                              \
+        uint8_t *d0 = d0_, *d1 = d1_;                                                              \
+        const uint8_t *a = a_, *b = b_;                                                            \
+        size_t i = 0;                                                                              \
+        for (; i + 16 <= n; i += 16) {                                                             \
+            __m256 al, ah, bl, bh, x, y, rl, rh;                                                   \
+            tt_fp8_load(a + i, E4M3, &al, &ah);                                                    \
+            tt_fp8_load(b + i, E4M3, &bl, &bh);                                                    \
+            x = al, y = bl, rl = VEXPR;                                                            \
+            x = ah, y = bh, rh = VEXPR;                                                            \
+            tt_fp8_store(d0 + i, d1 ? d1 + i : NULL, rl, rh, E4M3);                                \
+        }                                                                                          \
+        if (i < n)                                                                                 \
+            tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i);                                 \
+    }
+
+TT_KERNEL_FP8(sum_e4m3x, 1, TT_V_SUM(x, y), TT_TAIL(TUTTI_FLOAT8_E4M3, TUTTI_SUM))
+TT_KERNEL_FP8(prod_e4m3x, 1, _mm256_mul_ps(TT_V_PROD(x, y), _mm256_set1_ps(256.0f)),
+              TT_TAIL(TUTTI_FLOAT8_E4M3, TUTTI_PROD))
+TT_KERNEL_FP8(min_e4m3x, 1, TT_V_MIN(x, y), TT_TAIL(TUTTI_FLOAT8_E4M3, TUTTI_MIN))
+TT_KERNEL_FP8(max_e4m3x, 1, TT_V_MAX(x, y), TT_TAIL(TUTTI_FLOAT8_E4M3, TUTTI_MAX))
+TT_KERNEL_FP8(sum_e5m2x, 0, TT_V_SUM(x, y), TT_TAIL(TUTTI_FLOAT8_E5M2, TUTTI_SUM))
+TT_KERNEL_FP8(prod_e5m2x, 0, TT_V_PROD(x, y), TT_TAIL(TUTTI_FLOAT8_E5M2, TUTTI_PROD))
+TT_KERNEL_FP8(min_e5m2x, 0, TT_V_MIN(x, y), TT_TAIL(TUTTI_FLOAT8_E5M2, TUTTI_MIN))
+TT_KERNEL_FP8(max_e5m2x, 0, TT_V_MAX(x, y), TT_TAIL(TUTTI_FLOAT8_E5M2, TUTTI_MAX))
+static const tt_reduce_fn fp8_kernels[2][4] = {
+    {sum_e4m3x, prod_e4m3x, min_e4m3x, max_e4m3x},
+    {sum_e5m2x, prod_e5m2x, min_e5m2x, max_e5m2x},
+};
+
+/*
+ * bfloat16 on CPUs with AVX512_BF16 (AMD Zen 4, Intel Cooper Lake and Sapphire Rapids on):
+ * vcvtneps2bf16 rounds 16 floats to nearest even in one instruction, where half.h's rounding
+ * takes some ten (bench/reduce-kernels: bfloat16 sum 0.094 ns an element, float32's 0.044).
+ * The instruction reads and writes subnormals as zero whatever MXCSR says: a vector whose
+ * result has a subnormal lane goes through the portable kernel instead (so every result is
+ * half.h's, the GPU's). Its NaN is half.h's: the top half, made quiet.
+ */
+#define TT_V5_SUM(x, y) _mm512_add_ps(x, y)
+#define TT_V5_PROD(x, y) _mm512_mul_ps(x, y)
+#define TT_V5_MIN(x, y)                                                                            \
+    _mm512_mask_blend_ps(                                                                          \
+        _mm512_cmp_ps_mask(x, y, _CMP_LT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x)
+#define TT_V5_MAX(x, y)                                                                            \
+    _mm512_mask_blend_ps(                                                                          \
+        _mm512_cmp_ps_mask(x, y, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x)
+#define TT_BF16_LOAD(p)                                                                            \
+    _mm512_castsi512_ps(                                                                           \
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+
+/* Has float vector r a subnormal lane (which vcvtneps2bf16 would flush)? */
+#define TT_BF16_SUBNORMAL(r)                                                                       \
+    (_mm512_testn_epi32_mask(_mm512_castps_si512(r), _mm512_set1_epi32(0x7f800000)) &              \
+     _mm512_test_epi32_mask(_mm512_castps_si512(r), _mm512_set1_epi32(0x007fffff)))
+#define TT_BF16_ROUND(r) ((__m256i)_mm512_cvtneps_pbh(r))
+#define TT_KERNEL_BF16(name, VEXPR, tail)                                                          \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void name(              \
+        void *d0_, void *d1_, const void *a_, const void *b_, size_t n)                            \
+    {                                                                                              \
+        uint16_t *d0 = d0_, *d1 = d1_;                                                             \
+        const uint16_t *a = a_, *b = b_;                                                           \
+        size_t i = 0;                                                                              \
+        for (; i + 16 <= n; i += 16) {                                                             \
+            __m512 x = TT_BF16_LOAD(a + i), y = TT_BF16_LOAD(b + i), r = VEXPR;                    \
+            if (TT_BF16_SUBNORMAL(r)) {                                                            \
+                tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, 16); /* a subnormal result */       \
+                continue;                                                                          \
+            }                                                                                      \
+            __m256i h = TT_BF16_ROUND(r);                                                          \
+            _mm256_storeu_si256((__m256i *)(d0 + i), h);                                           \
+            if (d1)                                                                                \
+                _mm256_storeu_si256((__m256i *)(d1 + i), h);                                       \
+        }                                                                                          \
+        if (i < n)                                                                                 \
+            tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i);                                 \
+    }
+
+TT_KERNEL_BF16(sum_bf16x, TT_V5_SUM(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_SUM))
+TT_KERNEL_BF16(prod_bf16x, TT_V5_PROD(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_PROD))
+TT_KERNEL_BF16(min_bf16x, TT_V5_MIN(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_MIN))
+TT_KERNEL_BF16(max_bf16x, TT_V5_MAX(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_MAX))
+static const tt_reduce_fn bf16x_kernels[4] = {sum_bf16x, prod_bf16x, min_bf16x, max_bf16x};
+
+/*
+ * bfloat16 with AVX2 alone (CPUs without AVX512_BF16): a 32-bit lane holds two bfloat16s, and
+ * each is a float as it stands, the high one with the low half masked off, the low one shifted
+ * up; so no widening on the way in and no packing on the way out, where the compiler's
+ * vectorisation of the portable kernel does both (bench/reduce-kernels: 0.34 ns an element,
+ * these kernels: see BENCHMARKS.md). The rounding is half.h's, in integers, bit for bit
+ * (subnormals too); NaN: the top half, made quiet.
+ */
+__attribute__((target("avx2"))) static inline __m256i tt_bf16_round_avx2(__m256 r)
+{
+    __m256i u = _mm256_castps_si256(r);
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i q = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), odd);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                     _mm256_set1_epi32(0x7f800000));
+    return _mm256_blendv_epi8(q, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), nan);
+}
+#define TT_BF16_HI(v) _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)))
+#define TT_BF16_LO(v) _mm256_castsi256_ps(_mm256_slli_epi32(v, 16))
+/* Rounded lanes (bfloat16 in their top halves) back into pairs: lo's to the low half. */
+#define TT_BF16_PAIR(lo, hi) _mm256_blend_epi16(_mm256_srli_epi32(lo, 16), hi, 0xaa)
+
+#define TT_KERNEL_BF16A(name, VEXPR, tail)                                                         \
+    __attribute__((target("avx2"))) static void name(void *d0_, void *d1_, const void *a_,         \
+                                                     const void *b_, size_t n)                     \
+    {                                                                                              \
+        uint16_t *d0 = d0_, *d1 = d1_;                                                             \
+        const uint16_t *a = a_, *b = b_;                                                           \
+        size_t i = 0;                                                                              \
+        for (; i + 16 <= n; i += 16) {                                                             \
+            __m256i va = _mm256_loadu_si256((const __m256i *)(a + i));                             \
+            __m256i vb = _mm256_loadu_si256((const __m256i *)(b + i));                             \
+            __m256 x = TT_BF16_HI(va), y = TT_BF16_HI(vb);                                         \
+            __m256i hi = tt_bf16_round_avx2(VEXPR);                                                \
+            x = TT_BF16_LO(va), y = TT_BF16_LO(vb);                                                \
+            __m256i r = TT_BF16_PAIR(tt_bf16_round_avx2(VEXPR), hi);                               \
+            _mm256_storeu_si256((__m256i *)(d0 + i), r);                                           \
+            if (d1)                                                                                \
+                _mm256_storeu_si256((__m256i *)(d1 + i), r);                                       \
+        }                                                                                          \
+        if (i < n)                                                                                 \
+            tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i);                                 \
+    }
+
+TT_KERNEL_BF16A(sum_bf16a, TT_V_SUM(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_SUM))
+TT_KERNEL_BF16A(prod_bf16a, TT_V_PROD(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_PROD))
+TT_KERNEL_BF16A(min_bf16a, TT_V_MIN(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_MIN))
+TT_KERNEL_BF16A(max_bf16a, TT_V_MAX(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_MAX))
+static const tt_reduce_fn bf16a_kernels[4] = {sum_bf16a, prod_bf16a, min_bf16a, max_bf16a};
+
+/* float16 with F16C, as the reduction kernels above; the tail through the portable kernel. */
+__attribute__((target("avx2,f16c"))) static void premul_f16c(void *d_, const void *s_, size_t n,
+                                                             const void *k_)
+{
+    uint16_t *d = d_, kb;
+    const uint16_t *s = s_;
+    size_t i = 0;
+
+    memcpy(&kb, k_, sizeof(kb));
+    __m256 k = _mm256_set1_ps(tt_half_to_float(kb));
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i)));
+        _mm_storeu_si128((__m128i *)(d + i),
+                         _mm256_cvtps_ph(_mm256_mul_ps(x, k), _MM_FROUND_TO_NEAREST_INT));
+    }
+    if (i < n)
+        tt_premul_portable(TUTTI_FLOAT16, d + i, s + i, n - i, k_);
+}
+
+/* bfloat16 with AVX512_BF16, as its reduction kernels: a vector with a subnormal product goes
+ * through the portable kernel. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void
+premul_bf16x(void *d_, const void *s_, size_t n, const void *k_)
+{
+    uint16_t *d = d_, kb;
+    const uint16_t *s = s_;
+    size_t i = 0;
+
+    memcpy(&kb, k_, sizeof(kb));
+    __m512 k = _mm512_set1_ps(tt_bf16_to_float(kb));
+    for (; i + 16 <= n; i += 16) {
+        __m512 r = _mm512_mul_ps(TT_BF16_LOAD(s + i), k);
+        if (TT_BF16_SUBNORMAL(r))
+            tt_premul_portable(TUTTI_BFLOAT16, d + i, s + i, 16, k_);
+        else
+            _mm256_storeu_si256((__m256i *)(d + i), TT_BF16_ROUND(r));
+    }
+    if (i < n)
+        tt_premul_portable(TUTTI_BFLOAT16, d + i, s + i, n - i, k_);
+}
+
+/* bfloat16 with AVX2, as its reduction kernels. */
+__attribute__((target("avx2"))) static void premul_bf16a(void *d_, const void *s_, size_t n,
+                                                         const void *k_)
+{
+    uint16_t *d = d_, kb;
+    const uint16_t *s = s_;
+    size_t i = 0;
+
+    memcpy(&kb, k_, sizeof(kb));
+    __m256 k = _mm256_set1_ps(tt_bf16_to_float(kb));
+    for (; i + 16 <= n; i += 16) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(s + i));
+        __m256i hi = tt_bf16_round_avx2(_mm256_mul_ps(TT_BF16_HI(v), k));
+        __m256i lo = tt_bf16_round_avx2(_mm256_mul_ps(TT_BF16_LO(v), k));
+        _mm256_storeu_si256((__m256i *)(d + i), TT_BF16_PAIR(lo, hi));
+    }
+    if (i < n)
+        tt_premul_portable(TUTTI_BFLOAT16, d + i, s + i, n - i, k_);
+}
+
+/* FP8 with F16C, as its reduction kernels: E4M3's product is scaled back by 2^8. */
+#define TT_PREMUL_FP8(name, E4M3, DT)                                                              \
+    __attribute__((target("avx2,f16c"))) static void name(void *d_, const void *s_, size_t n,      \
+                                                          const void *k_)                          \
+    {                                                                                              \
+        uint8_t *d = d_;                                                                           \
+        const uint8_t *s = s_, *kb = k_;                                                           \
+        size_t i = 0;                                                                              \
+        __m256 k = _mm256_set1_ps(tt_fp8_to_float(*kb, E4M3 ? TT_FP8_E4M3 : TT_FP8_E5M2));         \
+        for (; i + 16 <= n; i += 16) {                                                             \
+            __m256 lo, hi;                                                                         \
+            tt_fp8_load(s + i, E4M3, &lo, &hi);                                                    \
+            tt_fp8_store(d + i, NULL, _mm256_mul_ps(lo, k), _mm256_mul_ps(hi, k), E4M3);           \
+        }                                                                                          \
+        if (i < n)                                                                                 \
+            tt_premul_portable(DT, d + i, s + i, n - i, k_);                                       \
+    }
+TT_PREMUL_FP8(premul_e4m3x, 1, TUTTI_FLOAT8_E4M3)
+TT_PREMUL_FP8(premul_e5m2x, 0, TUTTI_FLOAT8_E5M2)
+
+__attribute__((target("avx2,f16c"))) static void
+pmsum_f16c(void *d0_, void *d1_, const void *a_, const void *b_, size_t n, const void *k_)
+{
+    uint16_t *d0 = d0_, *d1 = d1_, kb;
+    const uint16_t *a = a_, *b = b_;
+    size_t i = 0;
+
+    memcpy(&kb, k_, sizeof(kb));
+    __m256 k = _mm256_set1_ps(tt_half_to_float(kb));
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));
+        __m256 y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));
+        __m128i p = _mm256_cvtps_ph(_mm256_mul_ps(y, k), _MM_FROUND_TO_NEAREST_INT);
+        __m128i r =
+            _mm256_cvtps_ph(_mm256_add_ps(x, _mm256_cvtph_ps(p)), _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128((__m128i *)(d0 + i), r);
+        if (d1)
+            _mm_storeu_si128((__m128i *)(d1 + i), r);
+    }
+    if (i < n)
+        tt_premul_sum_kernel_portable(TUTTI_FLOAT16)(d0 + i, d1 ? d1 + i : NULL, a + i, b + i,
+                                                     n - i, k_);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void
+pmsum_bf16x(void *d0_, void *d1_, const void *a_, const void *b_, size_t n, const void *k_)
+{
+    uint16_t *d0 = d0_, *d1 = d1_, kb;
+    const uint16_t *a = a_, *b = b_;
+    size_t i = 0;
+
+    memcpy(&kb, k_, sizeof(kb));
+    __m512 k = _mm512_set1_ps(tt_bf16_to_float(kb));
+    for (; i + 16 <= n; i += 16) {
+        __m512 p = _mm512_mul_ps(TT_BF16_LOAD(b + i), k), r;
+        __m256i h = TT_BF16_ROUND(p);
+        r = _mm512_add_ps(TT_BF16_LOAD(a + i),
+                          _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+        if (TT_BF16_SUBNORMAL(p) | TT_BF16_SUBNORMAL(r)) {
+            tt_premul_sum_kernel_portable(TUTTI_BFLOAT16)(d0 + i, d1 ? d1 + i : NULL, a + i, b + i,
+                                                          16, k_);
+            continue;
+        }
+        h = TT_BF16_ROUND(r);
+        _mm256_storeu_si256((__m256i *)(d0 + i), h);
+        if (d1)
+            _mm256_storeu_si256((__m256i *)(d1 + i), h);
+    }
+    if (i < n)
+        tt_premul_sum_kernel_portable(TUTTI_BFLOAT16)(d0 + i, d1 ? d1 + i : NULL, a + i, b + i,
+                                                      n - i, k_);
+}
+
+__attribute__((target("avx2"))) static void pmsum_bf16a(void *d0_, void *d1_, const void *a_,
+                                                        const void *b_, size_t n, const void *k_)
+{
+    uint16_t *d0 = d0_, *d1 = d1_, kb;
+    const uint16_t *a = a_, *b = b_;
+    size_t i = 0;
+
+    memcpy(&kb, k_, sizeof(kb));
+    __m256 k = _mm256_set1_ps(tt_bf16_to_float(kb));
+    for (; i + 16 <= n; i += 16) {
+        __m256i va = _mm256_loadu_si256((const __m256i *)(a + i));
+        __m256i vb = _mm256_loadu_si256((const __m256i *)(b + i));
+        /* The products rounded (bfloat16 in the top halves), then the sums. */
+        __m256i ph = tt_bf16_round_avx2(_mm256_mul_ps(TT_BF16_HI(vb), k));
+        __m256i pl = tt_bf16_round_avx2(_mm256_mul_ps(TT_BF16_LO(vb), k));
+        __m256i hi = tt_bf16_round_avx2(_mm256_add_ps(TT_BF16_HI(va), TT_BF16_HI(ph)));
+        __m256i lo = tt_bf16_round_avx2(_mm256_add_ps(TT_BF16_LO(va), TT_BF16_HI(pl)));
+        __m256i r = TT_BF16_PAIR(lo, hi);
+        _mm256_storeu_si256((__m256i *)(d0 + i), r);
+        if (d1)
+            _mm256_storeu_si256((__m256i *)(d1 + i), r);
+    }
+    if (i < n)
+        tt_premul_sum_kernel_portable(TUTTI_BFLOAT16)(d0 + i, d1 ? d1 + i : NULL, a + i, b + i,
+                                                      n - i, k_);
+}
+
+/* FP8: the product rounded to FP8 (stored, then loaded: the store is the rounding), then the
+ * sum. */
+#define TT_PMSUM_FP8(name, E4M3, DT)                                                               \
+    __attribute__((target("avx2,f16c"))) static void name(                                         \
+        void *d0_, void *d1_, const void *a_, const void *b_, size_t n, const void *k_)            \
+    {                                                                                              \
+        uint8_t *d0 = d0_, *d1 = d1_, p[16];                                                       \
+        const uint8_t *a = a_, *b = b_, *kb = k_;                                                  \
+        size_t i = 0;                                                                              \
+        __m256 k = _mm256_set1_ps(tt_fp8_to_float(*kb, E4M3 ? TT_FP8_E4M3 : TT_FP8_E5M2));         \
+        for (; i + 16 <= n; i += 16) {                                                             \
+            __m256 al, ah, bl, bh;                                                                 \
+            tt_fp8_load(b + i, E4M3, &bl, &bh);                                                    \
+            tt_fp8_store(p, NULL, _mm256_mul_ps(bl, k), _mm256_mul_ps(bh, k), E4M3);               \
+            tt_fp8_load(p, E4M3, &bl, &bh);                                                        \
+            tt_fp8_load(a + i, E4M3, &al, &ah);                                                    \
+            tt_fp8_store(d0 + i, d1 ? d1 + i : NULL, _mm256_add_ps(al, bl), _mm256_add_ps(ah, bh), \
+                         E4M3);                                                                    \
+        }                                                                                          \
+        if (i < n)                                                                                 \
+            tt_premul_sum_kernel_portable(DT)(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i,     \
+                                              k_);                                                 \
+    }
+TT_PMSUM_FP8(pmsum_e4m3x, 1, TUTTI_FLOAT8_E4M3)
+TT_PMSUM_FP8(pmsum_e5m2x, 0, TUTTI_FLOAT8_E5M2)
+
+/* AVX512_BF16 here (with the AVX-512 subsets its intrinsics use)? */
+static int tt_cpu_bf16(void)
+{
+    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+}
+
+/* AVX2 and F16C here (every x86-64-v3 CPU)? */
+static int tt_cpu_f16c(void)
+{
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
+
+tt_reduce_fn tt_reduce_kernel_cpu(tutti_dtype_t dtype, tutti_op_t op)
+{
+    if ((unsigned)op > TUTTI_MAX)
+        return NULL;
+    switch (dtype) {
+    case TUTTI_FLOAT16: return tt_cpu_f16c() ? f16c_kernels[op] : NULL;
+    case TUTTI_BFLOAT16:
+        return tt_cpu_bf16()                    ? bf16x_kernels[op]
+               : __builtin_cpu_supports("avx2") ? bf16a_kernels[op]
+                                                : NULL;
+    case TUTTI_FLOAT8_E4M3:
+    case TUTTI_FLOAT8_E5M2:
+        return tt_cpu_f16c() ? fp8_kernels[dtype == TUTTI_FLOAT8_E5M2][op] : NULL;
+    default: return NULL;
+    }
+}
+
+tt_scale_fn tt_premul_cpu(tutti_dtype_t dtype)
+{
+    switch (dtype) {
+    case TUTTI_FLOAT16: return tt_cpu_f16c() ? premul_f16c : NULL;
+    case TUTTI_BFLOAT16:
+        return tt_cpu_bf16() ? premul_bf16x : __builtin_cpu_supports("avx2") ? premul_bf16a : NULL;
+    case TUTTI_FLOAT8_E4M3: return tt_cpu_f16c() ? premul_e4m3x : NULL;
+    case TUTTI_FLOAT8_E5M2: return tt_cpu_f16c() ? premul_e5m2x : NULL;
+    default: return NULL;
+    }
+}
+
+tt_premul_fn tt_premul_sum_kernel_cpu(tutti_dtype_t dtype)
+{
+    switch (dtype) {
+    case TUTTI_FLOAT16: return tt_cpu_f16c() ? pmsum_f16c : NULL;
+    case TUTTI_BFLOAT16:
+        return tt_cpu_bf16() ? pmsum_bf16x : __builtin_cpu_supports("avx2") ? pmsum_bf16a : NULL;
+    case TUTTI_FLOAT8_E4M3: return tt_cpu_f16c() ? pmsum_e4m3x : NULL;
+    case TUTTI_FLOAT8_E5M2: return tt_cpu_f16c() ? pmsum_e5m2x : NULL;
+    default: return NULL;
+    }
+}
+
+#else /* no x86-64 conversion instructions: the portable kernels throughout */
+
+tt_reduce_fn tt_reduce_kernel_cpu(tutti_dtype_t dtype, tutti_op_t op)
+{
+    (void)dtype, (void)op;
+    return NULL;
+}
+
+tt_scale_fn tt_premul_cpu(tutti_dtype_t dtype)
+{
+    (void)dtype;
+    return NULL;
+}
+
+tt_premul_fn tt_premul_sum_kernel_cpu(tutti_dtype_t dtype)
+{
+    (void)dtype;
+    return NULL;
+}
+#endif
