@@ -2,8 +2,10 @@
  * reduce-kernels.c -- the host reduction kernels (lib/reduce.c) alone: nanoseconds per element
  * and GB/s of one input, in place (d0 == a, the way the executor calls them), best of 5, for
  * every dtype with SUM and the ops named, on buffers that stay in cache. The figure the
- * float16 and FP8 rows of BENCHMARKS.md come from. Two more: `premul` (tt_premul, the
- * pre-pass of a premul-sum operator, a = a * k) and `mulsum` (the fused step, a = a + b * k).
+ * float16 and FP8 rows of BENCHMARKS.md come from. Three more: `premul` (tt_premul, the
+ * pre-pass of a premul-sum operator, a = a * k), `mulsum` (the fused step, a = a + b * k) and
+ * `divide` (tt_postop_avg, AVG's division, here by 3, each time after a copy of fresh values:
+ * the figure includes the copy).
  *
  *   build/bench/reduce-kernels [-p] [COUNT [OP ...]]   (default 65536 elements, sum)
  *
@@ -42,8 +44,11 @@ int main(int argc, char **argv)
                 op = o;
         if (!strcmp(name, "premul") || !strcmp(name, "mulsum"))
             op = name[0] == 'p' ? TUTTI_NUM_OPS : TUTTI_NUM_OPS + 1;
+        if (!strcmp(name, "divide"))
+            op = TUTTI_NUM_OPS + 2;
         if (op < 0) {
-            fprintf(stderr, "reduce-kernels: unknown op %s (sum prod min max avg premul mulsum)\n",
+            fprintf(stderr,
+                    "reduce-kernels: unknown op %s (sum prod min max avg premul mulsum divide)\n",
                     name);
             return 2;
         }
@@ -55,6 +60,8 @@ int main(int argc, char **argv)
             tt_premul_fn pm = (portable ? tt_premul_sum_kernel_portable : tt_premul_sum_kernel)(t);
             void (*scale)(tutti_dtype_t, void *, const void *, size_t, const void *) =
                 portable ? tt_premul_portable : tt_premul;
+            void (*avg)(tutti_dtype_t, void *, size_t, int) =
+                portable ? tt_postop_avg_portable : tt_postop_avg;
             unsigned char one[8] = {0};
             long iters = (long)(100000000 / (n * es)) + 1;
             double best = 1e30;
@@ -75,7 +82,10 @@ int main(int argc, char **argv)
                         scale(t, a, a, n, one);
                     else if (op == TUTTI_NUM_OPS + 1)
                         pm(a, NULL, a, b, n, one);
-                    else
+                    else if (op == TUTTI_NUM_OPS + 2) {
+                        memcpy(a, b, n * es); /* fresh values: no underflow to subnormals */
+                        avg(t, a, n, 3);
+                    } else
                         f(a, NULL, a, b, n);
                 }
                 double dt = (tt_now() - t0) / (double)iters;

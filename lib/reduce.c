@@ -159,7 +159,7 @@ tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op)
             p[i] = FROM_F(TO_F(p[i]) / (float)divisor);                                            \
     } while (0)
 
-void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor)
+void tt_postop_avg_portable(tutti_dtype_t dtype, void *d, size_t n, int divisor)
 {
     if (divisor <= 1)
         return;
@@ -178,6 +178,16 @@ void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor)
     case TUTTI_FLOAT8_E5M2: TT_DIV16_LOOP(uint8_t, e5m2_to_f, f_to_e5m2); break;
     default: break;
     }
+}
+
+void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor)
+{
+    tt_avg_fn cpu =
+        (unsigned)dtype < TUTTI_NUM_DTYPES && divisor > 1 ? tt_postop_avg_cpu(dtype) : NULL;
+    if (cpu)
+        cpu(d, n, divisor);
+    else
+        tt_postop_avg_portable(dtype, d, n, divisor);
 }
 
 /* d[i] = s[i] * k, k the scalar's bits as T (C: the compute type, unsigned for integers). */

@@ -23,6 +23,8 @@ tt_reduce_fn tt_reduce_kernel_portable(tutti_dtype_t dtype, tutti_op_t op);
 
 /* d[i] /= divisor (integers truncate toward zero; halves compute in float and round). */
 void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor);
+void tt_postop_avg_portable(tutti_dtype_t dtype, void *d, size_t n, int divisor);
+typedef void (*tt_avg_fn)(void *d, size_t n, int divisor);
 
 /* d[i] = s[i] * *scalar (of dtype) for i < n: PROD's arithmetic (integers wrap; halves and
  * FP8 compute in float and round). d may be s. The pre-pass of premul-sum operators. */
@@ -40,9 +42,10 @@ tt_premul_fn tt_premul_sum_kernel_portable(tutti_dtype_t dtype);
 
 /* The kernels with this CPU's conversion instructions for (dtype, op: SUM to MAX), NULL where
  * it has none for them (reduce_x86.c; on other CPUs always NULL): tt_reduce_kernel,
- * tt_premul and tt_premul_sum_kernel's first choice. */
+ * tt_premul, tt_premul_sum_kernel and tt_postop_avg's first choice. */
 tt_reduce_fn tt_reduce_kernel_cpu(tutti_dtype_t dtype, tutti_op_t op);
 tt_scale_fn tt_premul_cpu(tutti_dtype_t dtype);
 tt_premul_fn tt_premul_sum_kernel_cpu(tutti_dtype_t dtype);
+tt_avg_fn tt_postop_avg_cpu(tutti_dtype_t dtype); /* divisor > 1 */
 
 #endif

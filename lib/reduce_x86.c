@@ -92,8 +92,19 @@ __attribute__((target("avx2,f16c"))) static inline void tt_fp8_load(const uint8_
     *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }
 
-__attribute__((target("avx2,f16c"))) static inline void tt_fp8_store(uint8_t *d0, uint8_t *d1,
-                                                                     __m256 lo, __m256 hi, int e4m3)
+/* Lanes of |x| OP |y| (32-bit masks, lo's eight then hi's) as sixteen 16-bit masks. */
+#define TT_ABS(v) _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)))
+#define TT_CMP16(xl, xh, yl, yh, OP)                                                               \
+    _mm256_permute4x64_epi64(                                                                      \
+        _mm256_packs_epi32(_mm256_castps_si256(_mm256_cmp_ps(TT_ABS(xl), TT_ABS(yl), OP)),         \
+                           _mm256_castps_si256(_mm256_cmp_ps(TT_ABS(xh), TT_ABS(yh), OP))),        \
+        0xd8)
+
+/* exact: the floats may be any, not only the results of one operation on two FP8 values
+ * (AVG's quotients), so the second rounding may not be exact: where the float16 lands on an
+ * FP8 midpoint that the float is not on, round by the side of it the float lies. */
+__attribute__((target("avx2,f16c"))) static inline void
+tt_fp8_store(uint8_t *d0, uint8_t *d1, __m256 lo, __m256 hi, int e4m3, int exact)
 {
     const int sh = e4m3 ? 7 : 8; /* float16 bits below the FP8 code's */
 
@@ -102,7 +113,18 @@ __attribute__((target("avx2,f16c"))) static inline void tt_fp8_store(uint8_t *d0
     __m256i m = _mm256_and_si256(h, _mm256_set1_epi16(0x7fff));
     __m256i odd = _mm256_and_si256(_mm256_srli_epi16(m, sh), _mm256_set1_epi16(1));
     __m256i q = _mm256_add_epi16(_mm256_add_epi16(m, _mm256_set1_epi16((1 << (sh - 1)) - 1)), odd);
-    q = _mm256_min_epu16(_mm256_srli_epi16(q, sh), _mm256_set1_epi16(e4m3 ? 0x7e : 0x7b));
+    q = _mm256_srli_epi16(q, sh);
+    if (exact) {
+        __m256 bl = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+        __m256 bh = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+        __m256i gt = TT_CMP16(lo, hi, bl, bh, _CMP_GT_OQ),
+                lt = TT_CMP16(lo, hi, bl, bh, _CMP_LT_OQ);
+        __m256i mid = _mm256_cmpeq_epi16(_mm256_and_si256(m, _mm256_set1_epi16((1 << sh) - 1)),
+                                         _mm256_set1_epi16(1 << (sh - 1)));
+        q = _mm256_blendv_epi8(q, _mm256_sub_epi16(_mm256_srli_epi16(m, sh), gt),
+                               _mm256_and_si256(mid, _mm256_or_si256(gt, lt)));
+    }
+    q = _mm256_min_epu16(q, _mm256_set1_epi16(e4m3 ? 0x7e : 0x7b));
     q = _mm256_blendv_epi8(q, _mm256_set1_epi16(e4m3 ? 0x7f : 0x7e),
                            _mm256_cmpgt_epi16(m, _mm256_set1_epi16(0x7c00)));
     q = _mm256_or_si256(q, _mm256_srli_epi16(_mm256_andnot_si256(m, h), 8)); /* the sign */
@@ -125,7 +147,7 @@ __attribute__((target("avx2,f16c"))) static inline void tt_fp8_store(uint8_t *d0
             tt_fp8_load(b + i, E4M3, &bl, &bh);                                                    \
             x = al, y = bl, rl = VEXPR;                                                            \
             x = ah, y = bh, rh = VEXPR;                                                            \
-            tt_fp8_store(d0 + i, d1 ? d1 + i : NULL, rl, rh, E4M3);                                \
+            tt_fp8_store(d0 + i, d1 ? d1 + i : NULL, rl, rh, E4M3, 0);                             \
         }                                                                                          \
         if (i < n)                                                                                 \
             tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i);                                 \
@@ -321,7 +343,7 @@ __attribute__((target("avx2"))) static void premul_bf16a(void *d_, const void *s
         for (; i + 16 <= n; i += 16) {                                                             \
             __m256 lo, hi;                                                                         \
             tt_fp8_load(s + i, E4M3, &lo, &hi);                                                    \
-            tt_fp8_store(d + i, NULL, _mm256_mul_ps(lo, k), _mm256_mul_ps(hi, k), E4M3);           \
+            tt_fp8_store(d + i, NULL, _mm256_mul_ps(lo, k), _mm256_mul_ps(hi, k), E4M3, 0);        \
         }                                                                                          \
         if (i < n)                                                                                 \
             tt_premul_portable(DT, d + i, s + i, n - i, k_);                                       \
@@ -422,11 +444,11 @@ __attribute__((target("avx2"))) static void pmsum_bf16a(void *d0_, void *d1_, co
         for (; i + 16 <= n; i += 16) {                                                             \
             __m256 al, ah, bl, bh;                                                                 \
             tt_fp8_load(b + i, E4M3, &bl, &bh);                                                    \
-            tt_fp8_store(p, NULL, _mm256_mul_ps(bl, k), _mm256_mul_ps(bh, k), E4M3);               \
+            tt_fp8_store(p, NULL, _mm256_mul_ps(bl, k), _mm256_mul_ps(bh, k), E4M3, 0);            \
             tt_fp8_load(p, E4M3, &bl, &bh);                                                        \
             tt_fp8_load(a + i, E4M3, &al, &ah);                                                    \
             tt_fp8_store(d0 + i, d1 ? d1 + i : NULL, _mm256_add_ps(al, bl), _mm256_add_ps(ah, bh), \
-                         E4M3);                                                                    \
+                         E4M3, 0);                                                                 \
         }                                                                                          \
         if (i < n)                                                                                 \
             tt_premul_sum_kernel_portable(DT)(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i,     \
@@ -434,6 +456,56 @@ __attribute__((target("avx2"))) static void pmsum_bf16a(void *d0_, void *d1_, co
     }
 TT_PMSUM_FP8(pmsum_e4m3x, 1, TUTTI_FLOAT8_E4M3)
 TT_PMSUM_FP8(pmsum_e5m2x, 0, TUTTI_FLOAT8_E5M2)
+
+/* AVG's division, d[i] /= divisor in float, as the portable loops (float16 and bfloat16 round
+ * once, as there; FP8 exactly, as above). */
+__attribute__((target("avx2,f16c"))) static void avg_f16c(void *d_, size_t n, int divisor)
+{
+    uint16_t *d = d_;
+    size_t i = 0;
+    __m256 v = _mm256_set1_ps((float)divisor);
+
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + i)));
+        _mm_storeu_si128((__m128i *)(d + i),
+                         _mm256_cvtps_ph(_mm256_div_ps(x, v), _MM_FROUND_TO_NEAREST_INT));
+    }
+    if (i < n)
+        tt_postop_avg_portable(TUTTI_FLOAT16, d + i, n - i, divisor);
+}
+
+__attribute__((target("avx2"))) static void avg_bf16a(void *d_, size_t n, int divisor)
+{
+    uint16_t *d = d_;
+    size_t i = 0;
+    __m256 v = _mm256_set1_ps((float)divisor);
+
+    for (; i + 16 <= n; i += 16) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(d + i));
+        __m256i hi = tt_bf16_round_avx2(_mm256_div_ps(TT_BF16_HI(x), v));
+        __m256i lo = tt_bf16_round_avx2(_mm256_div_ps(TT_BF16_LO(x), v));
+        _mm256_storeu_si256((__m256i *)(d + i), TT_BF16_PAIR(lo, hi));
+    }
+    if (i < n)
+        tt_postop_avg_portable(TUTTI_BFLOAT16, d + i, n - i, divisor);
+}
+
+#define TT_AVG_FP8(name, E4M3, DT)                                                                 \
+    __attribute__((target("avx2,f16c"))) static void name(void *d_, size_t n, int divisor)         \
+    {                                                                                              \
+        uint8_t *d = d_;                                                                           \
+        size_t i = 0;                                                                              \
+        __m256 v = _mm256_set1_ps((float)divisor);                                                 \
+        for (; i + 16 <= n; i += 16) {                                                             \
+            __m256 lo, hi;                                                                         \
+            tt_fp8_load(d + i, E4M3, &lo, &hi);                                                    \
+            tt_fp8_store(d + i, NULL, _mm256_div_ps(lo, v), _mm256_div_ps(hi, v), E4M3, 1);        \
+        }                                                                                          \
+        if (i < n)                                                                                 \
+            tt_postop_avg_portable(DT, d + i, n - i, divisor);                                     \
+    }
+TT_AVG_FP8(avg_e4m3x, 1, TUTTI_FLOAT8_E4M3)
+TT_AVG_FP8(avg_e5m2x, 0, TUTTI_FLOAT8_E5M2)
 
 /* AVX512_BF16 here (with the AVX-512 subsets its intrinsics use)? */
 static int tt_cpu_bf16(void)
@@ -489,7 +561,24 @@ tt_premul_fn tt_premul_sum_kernel_cpu(tutti_dtype_t dtype)
     }
 }
 
+tt_avg_fn tt_postop_avg_cpu(tutti_dtype_t dtype)
+{
+    switch (dtype) {
+    case TUTTI_FLOAT16: return tt_cpu_f16c() ? avg_f16c : NULL;
+    case TUTTI_BFLOAT16: return __builtin_cpu_supports("avx2") ? avg_bf16a : NULL;
+    case TUTTI_FLOAT8_E4M3: return tt_cpu_f16c() ? avg_e4m3x : NULL;
+    case TUTTI_FLOAT8_E5M2: return tt_cpu_f16c() ? avg_e5m2x : NULL;
+    default: return NULL;
+    }
+}
+
 #else /* no x86-64 conversion instructions: the portable kernels throughout */
+
+tt_avg_fn tt_postop_avg_cpu(tutti_dtype_t dtype)
+{
+    (void)dtype;
+    return NULL;
+}
 
 tt_reduce_fn tt_reduce_kernel_cpu(tutti_dtype_t dtype, tutti_op_t op)
 {

@@ -640,3 +640,41 @@ Test(reduce, fp8_every_pair)
         }
     free(a), free(b), free(d), free(p), free(kk), free(q);
 }
+
+/* AVG's division, every code of the 16- and 8-bit floats by divisors small and large, through
+ * the post-op this CPU runs (reduce_x86.c's where present) against the portable one, bit for
+ * bit, and for FP8 against the reference too (the float quotient rounded once: the vector
+ * path rounds through float16 and must not round twice). Lengths leave vector tails. */
+Test(reduce, avg_every_code)
+{
+    const int divs[] = {2,  3,  5,   6,   7,    9,    10,    11,      12,           13,
+                        24, 96, 100, 127, 1000, 4099, 65537, 1 << 20, (1 << 30) + 3};
+    const size_t n = 65536 + 7;
+    uint16_t *h = malloc(n * 2), *g = malloc(n * 2);
+
+    for (size_t j = 0; j < sizeof(divs) / sizeof(divs[0]); j++)
+        for (int t = TUTTI_FLOAT16; t <= TUTTI_BFLOAT16; t++) {
+            for (size_t i = 0; i < n; i++)
+                h[i] = g[i] = (uint16_t)(i - 7);
+            tt_postop_avg((tutti_dtype_t)t, h, n, divs[j]);
+            tt_postop_avg_portable((tutti_dtype_t)t, g, n, divs[j]);
+            for (size_t i = 0; i < n; i++)
+                same_bits((tutti_dtype_t)t, g[i], h[i], "avg", (size_t)divs[j], i);
+        }
+    for (int t = TUTTI_FLOAT8_E4M3; t <= TUTTI_FLOAT8_E5M2; t++) {
+        int mb = fp8_mbits((tutti_dtype_t)t);
+        uint8_t c[256 + 7], e[256 + 7];
+        for (int dv = 2; dv < 1200; dv += dv < 300 ? 1 : 37) {
+            for (size_t i = 0; i < sizeof(c); i++)
+                c[i] = e[i] = (uint8_t)(i - 7);
+            tt_postop_avg((tutti_dtype_t)t, c, sizeof(c), dv);
+            tt_postop_avg_portable((tutti_dtype_t)t, e, sizeof(e), dv);
+            for (size_t i = 0; i < sizeof(c); i++) {
+                volatile float q = (float)fp8_val((uint8_t)(i - 7), mb) / (float)dv;
+                same_bits((tutti_dtype_t)t, fp8_ref(q, mb), c[i], "avg", (size_t)dv, i);
+                same_bits((tutti_dtype_t)t, e[i], c[i], "avg against portable", (size_t)dv, i);
+            }
+        }
+    }
+    free(h), free(g);
+}
