@@ -13,6 +13,7 @@
  * Summation order is the same on every rank (all-gathered parts are added in rank order),
  * so every rank ends with bitwise the same gradients.
  */
+#include "half.h"
 #include "hooks.h"
 
 #include <math.h>
@@ -20,78 +21,6 @@
 #include <string.h>
 
 #define INT8_BLOCK 256
-
-/* ---- float16 / bfloat16, round to nearest even ---- */
-
-static uint16_t to_fp16(float f)
-{
-    uint32_t x, sign, mant;
-    int exp;
-
-    memcpy(&x, &f, 4);
-    sign = (x >> 16) & 0x8000u;
-    exp = (int)((x >> 23) & 0xff);
-    mant = x & 0x7fffffu;
-    if (exp == 0xff)
-        return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-    exp = exp - 127 + 15;
-    if (exp >= 0x1f)
-        return (uint16_t)(sign | 0x7c00u);
-    if (exp <= 0) {
-        uint32_t m, shift, half, r;
-        if (exp < -10)
-            return (uint16_t)sign;
-        m = mant | 0x800000u;
-        shift = (uint32_t)(14 - exp);
-        half = 1u << (shift - 1);
-        r = m >> shift;
-        if ((m & ((1u << shift) - 1)) > half || ((m & ((1u << shift) - 1)) == half && (r & 1)))
-            r++;
-        return (uint16_t)(sign | r);
-    }
-    {
-        uint32_t r = ((uint32_t)exp << 10) | (mant >> 13), rest = mant & 0x1fffu;
-        if (rest > 0x1000u || (rest == 0x1000u && (r & 1)))
-            r++; /* may carry into the exponent: that is the right rounding */
-        return (uint16_t)(sign | r);
-    }
-}
-
-static float from_fp16(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, x;
-    float f;
-
-    if (exp == 0) {
-        f = ldexpf((float)mant, -24);
-        return sign ? -f : f;
-    }
-    if (exp == 0x1f)
-        x = sign | 0x7f800000u | (mant << 13);
-    else
-        x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-static uint16_t to_bf16(float f)
-{
-    uint32_t x;
-
-    memcpy(&x, &f, 4);
-    if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu))
-        return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
-    x += 0x7fffu + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
-}
-
-static float from_bf16(uint16_t h)
-{
-    uint32_t x = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
 
 static tutti_result_t half_pack(void *arg)
 {
@@ -101,12 +30,7 @@ static tutti_result_t half_pack(void *arg)
     float inv = 1.0f / (float)d->nranks;
     uint16_t *h = d->hook->half;
 
-    if (d->cfg.hook == TUTTI_DDP_HOOK_FP16)
-        for (size_t j = 0; j < b->count; j++)
-            h[j] = to_fp16(data[j] * inv);
-    else
-        for (size_t j = 0; j < b->count; j++)
-            h[j] = to_bf16(data[j] * inv);
+    ddp_half_pack(h, data, b->count, inv, d->cfg.hook == TUTTI_DDP_HOOK_BF16);
     return TUTTI_SUCCESS;
 }
 
@@ -117,12 +41,7 @@ static tutti_result_t half_unpack(void *arg)
     float *data = ddp_bucket_data(d, b);
     const uint16_t *h = d->hook->half;
 
-    if (d->cfg.hook == TUTTI_DDP_HOOK_FP16)
-        for (size_t j = 0; j < b->count; j++)
-            data[j] = from_fp16(h[j]);
-    else
-        for (size_t j = 0; j < b->count; j++)
-            data[j] = from_bf16(h[j]);
+    ddp_half_unpack(data, h, b->count, d->cfg.hook == TUTTI_DDP_HOOK_BF16);
     return TUTTI_SUCCESS;
 }
 

@@ -39,7 +39,7 @@ asan|tsan)
         meson test -C "$dir" --no-rebuild --print-errorlogs --suite unit --suite faults | tee "$out"
         meson test -C "$dir" --no-rebuild --print-errorlogs launcher env perf streams ddp |
             tee -a "$out"
-        want=13
+        want=14
         # Recursive halving's scratch buffer on real ranks (one folds in), then a larger call
         # that grows it.
         TUTTI_ALGO=reduce_scatter:rh TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 3 \
