@@ -21,7 +21,9 @@ typedef void (*tt_reduce_fn)(void *d0, void *d1, const void *a, const void *b, s
 tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op);
 tt_reduce_fn tt_reduce_kernel_portable(tutti_dtype_t dtype, tutti_op_t op);
 
-/* d[i] /= divisor (integers truncate toward zero; halves compute in float and round). */
+/* d[i] /= divisor (integers truncate toward zero; halves compute in float and round). Here and
+ * below, *_portable: the same without reduce_x86.c's kernels, bit for bit (a NaN's sign aside;
+ * tests, benchmarks, and those kernels' tails). */
 void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor);
 void tt_postop_avg_portable(tutti_dtype_t dtype, void *d, size_t n, int divisor);
 typedef void (*tt_avg_fn)(void *d, size_t n, int divisor);
