@@ -318,6 +318,36 @@ static tutti_result_t postop(struct tt_exec *x, const struct tt_step *s, void *d
     return TUTTI_SUCCESS;
 }
 
+/*
+ * A reduction that gives a segment's final value into dst (and, when slot != NULL, the send
+ * slot): AVG's division follows it (postop). On the host the reduction, the division and the
+ * copy to the slot go a block at a time, so each pass finds the block in cache: three passes
+ * over the whole segment made a float32 AVG all-reduce take 1.3-1.6x a SUM's time. The same
+ * kernels, so the same bits. Without a division, one reduction writing both.
+ */
+#define TT_AVG_BLOCK 16384
+static tutti_result_t reduce_final(struct tt_exec *x, const struct tt_step *s,
+                                   const struct tt_conn *sc, char *dst, char *slot, const char *a,
+                                   const char *b, size_t n)
+{
+    int avg = (s->flags & TT_STEP_POSTOP) && x->op == TUTTI_AVG;
+    size_t step = avg && !x->mover ? TT_AVG_BLOCK / x->esize : n, o = 0;
+    tutti_result_t r;
+
+    if (!avg)
+        return mv_reduce_src(x, s, dst, slot, a, b, n);
+    do {
+        size_t m = n - o < step ? n - o : step, off = o * x->esize;
+        r = mv_reduce_src(x, s, dst + off, NULL, a + off, b + off, m);
+        if (r == TUTTI_SUCCESS)
+            r = postop(x, s, dst + off, m);
+        if (r == TUTTI_SUCCESS && slot)
+            r = mv_copy_out(x, sc, slot + off, dst + off, m * x->esize);
+        o += m;
+    } while (o < n && r == TUTTI_SUCCESS);
+    return r;
+}
+
 /* Queue c for flushing (its committed messages, or a device connection's releases). */
 static void pend_add(struct tt_exec *x, struct tt_conn *c)
 {
@@ -457,21 +487,9 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
     case TT_PRIM_SEND: r = zc_src ? TUTTI_SUCCESS : mv_copy_src(x, s, sc, sslot, src, n); break;
     case TT_PRIM_RECV: r = in_dst ? TUTTI_SUCCESS : mv_copy(x, dst, rslot, bytes); break;
     case TT_PRIM_RECV_REDUCE_SEND: r = mv_reduce_src(x, s, sslot, NULL, rslot, src, n); break;
-    case TT_PRIM_RECV_REDUCE_COPY:
-        r = mv_reduce_src(x, s, dst, NULL, rslot, src, n);
-        if (r == TUTTI_SUCCESS)
-            r = postop(x, s, dst, n);
-        break;
+    case TT_PRIM_RECV_REDUCE_COPY: r = reduce_final(x, s, NULL, dst, NULL, rslot, src, n); break;
     case TT_PRIM_RECV_REDUCE_COPY_SEND:
-        if ((s->flags & TT_STEP_POSTOP) && x->op == TUTTI_AVG) {
-            r = mv_reduce_src(x, s, dst, NULL, rslot, src, n);
-            if (r == TUTTI_SUCCESS)
-                r = postop(x, s, dst, n);
-            if (r == TUTTI_SUCCESS && !zc_src)
-                r = mv_copy_out(x, sc, sslot, dst, bytes);
-        } else {
-            r = mv_reduce_src(x, s, dst, zc_src ? NULL : sslot, rslot, src, n);
-        }
+        r = reduce_final(x, s, sc, dst, zc_src ? NULL : sslot, rslot, src, n);
         break;
     case TT_PRIM_RECV_COPY_SEND:
         r = in_dst ? TUTTI_SUCCESS : mv_copy(x, dst, rslot, bytes);

@@ -159,6 +159,23 @@ tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op)
             p[i] = FROM_F(TO_F(p[i]) / (float)divisor);                                            \
     } while (0)
 
+/* float32 and float64: by a power of two (2, 4, 8 ranks), the product with the reciprocal,
+ * which is exact and so the same value as the quotient, and several times faster than a
+ * division (a 2-rank float32 AVG all-reduce took 1.3-1.7x a SUM's time, dividing). */
+#define TT_DIVF(name, T)                                                                           \
+    TT_CLONES static void name(void *d, size_t n, int divisor)                                     \
+    {                                                                                              \
+        T *p = d, v = (T)divisor, k = (T)1 / v;                                                    \
+        if ((divisor & (divisor - 1)) == 0)                                                        \
+            for (size_t i = 0; i < n; i++)                                                         \
+                p[i] *= k;                                                                         \
+        else                                                                                       \
+            for (size_t i = 0; i < n; i++)                                                         \
+                p[i] /= v;                                                                         \
+    }
+TT_DIVF(div_f32, float)
+TT_DIVF(div_f64, double)
+
 void tt_postop_avg_portable(tutti_dtype_t dtype, void *d, size_t n, int divisor)
 {
     if (divisor <= 1)
@@ -172,8 +189,8 @@ void tt_postop_avg_portable(tutti_dtype_t dtype, void *d, size_t n, int divisor)
     case TUTTI_UINT64: TT_DIV_LOOP(uint64_t); break;
     case TUTTI_FLOAT16: TT_DIV16_LOOP(uint16_t, tt_half_to_float, tt_float_to_half); break;
     case TUTTI_BFLOAT16: TT_DIV16_LOOP(uint16_t, tt_bf16_to_float, tt_float_to_bf16); break;
-    case TUTTI_FLOAT32: TT_DIV_LOOP(float); break;
-    case TUTTI_FLOAT64: TT_DIV_LOOP(double); break;
+    case TUTTI_FLOAT32: div_f32(d, n, divisor); break;
+    case TUTTI_FLOAT64: div_f64(d, n, divisor); break;
     case TUTTI_FLOAT8_E4M3: TT_DIV16_LOOP(uint8_t, e4m3_to_f, f_to_e4m3); break;
     case TUTTI_FLOAT8_E5M2: TT_DIV16_LOOP(uint8_t, e5m2_to_f, f_to_e5m2); break;
     default: break;

@@ -678,3 +678,39 @@ Test(reduce, avg_every_code)
     }
     free(h), free(g);
 }
+
+/* AVG's division for float32 and float64, on random bits (subnormals, infinities, NaNs among
+ * them): by powers of two the kernels multiply by the reciprocal, which must give the
+ * quotient, bit for bit, down to subnormal results; other divisors divide. */
+Test(reduce, avg_floats_any_bits)
+{
+    const int divs[] = {2, 4, 8, 64, 1 << 20, 1 << 30, 3, 6, 1000};
+    const size_t n = 100003;
+    float *f = malloc(n * 4), *f0 = malloc(n * 4);
+    double *g = malloc(n * 8), *g0 = malloc(n * 8);
+
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = next();
+        f0[i] = tt_bits_f32((uint32_t)r);
+        memcpy(&g0[i], &r, 8);
+        if (i % 3 == 0) /* tiny: quotients that are subnormal */
+            f0[i] = tt_bits_f32(((uint32_t)r & 0x80ffffffu) | 0x00800000u),
+            g0[i] = ldexp(1.0 + (double)(r % 1000) / 1000, -1015 - (int)(r % 9));
+    }
+    for (size_t j = 0; j < sizeof(divs) / sizeof(divs[0]); j++) {
+        memcpy(f, f0, n * 4);
+        memcpy(g, g0, n * 8);
+        tt_postop_avg(TUTTI_FLOAT32, f, n, divs[j]);
+        tt_postop_avg(TUTTI_FLOAT64, g, n, divs[j]);
+        for (size_t i = 0; i < n; i++) {
+            volatile float wf = f0[i] / (float)divs[j];
+            volatile double wg = g0[i] / (double)divs[j];
+            uint64_t bg, bw;
+            memcpy(&bg, &g[i], 8);
+            memcpy(&bw, (const void *)&wg, 8);
+            same_bits(TUTTI_FLOAT32, tt_f32_bits(wf), tt_f32_bits(f[i]), "avg", (size_t)divs[j], i);
+            same_bits(TUTTI_FLOAT64, bw, bg, "avg", (size_t)divs[j], i);
+        }
+    }
+    free(f), free(f0), free(g), free(g0);
+}
