@@ -184,4 +184,27 @@ struct tt_wait_policy {
 tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
                            const struct tt_label *what);
 
+/*
+ * A chunk's byte moves (exec_move.c), on the host or through x->mover. The step's source is
+ * scaled as it is read where a premul-sum call reads the caller's input (src == sendbuf).
+ *   tt_mv_copy          dst = src
+ *   tt_mv_copy_out      into send connection sc's slot (streaming stores where x says)
+ *   tt_mv_copy_src      the step's source into dst (a slot of sc when sc != NULL), scaled
+ *   tt_mv_reduce_src    dst (and dst2) = a op b, b the step's source, scaled
+ *   tt_mv_postop        AVG's division of a step's final values (others: nothing)
+ *   tt_mv_reduce_final  tt_mv_reduce_src into dst and slot, then AVG's division when the step
+ *                       is final, a block at a time on the host
+ */
+tutti_result_t tt_mv_copy(struct tt_exec *x, void *dst, const void *src, size_t bytes);
+tutti_result_t tt_mv_copy_out(struct tt_exec *x, const struct tt_conn *sc, void *slot,
+                              const void *src, size_t bytes);
+tutti_result_t tt_mv_copy_src(struct tt_exec *x, const struct tt_step *s, const struct tt_conn *sc,
+                              void *dst, const void *src, size_t n);
+tutti_result_t tt_mv_reduce_src(struct tt_exec *x, const struct tt_step *s, void *dst, void *dst2,
+                                const void *a, const void *b, size_t n);
+tutti_result_t tt_mv_postop(struct tt_exec *x, const struct tt_step *s, void *d, size_t n);
+tutti_result_t tt_mv_reduce_final(struct tt_exec *x, const struct tt_step *s,
+                                  const struct tt_conn *sc, char *dst, char *slot, const char *a,
+                                  const char *b, size_t n);
+
 #endif
