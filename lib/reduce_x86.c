@@ -34,31 +34,59 @@
     _mm256_blendv_ps(                                                                              \
         y, x, _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_GT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q)))
 
-/* Eight elements at a time; the tail (fewer than eight) through the portable kernel. */
-#define TT_KERNEL_F16C(name, VEXPR, tail)                                                          \
-    __attribute__((target("avx2,f16c"))) static void name(void *d0_, void *d1_, const void *a_,    \
-                                                          const void *b_, size_t n)                \
+/* The loop of every vector kernel below: W elements a step (the rest of the arguments, which
+ * read and write at i; commas and all); then i is where the tail, fewer than W, begins. */
+#define TT_VLOOP(W, ...)                                                                           \
+    size_t i = 0;                                                                                  \
+    for (; i + (W) <= n; i += (W)) {                                                               \
+        __VA_ARGS__                                                                                \
+    }
+/* A premul step's scalar: the bits at k_ as T (kb), and KDECL, its float value, in every lane. */
+#define TT_SCALAR(KDECL)                                                                           \
+    memcpy(&kb, k_, sizeof(kb));                                                                   \
+    __m256 k = _mm256_set1_ps(KDECL)
+
+/*
+ * A vector kernel (the F16C, AVX2 bfloat16 and FP8 ones below): W elements of storage type T
+ * a step, which STEP computes and stores (from a + i and b + i into d0 + i, and d1 + i when d1
+ * is not NULL); the tail, fewer than W, through the portable kernel.
+ */
+#define TT_VKERNEL(name, TARGET, T, W, STEP, tail)                                                 \
+    __attribute__((target(TARGET))) static void name(void *d0_, void *d1_, const void *a_,         \
+                                                     const void *b_, size_t n)                     \
     {                                                                                              \
-        uint16_t *d0 = d0_, *d1 = d1_;                                                             \
-        const uint16_t *a = a_, *b = b_;                                                           \
-        size_t i = 0;                                                                              \
-        for (; i + 8 <= n; i += 8) {                                                               \
-            __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));                 \
-            __m256 y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));                 \
-            __m128i r = _mm256_cvtps_ph(VEXPR, _MM_FROUND_TO_NEAREST_INT);                         \
-            _mm_storeu_si128((__m128i *)(d0 + i), r);                                              \
-            if (d1)                                                                                \
-                _mm_storeu_si128((__m128i *)(d1 + i), r);                                          \
-        }                                                                                          \
+        T *d0 = d0_, *d1 = d1_;                                                                    \
+        const T *a = a_, *b = b_;                                                                  \
+        TT_VLOOP(W, STEP)                                                                          \
         if (i < n)                                                                                 \
             tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i);                                 \
     }
 
-TT_KERNEL_F16C(sum_f16c, TT_V_SUM(x, y), TT_TAIL(TUTTI_FLOAT16, TUTTI_SUM))
-TT_KERNEL_F16C(prod_f16c, TT_V_PROD(x, y), TT_TAIL(TUTTI_FLOAT16, TUTTI_PROD))
-TT_KERNEL_F16C(min_f16c, TT_V_MIN(x, y), TT_TAIL(TUTTI_FLOAT16, TUTTI_MIN))
-TT_KERNEL_F16C(max_f16c, TT_V_MAX(x, y), TT_TAIL(TUTTI_FLOAT16, TUTTI_MAX))
-static const tt_reduce_fn f16c_kernels[4] = {sum_f16c, prod_f16c, min_f16c, max_f16c};
+/* A family's four kernels, SUM PROD MIN MAX of dtype DT, and their table sfx_kernels. */
+#define TT_FAMILY(KERNEL, sfx, DT, SUMX, PRODX, MINX, MAXX)                                        \
+    KERNEL(sum_##sfx, SUMX, TT_TAIL(DT, TUTTI_SUM))                                                \
+    KERNEL(prod_##sfx, PRODX, TT_TAIL(DT, TUTTI_PROD))                                             \
+    KERNEL(min_##sfx, MINX, TT_TAIL(DT, TUTTI_MIN))                                                \
+    KERNEL(max_##sfx, MAXX, TT_TAIL(DT, TUTTI_MAX))                                                \
+    static const tt_reduce_fn sfx##_kernels[4] = {sum_##sfx, prod_##sfx, min_##sfx, max_##sfx};
+
+/* A step's results r into d0 + i, and d1 + i when d1 is not NULL. */
+#define TT_PUT(STORE, V, r)                                                                        \
+    STORE((V *)(d0 + i), r);                                                                       \
+    if (d1)                                                                                        \
+        STORE((V *)(d1 + i), r);
+
+/* float16: eight elements a step. */
+#define TT_STEP_F16C(VEXPR)                                                                        \
+    __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));                         \
+    __m256 y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));                         \
+    __m128i r = _mm256_cvtps_ph(VEXPR, _MM_FROUND_TO_NEAREST_INT);                                 \
+    TT_PUT(_mm_storeu_si128, __m128i, r)
+#define TT_KERNEL_F16C(name, VEXPR, tail)                                                          \
+    TT_VKERNEL(name, "avx2,f16c", uint16_t, 8, TT_STEP_F16C(VEXPR), tail)
+
+TT_FAMILY(TT_KERNEL_F16C, f16c, TUTTI_FLOAT16, TT_V_SUM(x, y), TT_V_PROD(x, y), TT_V_MIN(x, y),
+          TT_V_MAX(x, y))
 
 /*
  * FP8 through F16C, sixteen elements at a time. An E5M2 code is the top byte of the float16
@@ -134,38 +162,22 @@ tt_fp8_store(uint8_t *d0, uint8_t *d1, __m256 lo, __m256 hi, int e4m3, int exact
         _mm_storeu_si128((__m128i *)d1, b);
 }
 
+#define TT_STEP_FP8(E4M3, VEXPR)                                                                   \
+    __m256 al, ah, bl, bh, x, y, rl, rh;                                                           \
+    tt_fp8_load(a + i, E4M3, &al, &ah);                                                            \
+    tt_fp8_load(b + i, E4M3, &bl, &bh);                                                            \
+    x = al, y = bl, rl = VEXPR;                                                                    \
+    x = ah, y = bh, rh = VEXPR;                                                                    \
+    tt_fp8_store(d0 + i, d1 ? d1 + i : NULL, rl, rh, E4M3, 0);
 #define TT_KERNEL_FP8(name, E4M3, VEXPR, tail)                                                     \
-    __attribute__((target("avx2,f16c"))) static void name(void *d0_, void *d1_, const void *a_,    \
-                                                          const void *b_, size_t n)                \
-    {                                                                                              \
-        uint8_t *d0 = d0_, *d1 = d1_;                                                              \
-        const uint8_t *a = a_, *b = b_;                                                            \
-        size_t i = 0;                                                                              \
-        for (; i + 16 <= n; i += 16) {                                                             \
-            __m256 al, ah, bl, bh, x, y, rl, rh;                                                   \
-            tt_fp8_load(a + i, E4M3, &al, &ah);                                                    \
-            tt_fp8_load(b + i, E4M3, &bl, &bh);                                                    \
-            x = al, y = bl, rl = VEXPR;                                                            \
-            x = ah, y = bh, rh = VEXPR;                                                            \
-            tt_fp8_store(d0 + i, d1 ? d1 + i : NULL, rl, rh, E4M3, 0);                             \
-        }                                                                                          \
-        if (i < n)                                                                                 \
-            tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i);                                 \
-    }
+    TT_VKERNEL(name, "avx2,f16c", uint8_t, 16, TT_STEP_FP8(E4M3, VEXPR), tail)
 
-TT_KERNEL_FP8(sum_e4m3x, 1, TT_V_SUM(x, y), TT_TAIL(TUTTI_FLOAT8_E4M3, TUTTI_SUM))
-TT_KERNEL_FP8(prod_e4m3x, 1, _mm256_mul_ps(TT_V_PROD(x, y), _mm256_set1_ps(256.0f)),
-              TT_TAIL(TUTTI_FLOAT8_E4M3, TUTTI_PROD))
-TT_KERNEL_FP8(min_e4m3x, 1, TT_V_MIN(x, y), TT_TAIL(TUTTI_FLOAT8_E4M3, TUTTI_MIN))
-TT_KERNEL_FP8(max_e4m3x, 1, TT_V_MAX(x, y), TT_TAIL(TUTTI_FLOAT8_E4M3, TUTTI_MAX))
-TT_KERNEL_FP8(sum_e5m2x, 0, TT_V_SUM(x, y), TT_TAIL(TUTTI_FLOAT8_E5M2, TUTTI_SUM))
-TT_KERNEL_FP8(prod_e5m2x, 0, TT_V_PROD(x, y), TT_TAIL(TUTTI_FLOAT8_E5M2, TUTTI_PROD))
-TT_KERNEL_FP8(min_e5m2x, 0, TT_V_MIN(x, y), TT_TAIL(TUTTI_FLOAT8_E5M2, TUTTI_MIN))
-TT_KERNEL_FP8(max_e5m2x, 0, TT_V_MAX(x, y), TT_TAIL(TUTTI_FLOAT8_E5M2, TUTTI_MAX))
-static const tt_reduce_fn fp8_kernels[2][4] = {
-    {sum_e4m3x, prod_e4m3x, min_e4m3x, max_e4m3x},
-    {sum_e5m2x, prod_e5m2x, min_e5m2x, max_e5m2x},
-};
+#define TT_KERNEL_E4M3(name, VEXPR, tail) TT_KERNEL_FP8(name, 1, VEXPR, tail)
+#define TT_KERNEL_E5M2(name, VEXPR, tail) TT_KERNEL_FP8(name, 0, VEXPR, tail)
+TT_FAMILY(TT_KERNEL_E4M3, e4m3x, TUTTI_FLOAT8_E4M3, TT_V_SUM(x, y),
+          _mm256_mul_ps(TT_V_PROD(x, y), _mm256_set1_ps(256.0f)), TT_V_MIN(x, y), TT_V_MAX(x, y))
+TT_FAMILY(TT_KERNEL_E5M2, e5m2x, TUTTI_FLOAT8_E5M2, TT_V_SUM(x, y), TT_V_PROD(x, y), TT_V_MIN(x, y),
+          TT_V_MAX(x, y))
 
 /*
  * bfloat16 on CPUs with AVX512_BF16 (AMD Zen 4, Intel Cooper Lake and Sapphire Rapids on):
@@ -214,11 +226,8 @@ static const tt_reduce_fn fp8_kernels[2][4] = {
             tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i);                                 \
     }
 
-TT_KERNEL_BF16(sum_bf16x, TT_V5_SUM(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_SUM))
-TT_KERNEL_BF16(prod_bf16x, TT_V5_PROD(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_PROD))
-TT_KERNEL_BF16(min_bf16x, TT_V5_MIN(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_MIN))
-TT_KERNEL_BF16(max_bf16x, TT_V5_MAX(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_MAX))
-static const tt_reduce_fn bf16x_kernels[4] = {sum_bf16x, prod_bf16x, min_bf16x, max_bf16x};
+TT_FAMILY(TT_KERNEL_BF16, bf16x, TUTTI_BFLOAT16, TT_V5_SUM(x, y), TT_V5_PROD(x, y), TT_V5_MIN(x, y),
+          TT_V5_MAX(x, y))
 
 /*
  * bfloat16 with AVX2 alone (CPUs without AVX512_BF16): a 32-bit lane holds two bfloat16s, and
@@ -242,52 +251,42 @@ __attribute__((target("avx2"))) static inline __m256i tt_bf16_round_avx2(__m256 
 /* Rounded lanes (bfloat16 in their top halves) back into pairs: lo's to the low half. */
 #define TT_BF16_PAIR(lo, hi) _mm256_blend_epi16(_mm256_srli_epi32(lo, 16), hi, 0xaa)
 
+#define TT_STEP_BF16A(VEXPR)                                                                       \
+    __m256i va = _mm256_loadu_si256((const __m256i *)(a + i));                                     \
+    __m256i vb = _mm256_loadu_si256((const __m256i *)(b + i));                                     \
+    __m256 x = TT_BF16_HI(va), y = TT_BF16_HI(vb);                                                 \
+    __m256i hi = tt_bf16_round_avx2(VEXPR);                                                        \
+    x = TT_BF16_LO(va), y = TT_BF16_LO(vb);                                                        \
+    __m256i r = TT_BF16_PAIR(tt_bf16_round_avx2(VEXPR), hi);                                       \
+    TT_PUT(_mm256_storeu_si256, __m256i, r)
 #define TT_KERNEL_BF16A(name, VEXPR, tail)                                                         \
-    __attribute__((target("avx2"))) static void name(void *d0_, void *d1_, const void *a_,         \
-                                                     const void *b_, size_t n)                     \
+    TT_VKERNEL(name, "avx2", uint16_t, 16, TT_STEP_BF16A(VEXPR), tail)
+
+TT_FAMILY(TT_KERNEL_BF16A, bf16a, TUTTI_BFLOAT16, TT_V_SUM(x, y), TT_V_PROD(x, y), TT_V_MIN(x, y),
+          TT_V_MAX(x, y))
+
+/*
+ * The premul pre-pass d = s * k (k the scalar's bits at k_) as TT_VKERNEL: W elements of T a
+ * step; KDECL makes the float k from kb, STEP scales s + i into d + i.
+ */
+#define TT_VSCALE(name, TARGET, T, W, KDECL, STEP, DT)                                             \
+    __attribute__((target(TARGET))) static void name(void *d_, const void *s_, size_t n,           \
+                                                     const void *k_)                               \
     {                                                                                              \
-        uint16_t *d0 = d0_, *d1 = d1_;                                                             \
-        const uint16_t *a = a_, *b = b_;                                                           \
-        size_t i = 0;                                                                              \
-        for (; i + 16 <= n; i += 16) {                                                             \
-            __m256i va = _mm256_loadu_si256((const __m256i *)(a + i));                             \
-            __m256i vb = _mm256_loadu_si256((const __m256i *)(b + i));                             \
-            __m256 x = TT_BF16_HI(va), y = TT_BF16_HI(vb);                                         \
-            __m256i hi = tt_bf16_round_avx2(VEXPR);                                                \
-            x = TT_BF16_LO(va), y = TT_BF16_LO(vb);                                                \
-            __m256i r = TT_BF16_PAIR(tt_bf16_round_avx2(VEXPR), hi);                               \
-            _mm256_storeu_si256((__m256i *)(d0 + i), r);                                           \
-            if (d1)                                                                                \
-                _mm256_storeu_si256((__m256i *)(d1 + i), r);                                       \
-        }                                                                                          \
+        T *d = d_, kb;                                                                             \
+        const T *s = s_;                                                                           \
+        TT_SCALAR(KDECL);                                                                          \
+        TT_VLOOP(W, STEP)                                                                          \
         if (i < n)                                                                                 \
-            tail(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i);                                 \
+            tt_premul_portable(DT, d + i, s + i, n - i, k_);                                       \
     }
 
-TT_KERNEL_BF16A(sum_bf16a, TT_V_SUM(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_SUM))
-TT_KERNEL_BF16A(prod_bf16a, TT_V_PROD(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_PROD))
-TT_KERNEL_BF16A(min_bf16a, TT_V_MIN(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_MIN))
-TT_KERNEL_BF16A(max_bf16a, TT_V_MAX(x, y), TT_TAIL(TUTTI_BFLOAT16, TUTTI_MAX))
-static const tt_reduce_fn bf16a_kernels[4] = {sum_bf16a, prod_bf16a, min_bf16a, max_bf16a};
-
-/* float16 with F16C, as the reduction kernels above; the tail through the portable kernel. */
-__attribute__((target("avx2,f16c"))) static void premul_f16c(void *d_, const void *s_, size_t n,
-                                                             const void *k_)
-{
-    uint16_t *d = d_, kb;
-    const uint16_t *s = s_;
-    size_t i = 0;
-
-    memcpy(&kb, k_, sizeof(kb));
-    __m256 k = _mm256_set1_ps(tt_half_to_float(kb));
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i)));
-        _mm_storeu_si128((__m128i *)(d + i),
-                         _mm256_cvtps_ph(_mm256_mul_ps(x, k), _MM_FROUND_TO_NEAREST_INT));
-    }
-    if (i < n)
-        tt_premul_portable(TUTTI_FLOAT16, d + i, s + i, n - i, k_);
-}
+#define TT_STEP_SCALE_F16C                                                                         \
+    __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i)));                         \
+    _mm_storeu_si128((__m128i *)(d + i),                                                           \
+                     _mm256_cvtps_ph(_mm256_mul_ps(x, k), _MM_FROUND_TO_NEAREST_INT));
+TT_VSCALE(premul_f16c, "avx2,f16c", uint16_t, 8, tt_half_to_float(kb), TT_STEP_SCALE_F16C,
+          TUTTI_FLOAT16)
 
 /* bfloat16 with AVX512_BF16, as its reduction kernels: a vector with a subnormal product goes
  * through the portable kernel. */
@@ -311,69 +310,48 @@ premul_bf16x(void *d_, const void *s_, size_t n, const void *k_)
         tt_premul_portable(TUTTI_BFLOAT16, d + i, s + i, n - i, k_);
 }
 
-/* bfloat16 with AVX2, as its reduction kernels. */
-__attribute__((target("avx2"))) static void premul_bf16a(void *d_, const void *s_, size_t n,
-                                                         const void *k_)
-{
-    uint16_t *d = d_, kb;
-    const uint16_t *s = s_;
-    size_t i = 0;
+/* bfloat16 with AVX2 and FP8 with F16C, as their reduction kernels; E4M3's product is scaled
+ * back by 2^8 (k is the scalar's value, the loaded codes are scaled). */
+#define TT_STEP_SCALE_BF16A                                                                        \
+    __m256i v = _mm256_loadu_si256((const __m256i *)(s + i));                                      \
+    __m256i hi = tt_bf16_round_avx2(_mm256_mul_ps(TT_BF16_HI(v), k));                              \
+    __m256i lo = tt_bf16_round_avx2(_mm256_mul_ps(TT_BF16_LO(v), k));                              \
+    _mm256_storeu_si256((__m256i *)(d + i), TT_BF16_PAIR(lo, hi));
+TT_VSCALE(premul_bf16a, "avx2", uint16_t, 16, tt_bf16_to_float(kb), TT_STEP_SCALE_BF16A,
+          TUTTI_BFLOAT16)
 
-    memcpy(&kb, k_, sizeof(kb));
-    __m256 k = _mm256_set1_ps(tt_bf16_to_float(kb));
-    for (; i + 16 <= n; i += 16) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(s + i));
-        __m256i hi = tt_bf16_round_avx2(_mm256_mul_ps(TT_BF16_HI(v), k));
-        __m256i lo = tt_bf16_round_avx2(_mm256_mul_ps(TT_BF16_LO(v), k));
-        _mm256_storeu_si256((__m256i *)(d + i), TT_BF16_PAIR(lo, hi));
-    }
-    if (i < n)
-        tt_premul_portable(TUTTI_BFLOAT16, d + i, s + i, n - i, k_);
-}
+#define TT_STEP_SCALE_FP8(E4M3)                                                                    \
+    __m256 lo, hi;                                                                                 \
+    tt_fp8_load(s + i, E4M3, &lo, &hi);                                                            \
+    tt_fp8_store(d + i, NULL, _mm256_mul_ps(lo, k), _mm256_mul_ps(hi, k), E4M3, 0);
+TT_VSCALE(premul_e4m3x, "avx2,f16c", uint8_t, 16, tt_fp8_to_float(kb, TT_FP8_E4M3),
+          TT_STEP_SCALE_FP8(1), TUTTI_FLOAT8_E4M3)
+TT_VSCALE(premul_e5m2x, "avx2,f16c", uint8_t, 16, tt_fp8_to_float(kb, TT_FP8_E5M2),
+          TT_STEP_SCALE_FP8(0), TUTTI_FLOAT8_E5M2)
 
-/* FP8 with F16C, as its reduction kernels: E4M3's product is scaled back by 2^8. */
-#define TT_PREMUL_FP8(name, E4M3, DT)                                                              \
-    __attribute__((target("avx2,f16c"))) static void name(void *d_, const void *s_, size_t n,      \
-                                                          const void *k_)                          \
+/* The fused premul-sum step d0 = a + s * k as TT_VSCALE: the product rounded to the dtype,
+ * then the sum. */
+#define TT_VPMSUM(name, TARGET, T, W, KDECL, STEP, DT)                                             \
+    __attribute__((target(TARGET))) static void name(void *d0_, void *d1_, const void *a_,         \
+                                                     const void *b_, size_t n, const void *k_)     \
     {                                                                                              \
-        uint8_t *d = d_;                                                                           \
-        const uint8_t *s = s_, *kb = k_;                                                           \
-        size_t i = 0;                                                                              \
-        __m256 k = _mm256_set1_ps(tt_fp8_to_float(*kb, E4M3 ? TT_FP8_E4M3 : TT_FP8_E5M2));         \
-        for (; i + 16 <= n; i += 16) {                                                             \
-            __m256 lo, hi;                                                                         \
-            tt_fp8_load(s + i, E4M3, &lo, &hi);                                                    \
-            tt_fp8_store(d + i, NULL, _mm256_mul_ps(lo, k), _mm256_mul_ps(hi, k), E4M3, 0);        \
-        }                                                                                          \
+        T *d0 = d0_, *d1 = d1_, kb;                                                                \
+        const T *a = a_, *b = b_;                                                                  \
+        TT_SCALAR(KDECL);                                                                          \
+        TT_VLOOP(W, STEP)                                                                          \
         if (i < n)                                                                                 \
-            tt_premul_portable(DT, d + i, s + i, n - i, k_);                                       \
+            tt_premul_sum_kernel_portable(DT)(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i,     \
+                                              k_);                                                 \
     }
-TT_PREMUL_FP8(premul_e4m3x, 1, TUTTI_FLOAT8_E4M3)
-TT_PREMUL_FP8(premul_e5m2x, 0, TUTTI_FLOAT8_E5M2)
 
-__attribute__((target("avx2,f16c"))) static void
-pmsum_f16c(void *d0_, void *d1_, const void *a_, const void *b_, size_t n, const void *k_)
-{
-    uint16_t *d0 = d0_, *d1 = d1_, kb;
-    const uint16_t *a = a_, *b = b_;
-    size_t i = 0;
-
-    memcpy(&kb, k_, sizeof(kb));
-    __m256 k = _mm256_set1_ps(tt_half_to_float(kb));
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));
-        __m256 y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));
-        __m128i p = _mm256_cvtps_ph(_mm256_mul_ps(y, k), _MM_FROUND_TO_NEAREST_INT);
-        __m128i r =
-            _mm256_cvtps_ph(_mm256_add_ps(x, _mm256_cvtph_ps(p)), _MM_FROUND_TO_NEAREST_INT);
-        _mm_storeu_si128((__m128i *)(d0 + i), r);
-        if (d1)
-            _mm_storeu_si128((__m128i *)(d1 + i), r);
-    }
-    if (i < n)
-        tt_premul_sum_kernel_portable(TUTTI_FLOAT16)(d0 + i, d1 ? d1 + i : NULL, a + i, b + i,
-                                                     n - i, k_);
-}
+#define TT_STEP_PMSUM_F16C                                                                         \
+    __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));                         \
+    __m256 y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));                         \
+    __m128i p = _mm256_cvtps_ph(_mm256_mul_ps(y, k), _MM_FROUND_TO_NEAREST_INT);                   \
+    __m128i r = _mm256_cvtps_ph(_mm256_add_ps(x, _mm256_cvtph_ps(p)), _MM_FROUND_TO_NEAREST_INT);  \
+    TT_PUT(_mm_storeu_si128, __m128i, r)
+TT_VPMSUM(pmsum_f16c, "avx2,f16c", uint16_t, 8, tt_half_to_float(kb), TT_STEP_PMSUM_F16C,
+          TUTTI_FLOAT16)
 
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void
 pmsum_bf16x(void *d0_, void *d1_, const void *a_, const void *b_, size_t n, const void *k_)
@@ -404,58 +382,33 @@ pmsum_bf16x(void *d0_, void *d1_, const void *a_, const void *b_, size_t n, cons
                                                       n - i, k_);
 }
 
-__attribute__((target("avx2"))) static void pmsum_bf16a(void *d0_, void *d1_, const void *a_,
-                                                        const void *b_, size_t n, const void *k_)
-{
-    uint16_t *d0 = d0_, *d1 = d1_, kb;
-    const uint16_t *a = a_, *b = b_;
-    size_t i = 0;
-
-    memcpy(&kb, k_, sizeof(kb));
-    __m256 k = _mm256_set1_ps(tt_bf16_to_float(kb));
-    for (; i + 16 <= n; i += 16) {
-        __m256i va = _mm256_loadu_si256((const __m256i *)(a + i));
-        __m256i vb = _mm256_loadu_si256((const __m256i *)(b + i));
-        /* The products rounded (bfloat16 in the top halves), then the sums. */
-        __m256i ph = tt_bf16_round_avx2(_mm256_mul_ps(TT_BF16_HI(vb), k));
-        __m256i pl = tt_bf16_round_avx2(_mm256_mul_ps(TT_BF16_LO(vb), k));
-        __m256i hi = tt_bf16_round_avx2(_mm256_add_ps(TT_BF16_HI(va), TT_BF16_HI(ph)));
-        __m256i lo = tt_bf16_round_avx2(_mm256_add_ps(TT_BF16_LO(va), TT_BF16_HI(pl)));
-        __m256i r = TT_BF16_PAIR(lo, hi);
-        _mm256_storeu_si256((__m256i *)(d0 + i), r);
-        if (d1)
-            _mm256_storeu_si256((__m256i *)(d1 + i), r);
-    }
-    if (i < n)
-        tt_premul_sum_kernel_portable(TUTTI_BFLOAT16)(d0 + i, d1 ? d1 + i : NULL, a + i, b + i,
-                                                      n - i, k_);
-}
+/* bfloat16: the products rounded (bfloat16 in the top halves), then the sums. */
+#define TT_STEP_PMSUM_BF16A                                                                        \
+    __m256i va = _mm256_loadu_si256((const __m256i *)(a + i));                                     \
+    __m256i vb = _mm256_loadu_si256((const __m256i *)(b + i));                                     \
+    __m256i ph = tt_bf16_round_avx2(_mm256_mul_ps(TT_BF16_HI(vb), k));                             \
+    __m256i pl = tt_bf16_round_avx2(_mm256_mul_ps(TT_BF16_LO(vb), k));                             \
+    __m256i hi = tt_bf16_round_avx2(_mm256_add_ps(TT_BF16_HI(va), TT_BF16_HI(ph)));                \
+    __m256i lo = tt_bf16_round_avx2(_mm256_add_ps(TT_BF16_LO(va), TT_BF16_HI(pl)));                \
+    __m256i r = TT_BF16_PAIR(lo, hi);                                                              \
+    TT_PUT(_mm256_storeu_si256, __m256i, r)
+TT_VPMSUM(pmsum_bf16a, "avx2", uint16_t, 16, tt_bf16_to_float(kb), TT_STEP_PMSUM_BF16A,
+          TUTTI_BFLOAT16)
 
 /* FP8: the product rounded to FP8 (stored, then loaded: the store is the rounding), then the
  * sum. */
-#define TT_PMSUM_FP8(name, E4M3, DT)                                                               \
-    __attribute__((target("avx2,f16c"))) static void name(                                         \
-        void *d0_, void *d1_, const void *a_, const void *b_, size_t n, const void *k_)            \
-    {                                                                                              \
-        uint8_t *d0 = d0_, *d1 = d1_, p[16];                                                       \
-        const uint8_t *a = a_, *b = b_, *kb = k_;                                                  \
-        size_t i = 0;                                                                              \
-        __m256 k = _mm256_set1_ps(tt_fp8_to_float(*kb, E4M3 ? TT_FP8_E4M3 : TT_FP8_E5M2));         \
-        for (; i + 16 <= n; i += 16) {                                                             \
-            __m256 al, ah, bl, bh;                                                                 \
-            tt_fp8_load(b + i, E4M3, &bl, &bh);                                                    \
-            tt_fp8_store(p, NULL, _mm256_mul_ps(bl, k), _mm256_mul_ps(bh, k), E4M3, 0);            \
-            tt_fp8_load(p, E4M3, &bl, &bh);                                                        \
-            tt_fp8_load(a + i, E4M3, &al, &ah);                                                    \
-            tt_fp8_store(d0 + i, d1 ? d1 + i : NULL, _mm256_add_ps(al, bl), _mm256_add_ps(ah, bh), \
-                         E4M3, 0);                                                                 \
-        }                                                                                          \
-        if (i < n)                                                                                 \
-            tt_premul_sum_kernel_portable(DT)(d0 + i, d1 ? d1 + i : NULL, a + i, b + i, n - i,     \
-                                              k_);                                                 \
-    }
-TT_PMSUM_FP8(pmsum_e4m3x, 1, TUTTI_FLOAT8_E4M3)
-TT_PMSUM_FP8(pmsum_e5m2x, 0, TUTTI_FLOAT8_E5M2)
+#define TT_STEP_PMSUM_FP8(E4M3)                                                                    \
+    __m256 al, ah, bl, bh;                                                                         \
+    uint8_t p[16];                                                                                 \
+    tt_fp8_load(b + i, E4M3, &bl, &bh);                                                            \
+    tt_fp8_store(p, NULL, _mm256_mul_ps(bl, k), _mm256_mul_ps(bh, k), E4M3, 0);                    \
+    tt_fp8_load(p, E4M3, &bl, &bh);                                                                \
+    tt_fp8_load(a + i, E4M3, &al, &ah);                                                            \
+    tt_fp8_store(d0 + i, d1 ? d1 + i : NULL, _mm256_add_ps(al, bl), _mm256_add_ps(ah, bh), E4M3, 0);
+TT_VPMSUM(pmsum_e4m3x, "avx2,f16c", uint8_t, 16, tt_fp8_to_float(kb, TT_FP8_E4M3),
+          TT_STEP_PMSUM_FP8(1), TUTTI_FLOAT8_E4M3)
+TT_VPMSUM(pmsum_e5m2x, "avx2,f16c", uint8_t, 16, tt_fp8_to_float(kb, TT_FP8_E5M2),
+          TT_STEP_PMSUM_FP8(0), TUTTI_FLOAT8_E5M2)
 
 /* AVG's division, d[i] /= divisor in float, as the portable loops (float16 and bfloat16 round
  * once, as there; FP8 exactly, as above). By a power of two, the product with the reciprocal:
@@ -464,54 +417,33 @@ TT_PMSUM_FP8(pmsum_e5m2x, 0, TUTTI_FLOAT8_E5M2)
     _mm256_set1_ps(((divisor) & ((divisor)-1)) == 0 ? 1.0f / (float)(divisor) : (float)(divisor))
 #define TT_DIVIDE(x, v, divisor)                                                                   \
     (((divisor) & ((divisor)-1)) == 0 ? _mm256_mul_ps(x, v) : _mm256_div_ps(x, v))
-__attribute__((target("avx2,f16c"))) static void avg_f16c(void *d_, size_t n, int divisor)
-{
-    uint16_t *d = d_;
-    size_t i = 0;
-    __m256 v = TT_DIVISOR(divisor);
-
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + i)));
-        _mm_storeu_si128((__m128i *)(d + i),
-                         _mm256_cvtps_ph(TT_DIVIDE(x, v, divisor), _MM_FROUND_TO_NEAREST_INT));
-    }
-    if (i < n)
-        tt_postop_avg_portable(TUTTI_FLOAT16, d + i, n - i, divisor);
-}
-
-__attribute__((target("avx2"))) static void avg_bf16a(void *d_, size_t n, int divisor)
-{
-    uint16_t *d = d_;
-    size_t i = 0;
-    __m256 v = TT_DIVISOR(divisor);
-
-    for (; i + 16 <= n; i += 16) {
-        __m256i x = _mm256_loadu_si256((const __m256i *)(d + i));
-        __m256i hi = tt_bf16_round_avx2(TT_DIVIDE(TT_BF16_HI(x), v, divisor));
-        __m256i lo = tt_bf16_round_avx2(TT_DIVIDE(TT_BF16_LO(x), v, divisor));
-        _mm256_storeu_si256((__m256i *)(d + i), TT_BF16_PAIR(lo, hi));
-    }
-    if (i < n)
-        tt_postop_avg_portable(TUTTI_BFLOAT16, d + i, n - i, divisor);
-}
-
-#define TT_AVG_FP8(name, E4M3, DT)                                                                 \
-    __attribute__((target("avx2,f16c"))) static void name(void *d_, size_t n, int divisor)         \
+#define TT_VAVG(name, TARGET, T, W, STEP, DT)                                                      \
+    __attribute__((target(TARGET))) static void name(void *d_, size_t n, int divisor)              \
     {                                                                                              \
-        uint8_t *d = d_;                                                                           \
-        size_t i = 0;                                                                              \
+        T *d = d_;                                                                                 \
         __m256 v = TT_DIVISOR(divisor);                                                            \
-        for (; i + 16 <= n; i += 16) {                                                             \
-            __m256 lo, hi;                                                                         \
-            tt_fp8_load(d + i, E4M3, &lo, &hi);                                                    \
-            tt_fp8_store(d + i, NULL, TT_DIVIDE(lo, v, divisor), TT_DIVIDE(hi, v, divisor), E4M3,  \
-                         1);                                                                       \
-        }                                                                                          \
+        TT_VLOOP(W, STEP)                                                                          \
         if (i < n)                                                                                 \
             tt_postop_avg_portable(DT, d + i, n - i, divisor);                                     \
     }
-TT_AVG_FP8(avg_e4m3x, 1, TUTTI_FLOAT8_E4M3)
-TT_AVG_FP8(avg_e5m2x, 0, TUTTI_FLOAT8_E5M2)
+
+#define TT_STEP_AVG_F16C                                                                           \
+    __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + i)));                         \
+    _mm_storeu_si128((__m128i *)(d + i),                                                           \
+                     _mm256_cvtps_ph(TT_DIVIDE(x, v, divisor), _MM_FROUND_TO_NEAREST_INT));
+#define TT_STEP_AVG_BF16A                                                                          \
+    __m256i x = _mm256_loadu_si256((const __m256i *)(d + i));                                      \
+    __m256i hi = tt_bf16_round_avx2(TT_DIVIDE(TT_BF16_HI(x), v, divisor));                         \
+    __m256i lo = tt_bf16_round_avx2(TT_DIVIDE(TT_BF16_LO(x), v, divisor));                         \
+    _mm256_storeu_si256((__m256i *)(d + i), TT_BF16_PAIR(lo, hi));
+#define TT_STEP_AVG_FP8(E4M3)                                                                      \
+    __m256 lo, hi;                                                                                 \
+    tt_fp8_load(d + i, E4M3, &lo, &hi);                                                            \
+    tt_fp8_store(d + i, NULL, TT_DIVIDE(lo, v, divisor), TT_DIVIDE(hi, v, divisor), E4M3, 1);
+TT_VAVG(avg_f16c, "avx2,f16c", uint16_t, 8, TT_STEP_AVG_F16C, TUTTI_FLOAT16)
+TT_VAVG(avg_bf16a, "avx2", uint16_t, 16, TT_STEP_AVG_BF16A, TUTTI_BFLOAT16)
+TT_VAVG(avg_e4m3x, "avx2,f16c", uint8_t, 16, TT_STEP_AVG_FP8(1), TUTTI_FLOAT8_E4M3)
+TT_VAVG(avg_e5m2x, "avx2,f16c", uint8_t, 16, TT_STEP_AVG_FP8(0), TUTTI_FLOAT8_E5M2)
 
 /* AVX512_BF16 here (with the AVX-512 subsets its intrinsics use)? */
 static int tt_cpu_bf16(void)
@@ -526,56 +458,59 @@ static int tt_cpu_f16c(void)
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
 }
 
-tt_reduce_fn tt_reduce_kernel_cpu(tutti_dtype_t dtype, tutti_op_t op)
+/* The kernels one set of instructions gives a dtype. */
+struct tt_cpu_kernels {
+    const tt_reduce_fn *reduce; /* SUM, PROD, MIN, MAX */
+    tt_scale_fn premul;
+    tt_premul_fn pmsum;
+    tt_avg_fn avg;
+};
+enum { TT_K_F16C, TT_K_BF16X, TT_K_BF16A, TT_K_E4M3, TT_K_E5M2 };
+static const struct tt_cpu_kernels cpu_kernels[] = {
+    [TT_K_F16C] = {f16c_kernels, premul_f16c, pmsum_f16c, avg_f16c},
+    [TT_K_BF16X] = {bf16x_kernels, premul_bf16x, pmsum_bf16x, avg_bf16a},
+    [TT_K_BF16A] = {bf16a_kernels, premul_bf16a, pmsum_bf16a, avg_bf16a},
+    [TT_K_E4M3] = {e4m3x_kernels, premul_e4m3x, pmsum_e4m3x, avg_e4m3x},
+    [TT_K_E5M2] = {e5m2x_kernels, premul_e5m2x, pmsum_e5m2x, avg_e5m2x},
+};
+
+/* This CPU's kernels for dtype, NULL where it has none. */
+static const struct tt_cpu_kernels *cpu_kernels_for(tutti_dtype_t dtype)
 {
-    if ((unsigned)op > TUTTI_MAX)
-        return NULL;
     switch (dtype) {
-    case TUTTI_FLOAT16: return tt_cpu_f16c() ? f16c_kernels[op] : NULL;
+    case TUTTI_FLOAT16: return tt_cpu_f16c() ? &cpu_kernels[TT_K_F16C] : NULL;
     case TUTTI_BFLOAT16:
-        return tt_cpu_bf16()                    ? bf16x_kernels[op]
-               : __builtin_cpu_supports("avx2") ? bf16a_kernels[op]
+        return tt_cpu_bf16()                    ? &cpu_kernels[TT_K_BF16X]
+               : __builtin_cpu_supports("avx2") ? &cpu_kernels[TT_K_BF16A]
                                                 : NULL;
-    case TUTTI_FLOAT8_E4M3:
-    case TUTTI_FLOAT8_E5M2:
-        return tt_cpu_f16c() ? fp8_kernels[dtype == TUTTI_FLOAT8_E5M2][op] : NULL;
+    case TUTTI_FLOAT8_E4M3: return tt_cpu_f16c() ? &cpu_kernels[TT_K_E4M3] : NULL;
+    case TUTTI_FLOAT8_E5M2: return tt_cpu_f16c() ? &cpu_kernels[TT_K_E5M2] : NULL;
     default: return NULL;
     }
+}
+
+tt_reduce_fn tt_reduce_kernel_cpu(tutti_dtype_t dtype, tutti_op_t op)
+{
+    const struct tt_cpu_kernels *k = cpu_kernels_for(dtype);
+    return k && (unsigned)op <= TUTTI_MAX ? k->reduce[op] : NULL;
 }
 
 tt_scale_fn tt_premul_cpu(tutti_dtype_t dtype)
 {
-    switch (dtype) {
-    case TUTTI_FLOAT16: return tt_cpu_f16c() ? premul_f16c : NULL;
-    case TUTTI_BFLOAT16:
-        return tt_cpu_bf16() ? premul_bf16x : __builtin_cpu_supports("avx2") ? premul_bf16a : NULL;
-    case TUTTI_FLOAT8_E4M3: return tt_cpu_f16c() ? premul_e4m3x : NULL;
-    case TUTTI_FLOAT8_E5M2: return tt_cpu_f16c() ? premul_e5m2x : NULL;
-    default: return NULL;
-    }
+    const struct tt_cpu_kernels *k = cpu_kernels_for(dtype);
+    return k ? k->premul : NULL;
 }
 
 tt_premul_fn tt_premul_sum_kernel_cpu(tutti_dtype_t dtype)
 {
-    switch (dtype) {
-    case TUTTI_FLOAT16: return tt_cpu_f16c() ? pmsum_f16c : NULL;
-    case TUTTI_BFLOAT16:
-        return tt_cpu_bf16() ? pmsum_bf16x : __builtin_cpu_supports("avx2") ? pmsum_bf16a : NULL;
-    case TUTTI_FLOAT8_E4M3: return tt_cpu_f16c() ? pmsum_e4m3x : NULL;
-    case TUTTI_FLOAT8_E5M2: return tt_cpu_f16c() ? pmsum_e5m2x : NULL;
-    default: return NULL;
-    }
+    const struct tt_cpu_kernels *k = cpu_kernels_for(dtype);
+    return k ? k->pmsum : NULL;
 }
 
 tt_avg_fn tt_postop_avg_cpu(tutti_dtype_t dtype)
 {
-    switch (dtype) {
-    case TUTTI_FLOAT16: return tt_cpu_f16c() ? avg_f16c : NULL;
-    case TUTTI_BFLOAT16: return __builtin_cpu_supports("avx2") ? avg_bf16a : NULL;
-    case TUTTI_FLOAT8_E4M3: return tt_cpu_f16c() ? avg_e4m3x : NULL;
-    case TUTTI_FLOAT8_E5M2: return tt_cpu_f16c() ? avg_e5m2x : NULL;
-    default: return NULL;
-    }
+    const struct tt_cpu_kernels *k = cpu_kernels_for(dtype);
+    return k ? k->avg : NULL;
 }
 
 #else /* no x86-64 conversion instructions: the portable kernels throughout */

@@ -5,6 +5,7 @@
  * runs, the one-at-a-time one on runs of a single element.
  */
 #include "../../ddp/half.h"
+#include "../../lib/half.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -12,19 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static float f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint32_t bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
+#define f32 tt_bits_f32 /* lib/half.h's bit casts (only those) */
+#define bits tt_f32_bits
 
 static uint16_t f16_ref(float f)
 {
