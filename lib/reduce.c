@@ -5,7 +5,7 @@
  * and AVX-512 and the loader picks the best (target_clones). Integer arithmetic is done on
  * the unsigned type so overflow wraps instead of being undefined. fp16, bf16 and FP8 go through
  * float; where the CPU has conversion instructions for them, reduce_x86.c's kernels run instead
- * (tt_*_cpu), these only for their tails.
+ * (tt_cpu_kernels), these only for their tails.
  */
 #include "reduce.h"
 #include "half.h"
@@ -141,8 +141,8 @@ tt_reduce_fn tt_reduce_kernel(tutti_dtype_t dtype, tutti_op_t op)
         return NULL;
     if (op == TUTTI_AVG)
         op = TUTTI_SUM;
-    tt_reduce_fn cpu = tt_reduce_kernel_cpu(dtype, op);
-    return cpu ? cpu : kernels[dtype][op];
+    const struct tt_cpu_kernels *cpu = tt_cpu_kernels(dtype);
+    return cpu ? cpu->reduce[op] : kernels[dtype][op];
 }
 
 #define TT_DIV_LOOP(T)                                                                             \
@@ -199,10 +199,9 @@ void tt_postop_avg_portable(tutti_dtype_t dtype, void *d, size_t n, int divisor)
 
 void tt_postop_avg(tutti_dtype_t dtype, void *d, size_t n, int divisor)
 {
-    tt_avg_fn cpu =
-        (unsigned)dtype < TUTTI_NUM_DTYPES && divisor > 1 ? tt_postop_avg_cpu(dtype) : NULL;
+    const struct tt_cpu_kernels *cpu = divisor > 1 ? tt_cpu_kernels(dtype) : NULL;
     if (cpu)
-        cpu(d, n, divisor);
+        cpu->avg(d, n, divisor);
     else
         tt_postop_avg_portable(dtype, d, n, divisor);
 }
@@ -256,9 +255,9 @@ void tt_premul_portable(tutti_dtype_t dtype, void *d, const void *s, size_t n, c
 
 void tt_premul(tutti_dtype_t dtype, void *d, const void *s, size_t n, const void *scalar)
 {
-    tt_scale_fn cpu = (unsigned)dtype < TUTTI_NUM_DTYPES ? tt_premul_cpu(dtype) : NULL;
+    const struct tt_cpu_kernels *cpu = tt_cpu_kernels(dtype);
     if (cpu)
-        cpu(d, s, n, scalar);
+        cpu->premul(d, s, n, scalar);
     else
         tt_premul_portable(dtype, d, s, n, scalar);
 }
@@ -313,6 +312,6 @@ tt_premul_fn tt_premul_sum_kernel(tutti_dtype_t dtype)
 {
     if ((unsigned)dtype >= TUTTI_NUM_DTYPES)
         return NULL;
-    tt_premul_fn cpu = tt_premul_sum_kernel_cpu(dtype);
-    return cpu ? cpu : tt_premul_sum_kernel_portable(dtype);
+    const struct tt_cpu_kernels *cpu = tt_cpu_kernels(dtype);
+    return cpu ? cpu->pmsum : tt_premul_sum_kernel_portable(dtype);
 }

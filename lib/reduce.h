@@ -42,12 +42,15 @@ typedef void (*tt_premul_fn)(void *d0, void *d1, const void *a, const void *b, s
 tt_premul_fn tt_premul_sum_kernel(tutti_dtype_t dtype);
 tt_premul_fn tt_premul_sum_kernel_portable(tutti_dtype_t dtype);
 
-/* The kernels with this CPU's conversion instructions for (dtype, op: SUM to MAX), NULL where
- * it has none for them (reduce_x86.c; on other CPUs always NULL): tt_reduce_kernel,
- * tt_premul, tt_premul_sum_kernel and tt_postop_avg's first choice. */
-tt_reduce_fn tt_reduce_kernel_cpu(tutti_dtype_t dtype, tutti_op_t op);
-tt_scale_fn tt_premul_cpu(tutti_dtype_t dtype);
-tt_premul_fn tt_premul_sum_kernel_cpu(tutti_dtype_t dtype);
-tt_avg_fn tt_postop_avg_cpu(tutti_dtype_t dtype); /* divisor > 1 */
+/* The kernels with this CPU's conversion instructions for a dtype (reduce_x86.c): NULL where
+ * it has none for it (on other CPUs always), else tt_reduce_kernel's (SUM to MAX), tt_premul's,
+ * tt_premul_sum_kernel's and tt_postop_avg's (divisor > 1) first choice. */
+struct tt_cpu_kernels {
+    const tt_reduce_fn *reduce; /* SUM, PROD, MIN, MAX */
+    tt_scale_fn premul;
+    tt_premul_fn pmsum;
+    tt_avg_fn avg;
+};
+const struct tt_cpu_kernels *tt_cpu_kernels(tutti_dtype_t dtype);
 
 #endif

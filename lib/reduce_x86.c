@@ -458,13 +458,6 @@ static int tt_cpu_f16c(void)
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
 }
 
-/* The kernels one set of instructions gives a dtype. */
-struct tt_cpu_kernels {
-    const tt_reduce_fn *reduce; /* SUM, PROD, MIN, MAX */
-    tt_scale_fn premul;
-    tt_premul_fn pmsum;
-    tt_avg_fn avg;
-};
 enum { TT_K_F16C, TT_K_BF16X, TT_K_BF16A, TT_K_E4M3, TT_K_E5M2 };
 static const struct tt_cpu_kernels cpu_kernels[] = {
     [TT_K_F16C] = {f16c_kernels, premul_f16c, pmsum_f16c, avg_f16c},
@@ -474,8 +467,7 @@ static const struct tt_cpu_kernels cpu_kernels[] = {
     [TT_K_E5M2] = {e5m2x_kernels, premul_e5m2x, pmsum_e5m2x, avg_e5m2x},
 };
 
-/* This CPU's kernels for dtype, NULL where it has none. */
-static const struct tt_cpu_kernels *cpu_kernels_for(tutti_dtype_t dtype)
+const struct tt_cpu_kernels *tt_cpu_kernels(tutti_dtype_t dtype)
 {
     switch (dtype) {
     case TUTTI_FLOAT16: return tt_cpu_f16c() ? &cpu_kernels[TT_K_F16C] : NULL;
@@ -489,51 +481,9 @@ static const struct tt_cpu_kernels *cpu_kernels_for(tutti_dtype_t dtype)
     }
 }
 
-tt_reduce_fn tt_reduce_kernel_cpu(tutti_dtype_t dtype, tutti_op_t op)
-{
-    const struct tt_cpu_kernels *k = cpu_kernels_for(dtype);
-    return k && (unsigned)op <= TUTTI_MAX ? k->reduce[op] : NULL;
-}
-
-tt_scale_fn tt_premul_cpu(tutti_dtype_t dtype)
-{
-    const struct tt_cpu_kernels *k = cpu_kernels_for(dtype);
-    return k ? k->premul : NULL;
-}
-
-tt_premul_fn tt_premul_sum_kernel_cpu(tutti_dtype_t dtype)
-{
-    const struct tt_cpu_kernels *k = cpu_kernels_for(dtype);
-    return k ? k->pmsum : NULL;
-}
-
-tt_avg_fn tt_postop_avg_cpu(tutti_dtype_t dtype)
-{
-    const struct tt_cpu_kernels *k = cpu_kernels_for(dtype);
-    return k ? k->avg : NULL;
-}
-
 #else /* no x86-64 conversion instructions: the portable kernels throughout */
 
-tt_avg_fn tt_postop_avg_cpu(tutti_dtype_t dtype)
-{
-    (void)dtype;
-    return NULL;
-}
-
-tt_reduce_fn tt_reduce_kernel_cpu(tutti_dtype_t dtype, tutti_op_t op)
-{
-    (void)dtype, (void)op;
-    return NULL;
-}
-
-tt_scale_fn tt_premul_cpu(tutti_dtype_t dtype)
-{
-    (void)dtype;
-    return NULL;
-}
-
-tt_premul_fn tt_premul_sum_kernel_cpu(tutti_dtype_t dtype)
+const struct tt_cpu_kernels *tt_cpu_kernels(tutti_dtype_t dtype)
 {
     (void)dtype;
     return NULL;
