@@ -4,11 +4,12 @@
  * every dtype with SUM and the ops named, on buffers that stay in cache. The figure the
  * float16 and FP8 rows of BENCHMARKS.md come from. Three more: `premul` (tt_premul, the
  * pre-pass of a premul-sum operator, a = a * k), `mulsum` (the fused step, a = a + b * k) and
- * `divide` (tt_postop_avg, AVG's division, here by 3, each time after a copy of fresh values:
- * the figure includes the copy).
+ * `divide` (tt_postop_avg, AVG's division, each time after a copy of fresh values: the figure
+ * includes the copy).
  *
- *   build/bench/reduce-kernels [-p] [COUNT [OP ...]]   (default 65536 elements, sum)
+ *   build/bench/reduce-kernels [-p] [-d DIVISOR] [COUNT [OP ...]]   (defaults: 65536, sum)
  *
+ * -d: the divisor of divide (default 3; by a power of two the kernels have a faster way).
  * -p: the portable kernels (tt_reduce_kernel_portable, tt_premul_portable,
  * tt_premul_sum_kernel_portable), without the CPU's conversion instructions (reduce_x86.c).
  */
@@ -22,10 +23,21 @@
 
 int main(int argc, char **argv)
 {
-    int portable = argc > 1 && strcmp(argv[1], "-p") == 0;
-    if (portable) {
-        argv++;
-        argc--;
+    int portable = 0, divisor = 3;
+    for (;;) {
+        if (argc > 1 && strcmp(argv[1], "-p") == 0) {
+            portable = 1;
+            argv++, argc--;
+        } else if (argc > 2 && strcmp(argv[1], "-d") == 0) {
+            divisor = atoi(argv[2]);
+            argv += 2, argc -= 2;
+        } else {
+            break;
+        }
+    }
+    if (divisor < 2) {
+        fprintf(stderr, "reduce-kernels: -d DIVISOR must be an integer of 2 or more\n");
+        return 2;
     }
 
     size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 65536;
@@ -84,7 +96,7 @@ int main(int argc, char **argv)
                         pm(a, NULL, a, b, n, one);
                     else if (op == TUTTI_NUM_OPS + 2) {
                         memcpy(a, b, n * es); /* fresh values: no underflow to subnormals */
-                        avg(t, a, n, 3);
+                        avg(t, a, n, divisor);
                     } else
                         f(a, NULL, a, b, n);
                 }

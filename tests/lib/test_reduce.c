@@ -6,58 +6,13 @@
  */
 #include "lib/half.h"
 #include "lib/reduce.h"
+#include "reduce_ref.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t rng = 0x1234567887654321ull;
-static uint64_t next(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
-static uint16_t f16_bits(_Float16 h)
-{
-    uint16_t u;
-    memcpy(&u, &h, 2);
-    return u;
-}
-
-static _Float16 f16_from_bits(uint16_t u)
-{
-    _Float16 h;
-    memcpy(&h, &u, 2);
-    return h;
-}
-
-/* bfloat16 round-to-nearest-even of a float, by arithmetic on doubles. */
-static uint16_t bf16_ref(float f)
-{
-    int e;
-    double d = f, r;
-
-    if (isnan(f))
-        return 0x7fc0 | (signbit(f) ? 0x8000 : 0);
-    if (d == 0 || isinf(d))
-        return (uint16_t)(tt_f32_bits(f) >> 16);
-    frexp(d, &e); /* d = m * 2^e, 0.5 <= |m| < 1: 8 significant bits means quantum 2^(e-8) */
-    int q = e - 8 < -133 ? -133 : e - 8;
-    r = ldexp(nearbyint(ldexp(d, -q)), q);
-    if (fabs(r) > 3.3895313892515355e38) /* beyond the largest bfloat16 */
-        r = copysign(INFINITY, d);
-    return (uint16_t)(tt_f32_bits((float)r) >> 16);
-}
-
-static float bf16_val(uint16_t b)
-{
-    return tt_bits_f32((uint32_t)b << 16);
-}
 
 Test(half, binary16_to_float_exhaustive)
 {
@@ -124,51 +79,6 @@ Test(half, bfloat16_rounding)
 }
 
 /* ---- FP8, from the formats' definition (OCP 8-bit floating point) ---- */
-
-static int fp8_mbits(tutti_dtype_t t)
-{
-    return t == TUTTI_FLOAT8_E4M3 ? TT_FP8_E4M3 : TT_FP8_E5M2;
-}
-
-/* The value of code c: E4M3 has no infinities and one NaN per sign (S.1111.111); E5M2's
- * top exponent holds infinities and NaNs, as in IEEE 754. */
-static double fp8_val(unsigned c, int mbits)
-{
-    int bias = mbits == 3 ? 7 : 15, e = (int)(c & 0x7f) >> mbits, m = (int)c & ((1 << mbits) - 1);
-    double s = c & 0x80 ? -1 : 1;
-
-    if ((mbits == 3 && (c & 0x7f) == 0x7f) || (mbits == 2 && e == 31 && m))
-        return NAN;
-    if (mbits == 2 && e == 31)
-        return s * INFINITY;
-    return s * (e ? ldexp(1 + ldexp(m, -mbits), e - bias) : ldexp(m, 1 - bias - mbits));
-}
-
-static int fp8_nan(unsigned c, int mbits)
-{
-    return isnan(fp8_val(c, mbits));
-}
-
-/* x as FP8 by search: the nearest finite value of x's sign, ties to the even code; so an
- * infinity or a value beyond the largest saturates to the largest. NaN: 0xff (NaN in both). */
-static uint8_t fp8_ref(double x, int mbits)
-{
-    unsigned base = signbit(x) ? 0x80 : 0, best = base;
-    double bd = INFINITY;
-
-    if (isnan(x))
-        return 0xff;
-    if (fabs(x) > 1e6) /* the largest codes' distances stay apart in a double */
-        x = copysign(1e6, x);
-    for (unsigned c = base; c < base + 0x80; c++) {
-        double v = fp8_val(c, mbits), d = fabs(v - x);
-        if (isfinite(v) && (d < bd || (d == bd && !(c & 1)))) {
-            bd = d;
-            best = c;
-        }
-    }
-    return (uint8_t)best;
-}
 
 static void check_to_fp8(float f, int mbits)
 {
@@ -360,23 +270,6 @@ static uint64_t got_bits(tutti_dtype_t t, const void *p, size_t i)
     return v;
 }
 
-static int nan_bits(tutti_dtype_t t, uint64_t v)
-{
-    switch (t) {
-    case TUTTI_FLOAT8_E4M3:
-    case TUTTI_FLOAT8_E5M2: return fp8_nan((unsigned)v, fp8_mbits(t));
-    case TUTTI_FLOAT16: return (v & 0x7c00) == 0x7c00 && (v & 0x3ff);
-    case TUTTI_BFLOAT16: return (v & 0x7f80) == 0x7f80 && (v & 0x7f);
-    case TUTTI_FLOAT32: return isnan(tt_bits_f32((uint32_t)v));
-    case TUTTI_FLOAT64: {
-        double d;
-        memcpy(&d, &v, 8);
-        return isnan(d);
-    }
-    default: return 0;
-    }
-}
-
 static void check_kernel(tutti_dtype_t t, tutti_op_t op, int with_nan)
 {
     size_t es = tutti_dtype_size(t);
@@ -441,45 +334,11 @@ Test(reduce, integers_wrap)
     cr_assert_eq(d64[0], -2);
 }
 
-Test(reduce, avg_divides_once)
-{
-    int32_t i32[4] = {-7, 7, 9, -1};
-    uint8_t u8[2] = {255, 3};
-    float f[2] = {3.0f, -1.0f};
-    uint16_t h[2] = {f16_bits((_Float16)3.0f), bf16_ref(3.0f)};
-
-    tt_postop_avg(TUTTI_INT32, i32, 4, 2);
-    cr_assert(i32[0] == -3 && i32[1] == 3 && i32[2] == 4 && i32[3] == 0, "truncates toward 0");
-    tt_postop_avg(TUTTI_UINT8, u8, 2, 200); /* a divisor wider than the type */
-    cr_assert(u8[0] == 1 && u8[1] == 0);
-    tt_postop_avg(TUTTI_FLOAT32, f, 2, 4);
-    cr_assert(f[0] == 0.75f && f[1] == -0.25f);
-    tt_postop_avg(TUTTI_FLOAT16, &h[0], 1, 3);
-    cr_assert_eq(h[0], f16_bits((_Float16)(3.0f / 3.0f)));
-    tt_postop_avg(TUTTI_BFLOAT16, &h[1], 1, 3);
-    cr_assert_eq(h[1], bf16_ref(1.0f));
-    /* FP8: 7 / 3 = 2.33 rounds to 2.25 (E4M3) and 2.5 (E5M2: 2, 2.5, 3 around it) */
-    uint8_t q[2] = {fp8_ref(7, TT_FP8_E4M3), fp8_ref(7, TT_FP8_E5M2)};
-    tt_postop_avg(TUTTI_FLOAT8_E4M3, &q[0], 1, 3);
-    tt_postop_avg(TUTTI_FLOAT8_E5M2, &q[1], 1, 3);
-    cr_assert(fp8_val(q[0], TT_FP8_E4M3) == 2.25 && fp8_val(q[1], TT_FP8_E5M2) == 2.5,
-              "FP8 averages: %g, %g", fp8_val(q[0], TT_FP8_E4M3), fp8_val(q[1], TT_FP8_E5M2));
-}
-
 Test(reduce, invalid_values_have_no_kernel)
 {
     cr_assert_null(tt_reduce_kernel(TUTTI_NUM_DTYPES, TUTTI_SUM));
     cr_assert_null(tt_reduce_kernel(TUTTI_FLOAT32, TUTTI_NUM_OPS));
     cr_assert_null(tt_reduce_kernel((tutti_dtype_t)-1, TUTTI_SUM));
-}
-
-/* want and got are the same bits, or both NaN. */
-static void same_bits(tutti_dtype_t t, uint64_t want, uint64_t got, const char *what, size_t j,
-                      size_t i)
-{
-    cr_assert(got == want || (nan_bits(t, want) && nan_bits(t, got)),
-              "%s %s, case %zu [%zu]: want 0x%llx got 0x%llx", tutti_dtype_name(t), what, j, i,
-              (unsigned long long)want, (unsigned long long)got);
 }
 
 /* The premul-sum pre-pass: d[i] = s[i] * k is PROD's arithmetic against the independent
@@ -639,78 +498,4 @@ Test(reduce, fp8_every_pair)
                 same_bits((tutti_dtype_t)t, p[i], d[i], "fused premul-sum", k, i);
         }
     free(a), free(b), free(d), free(p), free(kk), free(q);
-}
-
-/* AVG's division, every code of the 16- and 8-bit floats by divisors small and large, through
- * the post-op this CPU runs (reduce_x86.c's where present) against the portable one, bit for
- * bit, and for FP8 against the reference too (the float quotient rounded once: the vector
- * path rounds through float16 and must not round twice). Lengths leave vector tails. */
-Test(reduce, avg_every_code)
-{
-    const int divs[] = {2,  3,  5,   6,   7,    9,    10,    11,      12,           13,
-                        24, 96, 100, 127, 1000, 4099, 65537, 1 << 20, (1 << 30) + 3};
-    const size_t n = 65536 + 7;
-    uint16_t *h = malloc(n * 2), *g = malloc(n * 2);
-
-    for (size_t j = 0; j < sizeof(divs) / sizeof(divs[0]); j++)
-        for (int t = TUTTI_FLOAT16; t <= TUTTI_BFLOAT16; t++) {
-            for (size_t i = 0; i < n; i++)
-                h[i] = g[i] = (uint16_t)(i - 7);
-            tt_postop_avg((tutti_dtype_t)t, h, n, divs[j]);
-            tt_postop_avg_portable((tutti_dtype_t)t, g, n, divs[j]);
-            for (size_t i = 0; i < n; i++)
-                same_bits((tutti_dtype_t)t, g[i], h[i], "avg", (size_t)divs[j], i);
-        }
-    for (int t = TUTTI_FLOAT8_E4M3; t <= TUTTI_FLOAT8_E5M2; t++) {
-        int mb = fp8_mbits((tutti_dtype_t)t);
-        uint8_t c[256 + 7], e[256 + 7];
-        for (int dv = 2; dv < 1200; dv += dv < 300 ? 1 : 37) {
-            for (size_t i = 0; i < sizeof(c); i++)
-                c[i] = e[i] = (uint8_t)(i - 7);
-            tt_postop_avg((tutti_dtype_t)t, c, sizeof(c), dv);
-            tt_postop_avg_portable((tutti_dtype_t)t, e, sizeof(e), dv);
-            for (size_t i = 0; i < sizeof(c); i++) {
-                volatile float q = (float)fp8_val((uint8_t)(i - 7), mb) / (float)dv;
-                same_bits((tutti_dtype_t)t, fp8_ref(q, mb), c[i], "avg", (size_t)dv, i);
-                same_bits((tutti_dtype_t)t, e[i], c[i], "avg against portable", (size_t)dv, i);
-            }
-        }
-    }
-    free(h), free(g);
-}
-
-/* AVG's division for float32 and float64, on random bits (subnormals, infinities, NaNs among
- * them): by powers of two the kernels multiply by the reciprocal, which must give the
- * quotient, bit for bit, down to subnormal results; other divisors divide. */
-Test(reduce, avg_floats_any_bits)
-{
-    const int divs[] = {2, 4, 8, 64, 1 << 20, 1 << 30, 3, 6, 1000};
-    const size_t n = 100003;
-    float *f = malloc(n * 4), *f0 = malloc(n * 4);
-    double *g = malloc(n * 8), *g0 = malloc(n * 8);
-
-    for (size_t i = 0; i < n; i++) {
-        uint64_t r = next();
-        f0[i] = tt_bits_f32((uint32_t)r);
-        memcpy(&g0[i], &r, 8);
-        if (i % 3 == 0) /* tiny: quotients that are subnormal */
-            f0[i] = tt_bits_f32(((uint32_t)r & 0x80ffffffu) | 0x00800000u),
-            g0[i] = ldexp(1.0 + (double)(r % 1000) / 1000, -1015 - (int)(r % 9));
-    }
-    for (size_t j = 0; j < sizeof(divs) / sizeof(divs[0]); j++) {
-        memcpy(f, f0, n * 4);
-        memcpy(g, g0, n * 8);
-        tt_postop_avg(TUTTI_FLOAT32, f, n, divs[j]);
-        tt_postop_avg(TUTTI_FLOAT64, g, n, divs[j]);
-        for (size_t i = 0; i < n; i++) {
-            volatile float wf = f0[i] / (float)divs[j];
-            volatile double wg = g0[i] / (double)divs[j];
-            uint64_t bg, bw;
-            memcpy(&bg, &g[i], 8);
-            memcpy(&bw, (const void *)&wg, 8);
-            same_bits(TUTTI_FLOAT32, tt_f32_bits(wf), tt_f32_bits(f[i]), "avg", (size_t)divs[j], i);
-            same_bits(TUTTI_FLOAT64, bw, bg, "avg", (size_t)divs[j], i);
-        }
-    }
-    free(f), free(f0), free(g), free(g0);
 }
