@@ -209,10 +209,10 @@ static tutti_result_t dev_copy(void *ctx, void *dst, const void *src, size_t byt
 }
 
 static tutti_result_t dev_reduce(void *ctx, void *dst, void *dst2, const void *a, const void *b,
-                                 size_t n, tutti_dtype_t dtype, tutti_op_t op)
+                                 size_t n, tutti_dtype_t dtype, tutti_op_t op, int divisor)
 {
     struct tutti_comm *c = ctx;
-    int e = tt_cuda_reduce_copy(dst, dst2, a, b, n, dtype, op, c->cuda_stream);
+    int e = tt_cuda_reduce_copy(dst, dst2, a, b, n, dtype, op, divisor, c->cuda_stream);
     return e == 0 ? TUTTI_SUCCESS : dev_fail(c, "launching a reduction kernel", (cudaError_t)e);
 }
 
@@ -296,7 +296,7 @@ tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)
     for (int t = 0; t < TUTTI_NUM_DTYPES && e == cudaSuccess; t++) {
         for (int op = 0; op < TUTTI_NUM_OPS && e == cudaSuccess; op++)
             e = (cudaError_t)tt_cuda_reduce_copy(scratch, NULL, scratch, scratch, 1,
-                                                 (tutti_dtype_t)t, (tutti_op_t)op, s);
+                                                 (tutti_dtype_t)t, (tutti_op_t)op, 0, s);
         if (e == cudaSuccess)
             e = (cudaError_t)tt_cuda_divide(scratch, 1, (tutti_dtype_t)t, 1, s);
         if (e == cudaSuccess) /* both forms of the scalar: by value, by address */

@@ -66,9 +66,10 @@ int tt_buffer_grow(void **buf, size_t *cap, size_t bytes);
  */
 struct tt_mover {
     tutti_result_t (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
-    /* dst[i] = a[i] op b[i], also into dst2 when not NULL (AVG combines as SUM) */
+    /* dst[i] = a[i] op b[i], also into dst2 when not NULL (AVG combines as SUM); with
+     * divisor > 1, divided by it first (the step that ends an AVG, as divide would) */
     tutti_result_t (*reduce)(void *ctx, void *dst, void *dst2, const void *a, const void *b,
-                             size_t n, tutti_dtype_t dtype, tutti_op_t op);
+                             size_t n, tutti_dtype_t dtype, tutti_op_t op, int divisor);
     tutti_result_t (*divide)(void *ctx, void *buf, size_t n, tutti_dtype_t dtype, int divisor);
     /* dst[i] = src[i] * scalar: the value's bytes, or read from `dev` when it is not NULL */
     tutti_result_t (*scale)(void *ctx, void *dst, const void *src, size_t n, tutti_dtype_t dtype,

@@ -91,42 +91,8 @@ template <__nv_fp8_interpretation_t K, typename FOp> struct Half16<F8<K>, FOp> {
     }
 };
 
-/* dst[i] = a[i] op b[i], and the same into dst2 when it is not NULL (the fused
- * reduce-copy: a step that keeps the result and forwards it writes both in one pass). */
-template <typename T, typename Op>
-__global__ void reduce_kernel(T *dst, T *dst2, const T *a, const T *b, size_t n, int vec)
-{
-    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    constexpr int per = (int)(sizeof(uint4) / sizeof(T));
-    size_t done = 0;
-
-    if (vec) {
-        const size_t nv = n / per;
-        for (size_t v = tid; v < nv; v += stride) {
-            uint4 x = reinterpret_cast<const uint4 *>(a)[v];
-            uint4 y = reinterpret_cast<const uint4 *>(b)[v];
-            uint4 z;
-            const T *xs = reinterpret_cast<const T *>(&x);
-            const T *ys = reinterpret_cast<const T *>(&y);
-            T *zs = reinterpret_cast<T *>(&z);
-#pragma unroll
-            for (int k = 0; k < per; k++)
-                zs[k] = Op::f(xs[k], ys[k]);
-            reinterpret_cast<uint4 *>(dst)[v] = z;
-            if (dst2)
-                reinterpret_cast<uint4 *>(dst2)[v] = z;
-        }
-        done = nv * per;
-    }
-    for (size_t i = done + tid; i < n; i += stride) {
-        T z = Op::f(a[i], b[i]);
-        dst[i] = z;
-        if (dst2)
-            dst2[i] = z;
-    }
-}
-
+/* x / n as the dtype's division (AVG's last step): integers truncate, halves and FP8 divide in
+ * float and round once. */
 template <typename T> struct DivBy {
     __device__ static T f(T x, int n) { return (T)(x / (T)n); }
 };
@@ -146,6 +112,50 @@ template <> struct DivBy<__nv_bfloat16> {
 template <__nv_fp8_interpretation_t K> struct DivBy<F8<K>> {
     __device__ static F8<K> f(F8<K> x, int n) { return float_to_f8<K>(f8_to_float(x) / (float)n); }
 };
+
+/* dst[i] = a[i] op b[i], and the same into dst2 when it is not NULL (the fused
+ * reduce-copy: a step that keeps the result and forwards it writes both in one pass); divided
+ * by div first when it is more than 1 (the end of an AVG: the sum, the division and the copy
+ * that were three passes over the chunk and three operations on the stream are one). */
+template <typename T, typename Op> __device__ T combine(T x, T y, int div)
+{
+    T z = Op::f(x, y);
+    return div > 1 ? DivBy<T>::f(z, div) : z;
+}
+
+template <typename T, typename Op>
+__global__ void reduce_kernel(T *dst, T *dst2, const T *a, const T *b, size_t n, int vec, int div)
+{
+    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    constexpr int per = (int)(sizeof(uint4) / sizeof(T));
+    size_t done = 0;
+
+    if (vec) {
+        const size_t nv = n / per;
+        for (size_t v = tid; v < nv; v += stride) {
+            uint4 x = reinterpret_cast<const uint4 *>(a)[v];
+            uint4 y = reinterpret_cast<const uint4 *>(b)[v];
+            uint4 z;
+            const T *xs = reinterpret_cast<const T *>(&x);
+            const T *ys = reinterpret_cast<const T *>(&y);
+            T *zs = reinterpret_cast<T *>(&z);
+#pragma unroll
+            for (int k = 0; k < per; k++)
+                zs[k] = combine<T, Op>(xs[k], ys[k], div);
+            reinterpret_cast<uint4 *>(dst)[v] = z;
+            if (dst2)
+                reinterpret_cast<uint4 *>(dst2)[v] = z;
+        }
+        done = nv * per;
+    }
+    for (size_t i = done + tid; i < n; i += stride) {
+        T z = combine<T, Op>(a[i], b[i], div);
+        dst[i] = z;
+        if (dst2)
+            dst2[i] = z;
+    }
+}
 
 template <typename T> __global__ void divide_kernel(T *buf, size_t n, int ranks)
 {
@@ -171,54 +181,56 @@ int grid_for(size_t n)
     return (int)(blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks);
 }
 
-template <typename T, typename Op>
-cudaError_t launch(void *dst, void *dst2, const void *a, const void *b, size_t n, cudaStream_t s)
+/* The arguments of a reduce-copy, as the launchers pass them on. */
+struct RC {
+    void *dst, *dst2;
+    const void *a, *b;
+    size_t n;
+    int div;
+    cudaStream_t s;
+};
+
+template <typename T, typename Op> cudaError_t launch(const RC &r)
 {
-    int vec = (((uintptr_t)dst | (uintptr_t)dst2 | (uintptr_t)a | (uintptr_t)b) & 15) == 0;
-    size_t work = vec ? n / (sizeof(uint4) / sizeof(T)) + 1 : n;
-    reduce_kernel<T, Op>
-        <<<grid_for(work), 256, 0, s>>>((T *)dst, (T *)dst2, (const T *)a, (const T *)b, n, vec);
+    int vec = (((uintptr_t)r.dst | (uintptr_t)r.dst2 | (uintptr_t)r.a | (uintptr_t)r.b) & 15) == 0;
+    size_t work = vec ? r.n / (sizeof(uint4) / sizeof(T)) + 1 : r.n;
+    reduce_kernel<T, Op><<<grid_for(work), 256, 0, r.s>>>((T *)r.dst, (T *)r.dst2, (const T *)r.a,
+                                                          (const T *)r.b, r.n, vec, r.div);
     return cudaGetLastError();
 }
 
-template <typename S, typename U>
-cudaError_t launch_int(void *dst, void *dst2, const void *a, const void *b, size_t n, tutti_op_t op,
-                       cudaStream_t s)
+template <typename S, typename U> cudaError_t launch_int(const RC &r, tutti_op_t op)
 {
     switch (op) {
     case TUTTI_SUM:
-    case TUTTI_AVG: return launch<S, WrapSum<S, U>>(dst, dst2, a, b, n, s);
-    case TUTTI_PROD: return launch<S, WrapProd<S, U>>(dst, dst2, a, b, n, s);
-    case TUTTI_MIN: return launch<S, Min<S>>(dst, dst2, a, b, n, s);
-    case TUTTI_MAX: return launch<S, Max<S>>(dst, dst2, a, b, n, s);
+    case TUTTI_AVG: return launch<S, WrapSum<S, U>>(r);
+    case TUTTI_PROD: return launch<S, WrapProd<S, U>>(r);
+    case TUTTI_MIN: return launch<S, Min<S>>(r);
+    case TUTTI_MAX: return launch<S, Max<S>>(r);
     default: return cudaErrorInvalidValue;
     }
 }
 
-template <typename F>
-cudaError_t launch_float(void *dst, void *dst2, const void *a, const void *b, size_t n,
-                         tutti_op_t op, cudaStream_t s)
+template <typename F> cudaError_t launch_float(const RC &r, tutti_op_t op)
 {
     switch (op) {
     case TUTTI_SUM:
-    case TUTTI_AVG: return launch<F, Sum<F>>(dst, dst2, a, b, n, s);
-    case TUTTI_PROD: return launch<F, Prod<F>>(dst, dst2, a, b, n, s);
-    case TUTTI_MIN: return launch<F, FMin<F>>(dst, dst2, a, b, n, s);
-    case TUTTI_MAX: return launch<F, FMax<F>>(dst, dst2, a, b, n, s);
+    case TUTTI_AVG: return launch<F, Sum<F>>(r);
+    case TUTTI_PROD: return launch<F, Prod<F>>(r);
+    case TUTTI_MIN: return launch<F, FMin<F>>(r);
+    case TUTTI_MAX: return launch<F, FMax<F>>(r);
     default: return cudaErrorInvalidValue;
     }
 }
 
-template <typename H>
-cudaError_t launch_half(void *dst, void *dst2, const void *a, const void *b, size_t n,
-                        tutti_op_t op, cudaStream_t s)
+template <typename H> cudaError_t launch_half(const RC &r, tutti_op_t op)
 {
     switch (op) {
     case TUTTI_SUM:
-    case TUTTI_AVG: return launch<H, Half16<H, Sum<float>>>(dst, dst2, a, b, n, s);
-    case TUTTI_PROD: return launch<H, Half16<H, Prod<float>>>(dst, dst2, a, b, n, s);
-    case TUTTI_MIN: return launch<H, Half16<H, FMin<float>>>(dst, dst2, a, b, n, s);
-    case TUTTI_MAX: return launch<H, Half16<H, FMax<float>>>(dst, dst2, a, b, n, s);
+    case TUTTI_AVG: return launch<H, Half16<H, Sum<float>>>(r);
+    case TUTTI_PROD: return launch<H, Half16<H, Prod<float>>>(r);
+    case TUTTI_MIN: return launch<H, Half16<H, FMin<float>>>(r);
+    case TUTTI_MAX: return launch<H, Half16<H, FMax<float>>>(r);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -259,24 +271,25 @@ cudaError_t premul_half(void *dst, const void *src, size_t n, const void *value,
 } // namespace
 
 extern "C" int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b,
-                                   size_t count, tutti_dtype_t dtype, tutti_op_t op, void *stream)
+                                   size_t count, tutti_dtype_t dtype, tutti_op_t op, int divisor,
+                                   void *stream)
 {
-    cudaStream_t s = (cudaStream_t)stream;
+    const RC r = {dst, dst2, a, b, count, divisor, (cudaStream_t)stream};
     if (count == 0)
         return 0;
     switch (dtype) {
-    case TUTTI_INT8: return launch_int<int8_t, uint8_t>(dst, dst2, a, b, count, op, s);
-    case TUTTI_UINT8: return launch_int<uint8_t, uint8_t>(dst, dst2, a, b, count, op, s);
-    case TUTTI_INT32: return launch_int<int32_t, uint32_t>(dst, dst2, a, b, count, op, s);
-    case TUTTI_UINT32: return launch_int<uint32_t, uint32_t>(dst, dst2, a, b, count, op, s);
-    case TUTTI_INT64: return launch_int<int64_t, uint64_t>(dst, dst2, a, b, count, op, s);
-    case TUTTI_UINT64: return launch_int<uint64_t, uint64_t>(dst, dst2, a, b, count, op, s);
-    case TUTTI_FLOAT16: return launch_half<__half>(dst, dst2, a, b, count, op, s);
-    case TUTTI_BFLOAT16: return launch_half<__nv_bfloat16>(dst, dst2, a, b, count, op, s);
-    case TUTTI_FLOAT32: return launch_float<float>(dst, dst2, a, b, count, op, s);
-    case TUTTI_FLOAT64: return launch_float<double>(dst, dst2, a, b, count, op, s);
-    case TUTTI_FLOAT8_E4M3: return launch_half<F8<__NV_E4M3>>(dst, dst2, a, b, count, op, s);
-    case TUTTI_FLOAT8_E5M2: return launch_half<F8<__NV_E5M2>>(dst, dst2, a, b, count, op, s);
+    case TUTTI_INT8: return launch_int<int8_t, uint8_t>(r, op);
+    case TUTTI_UINT8: return launch_int<uint8_t, uint8_t>(r, op);
+    case TUTTI_INT32: return launch_int<int32_t, uint32_t>(r, op);
+    case TUTTI_UINT32: return launch_int<uint32_t, uint32_t>(r, op);
+    case TUTTI_INT64: return launch_int<int64_t, uint64_t>(r, op);
+    case TUTTI_UINT64: return launch_int<uint64_t, uint64_t>(r, op);
+    case TUTTI_FLOAT16: return launch_half<__half>(r, op);
+    case TUTTI_BFLOAT16: return launch_half<__nv_bfloat16>(r, op);
+    case TUTTI_FLOAT32: return launch_float<float>(r, op);
+    case TUTTI_FLOAT64: return launch_float<double>(r, op);
+    case TUTTI_FLOAT8_E4M3: return launch_half<F8<__NV_E4M3>>(r, op);
+    case TUTTI_FLOAT8_E5M2: return launch_half<F8<__NV_E5M2>>(r, op);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -284,7 +297,7 @@ extern "C" int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const v
 extern "C" int tt_cuda_reduce(void *dst, const void *a, const void *b, size_t count,
                               tutti_dtype_t dtype, tutti_op_t op, void *stream)
 {
-    return tt_cuda_reduce_copy(dst, NULL, a, b, count, dtype, op, stream);
+    return tt_cuda_reduce_copy(dst, NULL, a, b, count, dtype, op, 0, stream);
 }
 
 extern "C" int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks, void *stream)

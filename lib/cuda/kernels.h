@@ -19,9 +19,10 @@ int tt_cuda_reduce(void *dst, const void *a, const void *b, size_t count, tutti_
                    tutti_op_t op, void *stream);
 
 /* The fused reduce-copy: the same, written to dst and, when dst2 is not NULL, to dst2 in the
- * same pass (dst2 must not overlap a, b or dst). */
+ * same pass (dst2 must not overlap a, b or dst); with divisor > 1, each result divided by it
+ * first, as tt_cuda_divide would (the step that ends an AVG, in one pass). */
 int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b, size_t count,
-                        tutti_dtype_t dtype, tutti_op_t op, void *stream);
+                        tutti_dtype_t dtype, tutti_op_t op, int divisor, void *stream);
 
 /* buf[i] /= ranks: the end of an AVG. */
 int tt_cuda_divide(void *buf, size_t count, tutti_dtype_t dtype, int ranks, void *stream);

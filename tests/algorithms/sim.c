@@ -17,7 +17,8 @@ struct sim_op {
     int kind;
     void *d, *d2;
     const void *a, *b;
-    size_t n; /* bytes (copy) or elements */
+    size_t n;   /* bytes (copy) or elements */
+    int divide; /* a reduction that ends an AVG: divided, then copied to d2 */
 };
 
 struct sim_queue {
@@ -51,7 +52,16 @@ static size_t q_run(struct sim_queue *q, size_t k)
         struct sim_op *o = &q->ops[q->done++];
         switch (o->kind) {
         case OP_COPY: memmove(o->d, o->a, o->n); break;
-        case OP_REDUCE: tt_reduce_kernel(q->dtype, q->op)(o->d, o->d2, o->a, o->b, o->n); break;
+        case OP_REDUCE:
+            if (!o->divide) {
+                tt_reduce_kernel(q->dtype, q->op)(o->d, o->d2, o->a, o->b, o->n);
+                break;
+            }
+            tt_reduce_kernel(q->dtype, q->op)(o->d, NULL, o->a, o->b, o->n);
+            tt_postop_avg(q->dtype, o->d, o->n, q->divisor);
+            if (o->d2)
+                memcpy(o->d2, o->d, o->n * tutti_dtype_size(q->dtype));
+            break;
         default: tt_postop_avg(q->dtype, o->d, o->n, q->divisor);
         }
     }
@@ -64,13 +74,20 @@ static tutti_result_t mv_copy(void *ctx, void *dst, const void *src, size_t byte
 }
 
 static tutti_result_t mv_reduce(void *ctx, void *dst, void *dst2, const void *a, const void *b,
-                                size_t n, tutti_dtype_t dtype, tutti_op_t op)
+                                size_t n, tutti_dtype_t dtype, tutti_op_t op, int divisor)
 {
     struct sim_queue *q = ctx;
     if (dtype != q->dtype || op != q->op)
         return tt_fail_quiet(NULL, TUTTI_ERR_INTERNAL, "sim: mover asked for another dtype/op");
-    return q_push(q,
-                  (struct sim_op){.kind = OP_REDUCE, .d = dst, .d2 = dst2, .a = a, .b = b, .n = n});
+    if (divisor > 1 && (op != TUTTI_AVG || divisor != q->divisor))
+        return tt_fail_quiet(NULL, TUTTI_ERR_INTERNAL, "sim: mover asked for another divisor");
+    return q_push(q, (struct sim_op){.kind = OP_REDUCE,
+                                     .d = dst,
+                                     .d2 = dst2,
+                                     .a = a,
+                                     .b = b,
+                                     .n = n,
+                                     .divide = divisor > 1});
 }
 
 static tutti_result_t mv_divide(void *ctx, void *buf, size_t n, tutti_dtype_t dtype, int divisor)

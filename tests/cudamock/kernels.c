@@ -16,20 +16,31 @@ struct reduce_args {
     void *dst, *dst2;
     const void *a, *b;
     size_t n;
+    tutti_dtype_t dtype;
+    int divisor;
 };
 
+/* With a divisor: the reduction, the division (tt_postop_avg, the same bits as the division
+ * kernel's), then the copy to dst2. */
 static void run_reduce(void *arg)
 {
     struct reduce_args *r = arg;
-    r->fn(r->dst, r->dst2, r->a, r->b, r->n);
+    if (r->divisor <= 1) {
+        r->fn(r->dst, r->dst2, r->a, r->b, r->n);
+        return;
+    }
+    r->fn(r->dst, NULL, r->a, r->b, r->n);
+    tt_postop_avg(r->dtype, r->dst, r->n, r->divisor);
+    if (r->dst2)
+        memcpy(r->dst2, r->dst, r->n * tutti_dtype_size(r->dtype));
 }
 
 int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b, size_t count,
-                        tutti_dtype_t dtype, tutti_op_t op, void *stream)
+                        tutti_dtype_t dtype, tutti_op_t op, int divisor, void *stream)
 {
     tt_reduce_fn fn = tt_reduce_kernel(dtype, op);
     size_t bytes = count * tutti_dtype_size(dtype);
-    struct reduce_args r = {fn, dst, dst2, a, b, count};
+    struct reduce_args r = {fn, dst, dst2, a, b, count, dtype, divisor};
 
     if (!fn)
         return cudaErrorInvalidValue;
@@ -46,7 +57,7 @@ int tt_cuda_reduce_copy(void *dst, void *dst2, const void *a, const void *b, siz
 int tt_cuda_reduce(void *dst, const void *a, const void *b, size_t count, tutti_dtype_t dtype,
                    tutti_op_t op, void *stream)
 {
-    return tt_cuda_reduce_copy(dst, NULL, a, b, count, dtype, op, stream);
+    return tt_cuda_reduce_copy(dst, NULL, a, b, count, dtype, op, 0, stream);
 }
 
 struct divide_args {

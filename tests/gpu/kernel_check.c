@@ -4,7 +4,8 @@
  *
  *   kernel_check kernels  the CUDA reduction kernels (one process): every dtype x op, counts
  *                         1 to 1M+3, vector-aligned and not, the fused second output, in
- *                         place; AVG through the division kernel; the premul-sum kernel
+ *                         place; AVG through the division kernel (in place) and in the
+ *                         reduction's own pass (out of place); the premul-sum kernel
  *                         (scalar by value and by address); against tools/values.c's
  *                         expectations (computed without tutti)
  *   kernel_check bench    reduction kernel (float32 sum, 256 MiB) bandwidth against
@@ -84,9 +85,13 @@ static void kernels(void)
                         val_fill((tutti_dtype_t)t, op, 1, h, n, 0);
                         CU(cudaMemcpy(b + off, h, n * es, cudaMemcpyHostToDevice));
                         char *dst = inplace ? a + off : d + off;
+                        /* AVG: in place, the division kernel after the reduction; out
+                         * of place, the division in the reduction's own pass */
+                        int fused = op == TUTTI_AVG ? 2 : 0;
                         if (tt_cuda_reduce_copy(dst, d2 + off, a + off, b + off, n,
-                                                (tutti_dtype_t)t, (tutti_op_t)op, NULL) != 0 ||
-                            (op == TUTTI_AVG &&
+                                                (tutti_dtype_t)t, (tutti_op_t)op,
+                                                inplace ? 0 : fused, NULL) != 0 ||
+                            (op == TUTTI_AVG && inplace &&
                              (tt_cuda_divide(dst, n, (tutti_dtype_t)t, 2, NULL) != 0 ||
                               tt_cuda_divide(d2 + off, n, (tutti_dtype_t)t, 2, NULL) != 0)))
                             fail("kernels: launch failed for %s %s",
