@@ -92,9 +92,10 @@ template <__nv_fp8_interpretation_t K, typename FOp> struct Half16<F8<K>, FOp> {
 };
 
 /* x / n as the dtype's division (AVG's last step): integers truncate, halves and FP8 divide in
- * float and round once. */
+ * float and round once. n stays an int, as on the host (reduce.c): cast to an 8-bit type, 200
+ * ranks would divide int8 by -56 and 256 would divide uint8 by zero. */
 template <typename T> struct DivBy {
-    __device__ static T f(T x, int n) { return (T)(x / (T)n); }
+    __device__ static T f(T x, int n) { return (T)(x / n); }
 };
 template <> struct DivBy<__half> {
     __device__ static __half f(__half x, int n)

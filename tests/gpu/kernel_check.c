@@ -60,6 +60,45 @@ static size_t premuls(void)
     return checked;
 }
 
+/* AVG's division of the 8-bit integers by rank counts the type cannot hold (as on the host:
+ * the quotient by the int), by the division kernel and in the reduction's pass (a + 0). */
+static size_t wide_divisors(void)
+{
+    const int divs[] = {127, 128, 200, 255, 256, 300, 1000};
+    size_t checked = 0;
+    unsigned char h[256], z[256] = {0}, g[256];
+    char *d, *zero;
+
+    CU(cudaMalloc((void **)&d, 256));
+    CU(cudaMalloc((void **)&zero, 256));
+    CU(cudaMemcpy(zero, z, 256, cudaMemcpyHostToDevice));
+    for (int t = TUTTI_INT8; t <= TUTTI_UINT8; t++)
+        for (size_t j = 0; j < sizeof(divs) / sizeof(divs[0]); j++)
+            for (int fused = 0; fused < 2; fused++) {
+                for (int i = 0; i < 256; i++)
+                    h[i] = (unsigned char)i;
+                CU(cudaMemcpy(d, h, 256, cudaMemcpyHostToDevice));
+                if ((fused ? tt_cuda_reduce_copy(d, NULL, d, zero, 256, (tutti_dtype_t)t, TUTTI_AVG,
+                                                 divs[j], NULL)
+                           : tt_cuda_divide(d, 256, (tutti_dtype_t)t, divs[j], NULL)) != 0)
+                    fail("kernels: division launch failed for %s",
+                         tutti_dtype_name((tutti_dtype_t)t));
+                CU(cudaMemcpy(g, d, 256, cudaMemcpyDeviceToHost));
+                for (int i = 0; i < 256; i++) {
+                    int x = t == TUTTI_INT8 ? (int)(int8_t)i : i, want = x / divs[j];
+                    int got = t == TUTTI_INT8 ? (int)(int8_t)g[i] : (int)g[i];
+                    if (got != want)
+                        fail("kernels: %s %d / %d%s: want %d, got %d",
+                             tutti_dtype_name((tutti_dtype_t)t), x, divs[j],
+                             fused ? " (in the reduction)" : "", want, got);
+                }
+                checked++;
+            }
+    cudaFree(d);
+    cudaFree(zero);
+    return checked;
+}
+
 /* The kernels against expectations computed without tutti: inputs of "ranks" 0 and 1. */
 static void kernels(void)
 {
@@ -115,6 +154,8 @@ static void kernels(void)
                         free(g);
                     }
     printf("kernels: %zu dtype x op x count x alignment x placement cases checked\n", checked);
+    printf("kernels: %zu divisions by more ranks than an 8-bit integer holds checked\n",
+           wide_divisors());
     printf("kernels: %zu premul-sum cases checked\n", premuls());
 }
 
