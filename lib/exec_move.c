@@ -95,7 +95,7 @@ tutti_result_t tt_mv_reduce_final(struct tt_exec *x, const struct tt_step *s,
                                   const char *b, size_t n)
 {
     int avg = (s->flags & TT_STEP_POSTOP) && x->op == TUTTI_AVG;
-    size_t step = avg && !x->mover ? TT_AVG_BLOCK / x->esize : n, o = 0;
+    size_t step = TT_AVG_BLOCK / x->esize, o = 0;
     tutti_result_t r;
 
     if (!avg)

@@ -413,16 +413,16 @@ TT_VPMSUM(pmsum_e5m2x, "avx2,f16c", uint8_t, 16, tt_fp8_to_float(kb, TT_FP8_E5M2
 /* AVG's division, d[i] /= divisor in float, as the portable loops (float16 and bfloat16 round
  * once, as there; FP8 exactly, as above). By a power of two, the product with the reciprocal:
  * exact, so the same value, and faster. */
+#define TT_POW2(divisor) (((divisor) & ((divisor)-1)) == 0)
 #define TT_DIVISOR(divisor)                                                                        \
-    _mm256_set1_ps(((divisor) & ((divisor)-1)) == 0 ? 1.0f / (float)(divisor) : (float)(divisor))
-#define TT_DIVIDE(x, v, divisor)                                                                   \
-    (((divisor) & ((divisor)-1)) == 0 ? _mm256_mul_ps(x, v) : _mm256_div_ps(x, v))
+    _mm256_set1_ps(TT_POW2(divisor) ? 1.0f / (float)(divisor) : (float)(divisor))
+#define TT_DIVIDE(x, v, divisor) (TT_POW2(divisor) ? _mm256_mul_ps(x, v) : _mm256_div_ps(x, v))
 /* Can the quotient be other than the code's value scaled exactly (a divisor not a power of
  * two)? Only then does FP8 need tt_fp8_store's exact rounding: a quotient by a power of two has
  * the code's three or four significant bits, which float16 holds, except far below FP8's least
  * subnormal, where both roundings give zero (bench/reduce-kernels -d 2 65536 divide: E4M3
  * 0.61-0.67 ns an element with the exact rounding, 0.36-0.42 without). */
-#define TT_INEXACT(divisor) (((divisor) & ((divisor)-1)) != 0)
+#define TT_INEXACT(divisor) (!TT_POW2(divisor))
 #define TT_VAVG(name, TARGET, T, W, STEP, DT)                                                      \
     __attribute__((target(TARGET))) static void name(void *d_, size_t n, int divisor)              \
     {                                                                                              \
@@ -461,7 +461,7 @@ TT_VAVG(avg_e5m2x, "avx2,f16c", uint8_t, 16, TT_STEP_AVG_FP8(0), TUTTI_FLOAT8_E5
  * TT_POW2_K: k where the divisor is 2^k below 2^KMAX, else 0 (the float kernel throughout).
  */
 #define TT_POW2_K(divisor, KMAX)                                                                   \
-    (((divisor) & ((divisor)-1)) == 0 && (divisor) < 1 << (KMAX) ? __builtin_ctz(divisor) : 0)
+    (TT_POW2(divisor) && (divisor) < 1 << (KMAX) ? __builtin_ctz(divisor) : 0)
 #define TT_VAVG_POW2(name, T, LANES, SET1, CMPGT, CMPEQ, SUB, MASK, SPECIAL, SHIFT, KMAX, FLOATK)  \
     __attribute__((target("avx2"))) static void name(void *d_, size_t n, int divisor)              \
     {                                                                                              \
