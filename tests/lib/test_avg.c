@@ -1,7 +1,7 @@
 /*
- * test_avg.c -- AVG's division (tt_postop_avg) and the step that ends an AVG, sum and division
- * in one (tt_sum_avg), against the references of reduce_ref.c and against the portable
- * kernels, bit for bit.
+ * test_avg.c -- AVG's division (tt_postop_avg): every code of the 16- and 8-bit floats, and
+ * float32 and float64 on random bits, against the references of reduce_ref.c and against the
+ * portable kernels, bit for bit.
  */
 #include "lib/half.h"
 #include "lib/reduce.h"
