@@ -1,12 +1,13 @@
 /*
- * ddp.c -- the DDP context: parameter registration and the cross-rank check, the per-step
- * readiness bookkeeping that queues bucket reductions in bucket order, rebuilding buckets
- * from the observed order (buckets themselves: buckets.c), finish, no_sync, unused
- * parameters. Uses include/tutti.h only.
+ * ddp.c -- the DDP context: parameter registration (checked across ranks: check_ranks.c),
+ * the per-step readiness bookkeeping that queues bucket reductions in bucket order,
+ * rebuilding buckets from the observed order (buckets themselves: buckets.c), finish,
+ * no_sync, unused parameters; uneven inputs: join.c. Uses include/tutti.h only.
  */
 #include "ddp_int.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,10 @@ static tutti_result_t check_config(struct tutti_ddp *d, const tutti_ddp_config_t
     if ((unsigned)c->optim > TUTTI_DDP_OPTIM_ADAM)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_create: optim %d is not an optimizer",
                         (int)c->optim);
+    if (c->size > offsetof(tutti_ddp_config_t, uneven_inputs) && c->uneven_inputs != 0 &&
+        c->uneven_inputs != 1)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_create: uneven_inputs is %d; must be 0 or 1", c->uneven_inputs);
     if (c->optim != TUTTI_DDP_OPTIM_NONE && !(c->lr >= 0))
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_create: lr %g must be >= 0", c->lr);
     if (c->optim == TUTTI_DDP_OPTIM_ADAM &&
@@ -124,6 +129,7 @@ tutti_result_t tutti_ddp_create(tutti_ddp_t *out, tutti_comm_t comm,
         return rc;
     }
     d->comm = comm;
+    d->last_active = -1;
     d->cfg = defaults;
     if (config) {
         rc = check_config(d, config);
@@ -195,86 +201,16 @@ tutti_result_t tutti_ddp_register(tutti_ddp_t d, const char *name, float *data, 
     return TUTTI_SUCCESS;
 }
 
-/* What every rank must agree on about one parameter. */
-struct desc {
-    char name[DDP_NAME_LEN];
-    uint64_t count;
-    uint64_t ndim;
-    uint64_t shape[DDP_MAX_DIMS];
-};
-
-static void desc_str(const struct desc *x, char *buf, size_t size)
+tutti_result_t ddp_broadcast_params(struct tutti_ddp *d, int root, const char *fn)
 {
-    int n = snprintf(buf, size, "'%s' [", x->name);
-    for (uint64_t i = 0; i < x->ndim && i < DDP_MAX_DIMS && n < (int)size; i++)
-        n += snprintf(buf + n, size - (size_t)n, "%s%llu", i ? ", " : "",
-                      (unsigned long long)x->shape[i]);
-    if (n < (int)size)
-        snprintf(buf + n, size - (size_t)n, "] float32");
-}
-
-/* Every rank sees the same tables, so every rank reaches the same verdict. */
-static tutti_result_t check_params(struct tutti_ddp *d)
-{
-    int64_t mine = d->nparams, *counts = calloc((size_t)d->nranks, sizeof(*counts));
-    struct desc *all = NULL, *me = NULL;
-    tutti_result_t rc;
-    char a[160], b[160];
-
-    if (!counts)
-        return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
-    rc = tutti_all_gather(&mine, counts, 1, TUTTI_INT64, d->comm, NULL);
-    if (rc != TUTTI_SUCCESS) {
-        ddp_fail(d, rc, "tutti_ddp_init: exchanging parameter counts: %s",
-                 tutti_comm_last_error(d->comm));
-        goto out;
-    }
-    for (int r = 1; r < d->nranks; r++)
-        if (counts[r] != counts[0]) {
-            rc = ddp_fail(d, TUTTI_ERR_INVALID_ARG,
-                          "tutti_ddp_init: rank %d registered %lld parameters, rank 0 registered "
-                          "%lld",
-                          r, (long long)counts[r], (long long)counts[0]);
-            goto out;
-        }
-    me = calloc((size_t)d->nparams, sizeof(*me));
-    all = calloc((size_t)d->nparams * (size_t)d->nranks, sizeof(*all));
-    if (!me || !all) {
-        rc = ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
-        goto out;
-    }
     for (int i = 0; i < d->nparams; i++) {
-        const struct ddp_param *p = &d->params[i];
-        memcpy(me[i].name, p->name, sizeof(me[i].name));
-        me[i].count = p->count;
-        me[i].ndim = (uint64_t)p->ndim;
-        for (int k = 0; k < p->ndim; k++)
-            me[i].shape[k] = p->shape[k];
+        tutti_result_t rc = tutti_broadcast(d->params[i].data, d->params[i].data,
+                                            d->params[i].count, TUTTI_FLOAT32, root, d->comm, NULL);
+        if (rc != TUTTI_SUCCESS)
+            return ddp_fail(d, rc, "%s: broadcasting '%s' from rank %d: %s", fn, d->params[i].name,
+                            root, tutti_comm_last_error(d->comm));
     }
-    rc = tutti_all_gather(me, all, (size_t)d->nparams * sizeof(*me), TUTTI_UINT8, d->comm, NULL);
-    if (rc != TUTTI_SUCCESS) {
-        ddp_fail(d, rc, "tutti_ddp_init: exchanging parameter shapes: %s",
-                 tutti_comm_last_error(d->comm));
-        goto out;
-    }
-    for (int r = 1; r < d->nranks; r++)
-        for (int i = 0; i < d->nparams; i++) {
-            const struct desc *x = &all[(size_t)r * (size_t)d->nparams + (size_t)i], *y = &all[i];
-            if (memcmp(x, y, sizeof(*x)) == 0)
-                continue;
-            desc_str(x, a, sizeof(a));
-            desc_str(y, b, sizeof(b));
-            rc = ddp_fail(d, TUTTI_ERR_INVALID_ARG,
-                          "tutti_ddp_init: parameter %d differs: rank %d registered %s, rank 0 "
-                          "registered %s",
-                          i, r, a, b);
-            goto out;
-        }
-out:
-    free(counts);
-    free(me);
-    free(all);
-    return rc;
+    return TUTTI_SUCCESS;
 }
 
 tutti_result_t tutti_ddp_init(tutti_ddp_t d)
@@ -288,15 +224,8 @@ tutti_result_t tutti_ddp_init(tutti_ddp_t d)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_init: called twice");
     if (d->nparams == 0)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_init: no parameter is registered");
-    TUTTI_DDP_CHECK(check_params(d));
-    /* Rank 0's values everywhere. */
-    for (int i = 0; i < d->nparams; i++) {
-        rc = tutti_broadcast(d->params[i].data, d->params[i].data, d->params[i].count,
-                             TUTTI_FLOAT32, 0, d->comm, NULL);
-        if (rc != TUTTI_SUCCESS)
-            return ddp_fail(d, rc, "tutti_ddp_init: broadcasting '%s': %s", d->params[i].name,
-                            tutti_comm_last_error(d->comm));
-    }
+    TUTTI_DDP_CHECK(ddp_check_ranks(d));
+    TUTTI_DDP_CHECK(ddp_broadcast_params(d, 0, "tutti_ddp_init"));
     d->shard = (d->total + (size_t)d->nranks - 1) / (size_t)d->nranks;
     d->own_lo = (size_t)d->rank * d->shard;
     d->own_lo = d->own_lo > d->total ? d->total : d->own_lo;
@@ -327,7 +256,7 @@ tutti_result_t tutti_ddp_init(tutti_ddp_t d)
     return TUTTI_SUCCESS;
 }
 
-static tutti_result_t check_live(struct tutti_ddp *d, const char *fn)
+tutti_result_t ddp_check_live(struct tutti_ddp *d, const char *fn)
 {
     if (!d)
         return ddp_fail(NULL, TUTTI_ERR_INVALID_ARG, "%s: ddp is NULL", fn);
@@ -402,7 +331,7 @@ static tutti_result_t bucket_end(void *arg)
 }
 
 /* A failure mid-step: make the peers fail too, and keep the first message. */
-static tutti_result_t break_step(struct tutti_ddp *d, tutti_result_t rc)
+tutti_result_t ddp_break_step(struct tutti_ddp *d, tutti_result_t rc)
 {
     char msg[DDP_ERR_LEN];
 
@@ -429,9 +358,23 @@ static tutti_result_t launch(struct tutti_ddp *d, struct ddp_bucket *b)
     if (rc != TUTTI_SUCCESS) {
         if (!d->err[0])
             ddp_fail(d, rc, "bucket %d: queueing its reduction: %s", b->index, tutti_last_error());
-        return break_step(d, rc);
+        return ddp_break_step(d, rc);
     }
     return TUTTI_SUCCESS;
+}
+
+/* The first call of a synchronised step; with uneven inputs, its round of flags goes first. */
+static tutti_result_t begin_step(struct tutti_ddp *d)
+{
+    tutti_result_t rc;
+
+    if (d->in_step)
+        return TUTTI_SUCCESS;
+    d->in_step = 1;
+    if (!d->cfg.uneven_inputs || d->joining)
+        return TUTTI_SUCCESS;
+    rc = ddp_join_round(d, d->rank + 1);
+    return rc == TUTTI_SUCCESS ? rc : ddp_break_step(d, rc);
 }
 
 /* Queue every bucket that is complete and whose predecessors are queued. */
@@ -449,7 +392,7 @@ tutti_result_t tutti_ddp_grad_ready(tutti_ddp_t d, int index)
 {
     struct ddp_param *p;
 
-    TUTTI_DDP_CHECK(check_live(d, "tutti_ddp_grad_ready"));
+    TUTTI_DDP_CHECK(ddp_check_live(d, "tutti_ddp_grad_ready"));
     if (index < 0 || index >= d->nparams)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
                         "tutti_ddp_grad_ready: index %d is not a registered parameter (0..%d)",
@@ -463,7 +406,7 @@ tutti_result_t tutti_ddp_grad_ready(tutti_ddp_t d, int index)
     p->ready = 1;
     if (d->no_sync)
         return TUTTI_SUCCESS;
-    d->in_step = 1;
+    TUTTI_DDP_CHECK(begin_step(d));
     if (!d->rebuilt && d->steps == 0)
         d->ready_order[d->nready++] = index;
     d->buckets[p->bucket].pending--;
@@ -524,7 +467,7 @@ tutti_result_t tutti_ddp_finish(tutti_ddp_t d)
     double t0;
     tutti_result_t rc;
 
-    TUTTI_DDP_CHECK(check_live(d, "tutti_ddp_finish"));
+    TUTTI_DDP_CHECK(ddp_check_live(d, "tutti_ddp_finish"));
     if (d->no_sync) {
         end_step(d);
         return TUTTI_SUCCESS;
@@ -536,14 +479,14 @@ tutti_result_t tutti_ddp_finish(tutti_ddp_t d)
                 n += snprintf(names + n, sizeof(names) - (size_t)n, "%s'%s' (%d)",
                               unused > 1 ? ", " : "", d->params[i].name, i);
         }
-    if (unused && !d->cfg.find_unused) {
+    if (unused && !d->cfg.find_unused && !d->joining) {
         ddp_fail(d, TUTTI_ERR_INVALID_ARG,
                  "tutti_ddp_finish: %d parameter(s) got no gradient in this step: %s%s; mark "
                  "them with tutti_ddp_grad_ready, or set find_unused to count them as zero. The "
                  "communicator was aborted so that the other ranks fail instead of waiting",
                  unused, names, unused > 6 ? ", ..." : "");
         end_step(d);
-        return break_step(d, TUTTI_ERR_INVALID_ARG);
+        return ddp_break_step(d, TUTTI_ERR_INVALID_ARG);
     }
     for (int i = 0; i < d->nparams && unused; i++)
         if (!d->params[i].ready) {
@@ -553,7 +496,7 @@ tutti_result_t tutti_ddp_finish(tutti_ddp_t d)
                 memset(d->buckets[p->bucket].view + p->bucket_off, 0, p->count * sizeof(float));
             d->buckets[p->bucket].pending--;
         }
-    d->in_step = 1;
+    TUTTI_DDP_CHECK(begin_step(d));
     TUTTI_DDP_CHECK(launch_ready(d));
     t0 = ddp_now();
     rc = tutti_stream_sync(d->stream);
@@ -562,20 +505,22 @@ tutti_result_t tutti_ddp_finish(tutti_ddp_t d)
     if (rc != TUTTI_SUCCESS) {
         ddp_fail(d, rc, "tutti_ddp_finish: a bucket reduction failed: %s",
                  tutti_stream_last_error(d->stream));
-        return break_step(d, rc);
+        return ddp_break_step(d, rc);
     }
     d->steps++;
+    if (d->cfg.uneven_inputs && !d->joining)
+        d->last_active = d->join_max - 1;
     if (d->cfg.rebuild_buckets && !d->rebuilt) {
         rc = rebuild(d);
         if (rc != TUTTI_SUCCESS)
-            return break_step(d, rc);
+            return ddp_break_step(d, rc);
     }
     return TUTTI_SUCCESS;
 }
 
 tutti_result_t tutti_ddp_no_sync(tutti_ddp_t d, int enable)
 {
-    TUTTI_DDP_CHECK(check_live(d, "tutti_ddp_no_sync"));
+    TUTTI_DDP_CHECK(ddp_check_live(d, "tutti_ddp_no_sync"));
     if (d->in_step)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
                         "tutti_ddp_no_sync: a step is in flight (call it between steps)");

@@ -85,6 +85,11 @@ struct tutti_ddp {
     struct ddp_optim *optim;
     float *shard_grad; /* ZeRO-2: this rank's reduced gradients, flat [own_lo, own_hi) */
 
+    /* Uneven inputs (join.c): every synchronised step starts with a round of flags. */
+    int32_t join_flag, join_max; /* sent: rank + 1 while training, 0 joined; the ranks' max */
+    int joining;                 /* in tutti_ddp_join: a step counts every gradient as zero */
+    int last_active;             /* the highest rank that trained in the latest round; -1 */
+
     /* Written on the stream, read after a sync. */
     double comm_s, exposed_s, step_s;
     unsigned long long bytes_reduced;
@@ -105,6 +110,18 @@ tutti_result_t ddp_fail(struct tutti_ddp *d, tutti_result_t rc, const char *fmt,
     __attribute__((format(printf, 3, 4)));
 
 double ddp_now(void);
+
+/* ddp.c: fail unless d is initialised and unbroken; fail mid-step (abort the communicator so
+ * the peers fail too, keep the first message); rank root's parameter values everywhere. */
+tutti_result_t ddp_check_live(struct tutti_ddp *d, const char *fn);
+tutti_result_t ddp_break_step(struct tutti_ddp *d, tutti_result_t rc);
+tutti_result_t ddp_broadcast_params(struct tutti_ddp *d, int root, const char *fn);
+
+/* check_ranks.c: the same parameters and settings on every rank (collective). */
+tutti_result_t ddp_check_ranks(struct tutti_ddp *d);
+
+/* join.c: queue a step's round of flags on the stream (the ranks' max lands in join_max). */
+tutti_result_t ddp_join_round(struct tutti_ddp *d, int32_t flag);
 
 /* Element range of bucket b that rank r owns (flat-space ownership), as [*lo, *hi). */
 void ddp_owner_run(const struct tutti_ddp *d, const struct ddp_bucket *b, int r, size_t *lo,

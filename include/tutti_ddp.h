@@ -108,12 +108,16 @@ typedef struct {
     double lr, momentum, weight_decay; /* SGD (and Adam's lr, weight_decay) */
     double beta1, beta2, eps;          /* Adam (0.9, 0.999, 1e-8) */
     unsigned long long seed;           /* PowerSGD's initial factors (every rank alike) */
+    int uneven_inputs;                 /* 1: ranks may run different numbers of steps; each
+                                          synchronised step starts with a 4-byte all-reduce
+                                          of who still trains, and a rank out of data calls
+                                          tutti_ddp_join (0) */
 } tutti_ddp_config_t;
 
 #define TUTTI_DDP_CONFIG_INIT                                                                      \
     {                                                                                              \
         sizeof(tutti_ddp_config_t), 25.0, 1.0, 0, 0, 1, TUTTI_DDP_HOOK_NONE, 0.01, 4, NULL, NULL,  \
-            0, TUTTI_DDP_OPTIM_NONE, 0.01, 0.0, 0.0, 0.9, 0.999, 1e-8, 1                           \
+            0, TUTTI_DDP_OPTIM_NONE, 0.01, 0.0, 0.0, 0.9, 0.999, 1e-8, 1, 0                        \
     }
 
 /*
@@ -137,8 +141,10 @@ TUTTI_API tutti_result_t tutti_ddp_register(tutti_ddp_t ddp, const char *name, f
 
 /*
  * tutti_ddp_init - collective: check that every rank registered the same parameters (count,
- * names, shapes; on a mismatch every rank fails with TUTTI_ERR_INVALID_ARG naming the rank and
- * the parameter), broadcast rank 0's values, build the buckets and the optimizer state.
+ * names, shapes) with the same settings (those that decide what a step sends: hook and its
+ * ratio, rank and seed, zero, optim, bucket sizes, rebuild_buckets, uneven_inputs); on a
+ * mismatch every rank fails with TUTTI_ERR_INVALID_ARG naming the rank and the parameter or
+ * setting. Then broadcast rank 0's values, build the buckets and the optimizer state.
  */
 TUTTI_API tutti_result_t tutti_ddp_init(tutti_ddp_t ddp);
 
@@ -174,6 +180,21 @@ TUTTI_API float *tutti_ddp_grad(tutti_ddp_t ddp, int index);
  */
 TUTTI_API tutti_result_t tutti_ddp_step(tutti_ddp_t ddp);
 
+/*
+ * tutti_ddp_join - uneven inputs (PyTorch's Join), with config.uneven_inputs = 1 on every
+ * rank: a rank that has run out of data calls this between steps (after a synchronised
+ * tutti_ddp_finish and tutti_ddp_step, not with no_sync on). Collective: until every rank has
+ * called it, it takes part in the other ranks' synchronised steps as a rank whose gradients
+ * are all zero (so an average is the sum of the training ranks' gradients over the number of
+ * ranks, as PyTorch's default divide_by_initial_world_size) and, where config.optim is set,
+ * runs tutti_ddp_step after each of them as the training ranks must. Once every rank has
+ * joined, every rank takes the parameters of the highest rank among those that trained in
+ * the last step, and the call returns on every rank; training may then go on (the next
+ * epoch) and end in another join. A rank that never joins leaves the others waiting until it
+ * fails or TUTTI_TIMEOUT.
+ */
+TUTTI_API tutti_result_t tutti_ddp_join(tutti_ddp_t ddp);
+
 /* tutti_ddp_set_lr - change the optimizer's learning rate (schedules). */
 TUTTI_API tutti_result_t tutti_ddp_set_lr(tutti_ddp_t ddp, double lr);
 
@@ -197,7 +218,7 @@ TUTTI_API tutti_result_t tutti_ddp_load(tutti_ddp_t ddp, const char *path, void 
 
 /* What the layer did and holds; cumulative since init. */
 typedef struct {
-    long long steps;                  /* synchronised steps finished */
+    long long steps;                  /* synchronised steps finished (joined ones included) */
     int nbuckets;                     /* current buckets */
     int rebuilt;                      /* the buckets were rebuilt from the observed order */
     double comm_s;                    /* seconds the stream spent reducing buckets (wall) */

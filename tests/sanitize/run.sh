@@ -61,9 +61,10 @@ asan|tsan)
                 "$dir/tests/stream_check" $m
         done
         # The DDP layer: its stream worker reduces buckets while the caller marks gradients.
-        for h in none int8; do
+        for args in "average none 1" "average int8 1" "join none 1 sgd1"; do
+            # shellcheck disable=SC2086 # the words of args are ddp_check's arguments
             TUTTI_SOCKET_IFNAME==lo TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 2 \
-                "$dir/tests/ddp_check" average $h 1
+                "$dir/tests/ddp_check" $args
         done
         exit 0
     fi

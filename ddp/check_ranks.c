@@ -1,0 +1,166 @@
+/*
+ * check_ranks.c -- tutti_ddp_init's check that every rank registered the same parameters
+ * (count, names, shapes) with the same settings, so that every step's collectives match.
+ * Uses include/tutti.h only.
+ */
+#include "ddp_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What every rank must agree on about one parameter. */
+struct desc {
+    char name[DDP_NAME_LEN];
+    uint64_t count;
+    uint64_t ndim;
+    uint64_t shape[DDP_MAX_DIMS];
+};
+
+static void desc_str(const struct desc *x, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "'%s' [", x->name);
+    for (uint64_t i = 0; i < x->ndim && i < DDP_MAX_DIMS && n < (int)size; i++)
+        n += snprintf(buf + n, size - (size_t)n, "%s%llu", i ? ", " : "",
+                      (unsigned long long)x->shape[i]);
+    if (n < (int)size)
+        snprintf(buf + n, size - (size_t)n, "] float32");
+}
+
+/*
+ * The settings that decide which collectives a step makes and what they carry (or that every
+ * rank must hold alike, as PowerSGD's seed): one vector per rank, reals by their bits. A
+ * hook's own settings count only with that hook.
+ */
+enum {
+    S_PARAMS,
+    S_HOOK,
+    S_TOPK,
+    S_PSGD_RANK,
+    S_SEED,
+    S_ZERO,
+    S_OPTIM,
+    S_FIRST_MB,
+    S_CAP_MB,
+    S_REBUILD,
+    S_UNEVEN,
+    S_COUNT
+};
+static const char *const setting_name[S_COUNT] = {
+    "parameters",      "hook",          "topk_ratio",      "powersgd_rank", "seed", "zero", "optim",
+    "first_bucket_mb", "bucket_cap_mb", "rebuild_buckets", "uneven_inputs"};
+#define S_REAL ((1u << S_TOPK) | (1u << S_FIRST_MB) | (1u << S_CAP_MB))
+
+static void settings_of(const struct tutti_ddp *d, uint64_t *v)
+{
+    const tutti_ddp_config_t *c = &d->cfg;
+    double real[S_COUNT] = {0};
+
+    memset(v, 0, S_COUNT * sizeof(*v));
+    v[S_PARAMS] = (uint64_t)d->nparams;
+    v[S_HOOK] = (uint64_t)c->hook;
+    if (c->hook == TUTTI_DDP_HOOK_TOPK)
+        real[S_TOPK] = c->topk_ratio;
+    if (c->hook == TUTTI_DDP_HOOK_POWERSGD) {
+        v[S_PSGD_RANK] = (uint64_t)c->powersgd_rank;
+        v[S_SEED] = c->seed;
+    }
+    v[S_ZERO] = (uint64_t)c->zero;
+    v[S_OPTIM] = (uint64_t)c->optim;
+    real[S_FIRST_MB] = c->first_bucket_mb;
+    real[S_CAP_MB] = c->bucket_cap_mb;
+    v[S_REBUILD] = c->rebuild_buckets != 0;
+    v[S_UNEVEN] = (uint64_t)c->uneven_inputs;
+    for (int k = 0; k < S_COUNT; k++)
+        if (S_REAL >> k & 1)
+            memcpy(&v[k], &real[k], sizeof(v[k]));
+}
+
+static void setting_str(int k, uint64_t v, char *buf, size_t size)
+{
+    double x;
+
+    memcpy(&x, &v, sizeof(x));
+    if (S_REAL >> k & 1)
+        snprintf(buf, size, "%.17g", x);
+    else if (k == S_HOOK)
+        snprintf(buf, size, "%s", tutti_ddp_hook_name((tutti_ddp_hook_t)v));
+    else
+        snprintf(buf, size, "%llu", (unsigned long long)v);
+}
+
+/* Every rank sees the same tables, so every rank reaches the same verdict. */
+tutti_result_t ddp_check_ranks(struct tutti_ddp *d)
+{
+    uint64_t mine[S_COUNT], *counts = calloc((size_t)d->nranks * S_COUNT, sizeof(*counts));
+    struct desc *all = NULL, *me = NULL;
+    tutti_result_t rc;
+    char a[160], b[160];
+
+    if (!counts)
+        return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
+    settings_of(d, mine);
+    rc = tutti_all_gather(mine, counts, S_COUNT, TUTTI_UINT64, d->comm, NULL);
+    if (rc != TUTTI_SUCCESS) {
+        ddp_fail(d, rc, "tutti_ddp_init: exchanging parameter counts and settings: %s",
+                 tutti_comm_last_error(d->comm));
+        goto out;
+    }
+    for (int r = 1; r < d->nranks; r++)
+        for (int k = 0; k < S_COUNT; k++) {
+            uint64_t x = counts[(size_t)r * S_COUNT + (size_t)k], y = counts[k];
+            if (x == y)
+                continue;
+            setting_str(k, x, a, sizeof(a));
+            setting_str(k, y, b, sizeof(b));
+            if (k == S_PARAMS)
+                rc = ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                              "tutti_ddp_init: rank %d registered %s parameters, rank 0 "
+                              "registered %s",
+                              r, a, b);
+            else
+                rc = ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                              "tutti_ddp_init: rank %d has %s = %s, rank 0 has %s; every rank "
+                              "must use the same settings",
+                              r, setting_name[k], a, b);
+            goto out;
+        }
+    me = calloc((size_t)d->nparams, sizeof(*me));
+    all = calloc((size_t)d->nparams * (size_t)d->nranks, sizeof(*all));
+    if (!me || !all) {
+        rc = ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
+        goto out;
+    }
+    for (int i = 0; i < d->nparams; i++) {
+        const struct ddp_param *p = &d->params[i];
+        memcpy(me[i].name, p->name, sizeof(me[i].name));
+        me[i].count = p->count;
+        me[i].ndim = (uint64_t)p->ndim;
+        for (int k = 0; k < p->ndim; k++)
+            me[i].shape[k] = p->shape[k];
+    }
+    rc = tutti_all_gather(me, all, (size_t)d->nparams * sizeof(*me), TUTTI_UINT8, d->comm, NULL);
+    if (rc != TUTTI_SUCCESS) {
+        ddp_fail(d, rc, "tutti_ddp_init: exchanging parameter shapes: %s",
+                 tutti_comm_last_error(d->comm));
+        goto out;
+    }
+    for (int r = 1; r < d->nranks; r++)
+        for (int i = 0; i < d->nparams; i++) {
+            const struct desc *x = &all[(size_t)r * (size_t)d->nparams + (size_t)i], *y = &all[i];
+            if (memcmp(x, y, sizeof(*x)) == 0)
+                continue;
+            desc_str(x, a, sizeof(a));
+            desc_str(y, b, sizeof(b));
+            rc = ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                          "tutti_ddp_init: parameter %d differs: rank %d registered %s, rank 0 "
+                          "registered %s",
+                          i, r, a, b);
+            goto out;
+        }
+out:
+    free(counts);
+    free(me);
+    free(all);
+    return rc;
+}
