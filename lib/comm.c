@@ -346,8 +346,7 @@ static int oversubscribed(int machine_ranks, int cores)
 static unsigned wait_spin(int sleepy)
 {
     if (strcmp(tt_env_str("TUTTI_SPIN"), "auto") != 0) {
-        long long s = tt_env_int("TUTTI_SPIN");
-        return s < 0 ? 0 : s > 100000000 ? 100000000 : (unsigned)s;
+        return (unsigned)tt_env_int_in("TUTTI_SPIN", 0, 100000000);
     }
     return sleepy ? 0 : 2000;
 }
@@ -361,8 +360,7 @@ static unsigned wait_spin(int sleepy)
 static double wait_yield(int sleepy)
 {
     if (strcmp(tt_env_str("TUTTI_YIELD_US"), "auto") != 0) {
-        long long us = tt_env_int("TUTTI_YIELD_US");
-        return us < 0 ? 0 : us > 10000000 ? 10.0 : (double)us * 1e-6;
+        return (double)tt_env_int_in("TUTTI_YIELD_US", 0, 10000000) * 1e-6;
     }
     return sleepy ? 100e-6 : 1e-3;
 }
@@ -462,7 +460,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     if (c->cuda_direct)
         TT_CHECK(tt_comm_connect_device_mesh(c));
     c->stall_s = tt_env_double("TUTTI_STALL_WARN");
-    c->check_coll = tt_env_int("TUTTI_CHECK_COLL") != 0;
+    c->check_coll = tt_env_int_in("TUTTI_CHECK_COLL", 0, 1) != 0;
     /* Nobody has traced into the shared trace file before this communicator's barrier. */
     tt_trace_comm_ready(c->local_rank);
     /* Its barriers also make sure everyone is connected before anyone sends data. */

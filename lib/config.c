@@ -202,6 +202,13 @@ int tt_parse_size(const char *s, size_t *out)
     return 0;
 }
 
+/* A bad value's warning, once a process however often the knob is read. */
+static int first_warning(const struct knob *k)
+{
+    static int warned[sizeof(knobs) / sizeof(knobs[0])];
+    return !__atomic_exchange_n(&warned[k - knobs], 1, __ATOMIC_RELAXED);
+}
+
 long long tt_env_int(const char *name)
 {
     struct knob *k = load(name);
@@ -211,10 +218,20 @@ long long tt_env_int(const char *name)
     errno = 0;
     v = strtoll(k->value, &end, 10);
     if (errno || end == k->value || *end != '\0') {
-        TT_WARN(TT_SUB_INIT, "%s='%s' is not an integer; using %s", name, k->value, k->def);
+        if (first_warning(k))
+            TT_WARN(TT_SUB_INIT, "%s='%s' is not an integer; using %s", name, k->value, k->def);
         v = strtoll(k->def, NULL, 10);
     }
     return v;
+}
+
+long long tt_env_int_in(const char *name, long long lo, long long hi)
+{
+    long long v = tt_env_int(name), c = v < lo ? lo : v > hi ? hi : v;
+
+    if (c != v && first_warning(load(name)))
+        TT_WARN(TT_SUB_INIT, "%s=%lld is outside %lld..%lld; using %lld", name, v, lo, hi, c);
+    return c;
 }
 
 size_t tt_env_size(const char *name)
@@ -223,8 +240,9 @@ size_t tt_env_size(const char *name)
     size_t v = 0;
 
     if (tt_parse_size(k->value, &v) != 0) {
-        TT_WARN(TT_SUB_INIT, "%s='%s' is not a size (e.g. 512K, 4M); using %s", name, k->value,
-                k->def);
+        if (first_warning(k))
+            TT_WARN(TT_SUB_INIT, "%s='%s' is not a size (e.g. 512K, 4M); using %s", name, k->value,
+                    k->def);
         tt_parse_size(k->def, &v);
     }
     return v;
@@ -239,7 +257,8 @@ double tt_env_double(const char *name)
     errno = 0;
     v = strtod(k->value, &end);
     if (errno || end == k->value || *end != '\0') {
-        TT_WARN(TT_SUB_INIT, "%s='%s' is not a number; using %s", name, k->value, k->def);
+        if (first_warning(k))
+            TT_WARN(TT_SUB_INIT, "%s='%s' is not a number; using %s", name, k->value, k->def);
         v = strtod(k->def, NULL);
     }
     return v;

@@ -18,9 +18,11 @@ int tt_env_is_set(const char *name);
 
 /*
  * Parse a knob as a number; sizes accept K/M/G suffixes (powers of 1024). A malformed value
- * logs a warning naming the variable and yields the default.
+ * logs a warning naming the variable (once a process) and yields the default.
  */
 long long tt_env_int(const char *name);
+/* The same, clamped to [lo, hi]; a value outside logs a warning naming the variable. */
+long long tt_env_int_in(const char *name, long long lo, long long hi);
 size_t tt_env_size(const char *name);
 double tt_env_double(const char *name);
 

@@ -136,7 +136,7 @@ static tutti_result_t pick_transport(struct tutti_comm *c, int peer)
                 "rank %d: network transport socket on interface %s (%s), %d socket(s)"
                 " per connection%s",
                 c->rank, ifname, tt_addr_str(tt_boot_self_addr(c->boot), buf, sizeof(buf)),
-                (int)tt_env_int("TUTTI_NSOCKS"), why);
+                tt_socket_nsocks(), why);
         c->net_logged = 1;
     }
 #if TUTTI_HAVE_IBVERBS
@@ -144,7 +144,7 @@ static tutti_result_t pick_transport(struct tutti_comm *c, int peer)
         TT_INFO(TT_SUB_IB,
                 "rank %d: network transport net_ib on HCA port %s, %d QP(s) per "
                 "connection",
-                c->rank, c->peers[c->rank].hca, (int)tt_env_int("TUTTI_IB_QPS"));
+                c->rank, c->peers[c->rank].hca, tt_ib_nqps());
         c->net_logged = 1;
     }
 #endif

@@ -211,10 +211,9 @@ static tutti_result_t conn_new(const struct tt_transport_ctx *ctx, int peer, int
     return TUTTI_SUCCESS;
 }
 
-static int qps_from_env(void)
+int tt_ib_nqps(void)
 {
-    long long n = tt_env_int("TUTTI_IB_QPS");
-    return n < 1 ? 1 : n > QP_MAX ? QP_MAX : (int)n;
+    return (int)tt_env_int_in("TUTTI_IB_QPS", 1, QP_MAX);
 }
 
 static void own_host(char *out, size_t size)
@@ -237,7 +236,7 @@ tutti_result_t tt_ib_recv_setup(const struct tt_transport_ctx *ctx, int peer, in
 
     if (!ctx->net_addr)
         return tt_fail(NULL, TUTTI_ERR_INTERNAL, "net_ib: no local address for the side channel");
-    TT_CHECK(conn_new(ctx, peer, channel, 0, qps_from_env(), &c));
+    TT_CHECK(conn_new(ctx, peer, channel, 0, tt_ib_nqps(), &c));
     at = *(const struct tt_addr *)ctx->net_addr;
     tt_addr_set_port(&at, 0);
     rc = tt_sock_listen(&at, 4, &c->lfd);

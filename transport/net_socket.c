@@ -116,10 +116,9 @@ static tutti_result_t fail(struct sock_conn *c, tutti_result_t rc, const char *w
     return c->failed;
 }
 
-static int nsocks_from_env(void)
+int tt_socket_nsocks(void)
 {
-    long long n = tt_env_int("TUTTI_NSOCKS");
-    return n < 1 ? 1 : n > SOCK_MAX ? SOCK_MAX : (int)n;
+    return (int)tt_env_int_in("TUTTI_NSOCKS", 1, SOCK_MAX);
 }
 
 static tutti_result_t sock_recv_setup(const struct tt_transport_ctx *ctx, int peer, int channel,
@@ -148,7 +147,7 @@ static tutti_result_t sock_recv_setup(const struct tt_transport_ctx *ctx, int pe
         conn_free(c);
         return rc;
     }
-    c->nsocks = nsocks_from_env();
+    c->nsocks = tt_socket_nsocks();
     tt_addr_pack(&at, b.addr);
     tt_put64(b.nonce, c->nonce);
     tt_put32(b.nsocks, (uint32_t)c->nsocks);
@@ -165,7 +164,7 @@ static tutti_result_t sock_recv_setup(const struct tt_transport_ctx *ctx, int pe
  */
 static void tune_socket(int fd)
 {
-    int one = 1, t = (int)tt_env_int("TUTTI_NET_TIMEOUT");
+    int one = 1, t = (int)tt_env_int_in("TUTTI_NET_TIMEOUT", 1, 86400);
     int idle = t / 2 > 0 ? t / 2 : 1, count = t - idle > 0 ? t - idle : 1, intvl = 1;
     unsigned user_ms = (unsigned)(t > 0 ? t : 1) * 1000u;
 

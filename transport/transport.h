@@ -108,10 +108,13 @@ struct tt_transport {
 extern const struct tt_transport tt_transport_shm;
 /* Plain memory within one process: the schedule simulator's transport. */
 extern const struct tt_transport tt_transport_mem;
-/* TCP between hosts. */
+/* TCP between hosts; its sockets per connection (TUTTI_NSOCKS). */
 extern const struct tt_transport tt_transport_socket;
-/* InfiniBand / RoCE verbs between hosts (built where the verbs headers are). */
+int tt_socket_nsocks(void);
+/* InfiniBand / RoCE verbs between hosts (built where the verbs headers are); its queue pairs
+ * per connection (TUTTI_IB_QPS). */
 extern const struct tt_transport tt_transport_ib;
+int tt_ib_nqps(void);
 
 /* CUDA IPC between processes of one host: device slots, device buffers only (p2p.c; built
  * with CUDA). */

@@ -1,8 +1,11 @@
-/* test_id.c -- the id's printable form and the size parser behind TUTTI_BUFFSIZE. */
+/* test_id.c -- the id's printable form, the size parser behind TUTTI_BUFFSIZE, knob parsing. */
 #include "lib/config.h"
 #include "lib/id.h"
 
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static tutti_id_t sample_id(void)
@@ -107,4 +110,58 @@ Test(config, strerror_covers_every_code)
         cr_assert(strcmp(tutti_strerror((tutti_result_t)r), "unknown result code") != 0);
     cr_assert_str_eq(tutti_strerror((tutti_result_t)999), "unknown result code");
     cr_assert_eq(tutti_version(), TUTTI_VERSION_CODE);
+}
+
+/* What this test has written to stderr (redirected), into buf. */
+static const char *written(char *buf, size_t size)
+{
+    size_t n;
+
+    fflush(stderr);
+    n = fread(buf, 1, size - 1, cr_get_redirected_stderr());
+    buf[n] = 0;
+    return buf;
+}
+
+static int count_in(const char *text, const char *needle)
+{
+    int count = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p++)
+        count++;
+    return count;
+}
+
+/* Each Criterion test runs in a process of its own, so each reads its knobs afresh. */
+Test(config, ranges_clamp_and_warn_once, .init = cr_redirect_stderr)
+{
+    char buf[4096];
+    const char *out;
+
+    setenv("TUTTI_NSOCKS", "99", 1);
+    setenv("TUTTI_IB_QPS", "3", 1);
+    setenv("TUTTI_SPIN", "-3", 1);
+    cr_assert_eq(tt_env_int_in("TUTTI_NSOCKS", 1, 16), 16);
+    cr_assert_eq(tt_env_int_in("TUTTI_NSOCKS", 1, 16), 16);
+    cr_assert_eq(tt_env_int_in("TUTTI_IB_QPS", 1, 8), 3);
+    cr_assert_eq(tt_env_int_in("TUTTI_SPIN", 0, 100000000), 0);
+    out = written(buf, sizeof(buf));
+    cr_assert_eq(count_in(out, "TUTTI_NSOCKS=99 is outside 1..16; using 16"), 1, "%s", out);
+    cr_assert_eq(count_in(out, "TUTTI_SPIN=-3 is outside 0..100000000; using 0"), 1, "%s", out);
+    cr_assert_eq(count_in(out, "TUTTI_IB_QPS"), 0, "%s", out);
+}
+
+Test(config, malformed_values_warn_once_and_take_the_default, .init = cr_redirect_stderr)
+{
+    char buf[4096];
+    const char *out;
+
+    setenv("TUTTI_NSOCKS", "lots", 1);
+    setenv("TUTTI_TIMEOUT", "soon", 1);
+    cr_assert_eq(tt_env_int_in("TUTTI_NSOCKS", 1, 16), 2);
+    cr_assert_eq(tt_env_int("TUTTI_NSOCKS"), 2);
+    cr_assert_eq(tt_env_double("TUTTI_TIMEOUT"), 300.0);
+    cr_assert_eq(tt_env_double("TUTTI_TIMEOUT"), 300.0);
+    out = written(buf, sizeof(buf));
+    cr_assert_eq(count_in(out, "TUTTI_NSOCKS='lots' is not an integer; using 2"), 1, "%s", out);
+    cr_assert_eq(count_in(out, "TUTTI_TIMEOUT='soon' is not a number; using 300"), 1, "%s", out);
 }
