@@ -1,6 +1,7 @@
 /*
  * check_ranks.c -- tutti_ddp_init's check that every rank registered the same parameters
- * (count, names, shapes) with the same settings, so that every step's collectives match.
+ * (count, names, shapes) and buffers (count, names, sizes) with the same settings, so that
+ * every step's collectives match.
  * Uses include/tutti.h only.
  */
 #include "ddp_int.h"
@@ -9,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What every rank must agree on about one parameter. */
+/* What every rank must agree on about one parameter or buffer. */
 struct desc {
     char name[DDP_NAME_LEN];
     uint64_t count;
@@ -34,6 +35,7 @@ static void desc_str(const struct desc *x, char *buf, size_t size)
  */
 enum {
     S_PARAMS,
+    S_BUFFERS,
     S_HOOK,
     S_TOPK,
     S_PSGD_RANK,
@@ -47,8 +49,10 @@ enum {
     S_COUNT
 };
 static const char *const setting_name[S_COUNT] = {
-    "parameters",      "hook",          "topk_ratio",      "powersgd_rank", "seed", "zero", "optim",
-    "first_bucket_mb", "bucket_cap_mb", "rebuild_buckets", "uneven_inputs"};
+    "parameters",    "buffers",         "hook",
+    "topk_ratio",    "powersgd_rank",   "seed",
+    "zero",          "optim",           "first_bucket_mb",
+    "bucket_cap_mb", "rebuild_buckets", "uneven_inputs"};
 #define S_REAL ((1u << S_TOPK) | (1u << S_FIRST_MB) | (1u << S_CAP_MB))
 
 static void settings_of(const struct tutti_ddp *d, uint64_t *v)
@@ -58,6 +62,7 @@ static void settings_of(const struct tutti_ddp *d, uint64_t *v)
 
     memset(v, 0, S_COUNT * sizeof(*v));
     v[S_PARAMS] = (uint64_t)d->nparams;
+    v[S_BUFFERS] = (uint64_t)d->nbuffers;
     v[S_HOOK] = (uint64_t)c->hook;
     if (c->hook == TUTTI_DDP_HOOK_TOPK)
         real[S_TOPK] = c->topk_ratio;
@@ -92,15 +97,16 @@ static void setting_str(int k, uint64_t v, char *buf, size_t size)
 /* Every rank sees the same tables, so every rank reaches the same verdict. */
 tutti_result_t ddp_check_ranks(struct tutti_ddp *d)
 {
-    uint64_t mine[S_COUNT], *counts = calloc((size_t)d->nranks * S_COUNT, sizeof(*counts));
+    uint64_t mine[S_COUNT], *settings = calloc((size_t)d->nranks * S_COUNT, sizeof(*settings));
+    int n = d->nparams + d->nbuffers;
     struct desc *all = NULL, *me = NULL;
     tutti_result_t rc;
     char a[160], b[160];
 
-    if (!counts)
+    if (!settings)
         return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
     settings_of(d, mine);
-    rc = tutti_all_gather(mine, counts, S_COUNT, TUTTI_UINT64, d->comm, NULL);
+    rc = tutti_all_gather(mine, settings, S_COUNT, TUTTI_UINT64, d->comm, NULL);
     if (rc != TUTTI_SUCCESS) {
         ddp_fail(d, rc, "tutti_ddp_init: exchanging parameter counts and settings: %s",
                  tutti_comm_last_error(d->comm));
@@ -108,16 +114,15 @@ tutti_result_t ddp_check_ranks(struct tutti_ddp *d)
     }
     for (int r = 1; r < d->nranks; r++)
         for (int k = 0; k < S_COUNT; k++) {
-            uint64_t x = counts[(size_t)r * S_COUNT + (size_t)k], y = counts[k];
+            uint64_t x = settings[(size_t)r * S_COUNT + (size_t)k], y = settings[k];
             if (x == y)
                 continue;
             setting_str(k, x, a, sizeof(a));
             setting_str(k, y, b, sizeof(b));
-            if (k == S_PARAMS)
+            if (k == S_PARAMS || k == S_BUFFERS)
                 rc = ddp_fail(d, TUTTI_ERR_INVALID_ARG,
-                              "tutti_ddp_init: rank %d registered %s parameters, rank 0 "
-                              "registered %s",
-                              r, a, b);
+                              "tutti_ddp_init: rank %d registered %s %s, rank 0 registered %s", r,
+                              a, setting_name[k], b);
             else
                 rc = ddp_fail(d, TUTTI_ERR_INVALID_ARG,
                               "tutti_ddp_init: rank %d has %s = %s, rank 0 has %s; every rank "
@@ -125,8 +130,8 @@ tutti_result_t ddp_check_ranks(struct tutti_ddp *d)
                               r, setting_name[k], a, b);
             goto out;
         }
-    me = calloc((size_t)d->nparams, sizeof(*me));
-    all = calloc((size_t)d->nparams * (size_t)d->nranks, sizeof(*all));
+    me = calloc((size_t)n, sizeof(*me));
+    all = calloc((size_t)n * (size_t)d->nranks, sizeof(*all));
     if (!me || !all) {
         rc = ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
         goto out;
@@ -139,27 +144,34 @@ tutti_result_t ddp_check_ranks(struct tutti_ddp *d)
         for (int k = 0; k < p->ndim; k++)
             me[i].shape[k] = p->shape[k];
     }
-    rc = tutti_all_gather(me, all, (size_t)d->nparams * sizeof(*me), TUTTI_UINT8, d->comm, NULL);
+    for (int i = 0; i < d->nbuffers; i++) { /* a buffer: one dimension */
+        struct desc *x = &me[d->nparams + i];
+        memcpy(x->name, d->buffers[i].name, sizeof(x->name));
+        x->count = x->shape[0] = d->buffers[i].count;
+        x->ndim = 1;
+    }
+    rc = tutti_all_gather(me, all, (size_t)n * sizeof(*me), TUTTI_UINT8, d->comm, NULL);
     if (rc != TUTTI_SUCCESS) {
-        ddp_fail(d, rc, "tutti_ddp_init: exchanging parameter shapes: %s",
+        ddp_fail(d, rc, "tutti_ddp_init: exchanging parameter and buffer shapes: %s",
                  tutti_comm_last_error(d->comm));
         goto out;
     }
     for (int r = 1; r < d->nranks; r++)
-        for (int i = 0; i < d->nparams; i++) {
-            const struct desc *x = &all[(size_t)r * (size_t)d->nparams + (size_t)i], *y = &all[i];
+        for (int i = 0; i < n; i++) {
+            const struct desc *x = &all[(size_t)r * (size_t)n + (size_t)i], *y = &all[i];
+            int buffer = i >= d->nparams;
             if (memcmp(x, y, sizeof(*x)) == 0)
                 continue;
             desc_str(x, a, sizeof(a));
             desc_str(y, b, sizeof(b));
             rc = ddp_fail(d, TUTTI_ERR_INVALID_ARG,
-                          "tutti_ddp_init: parameter %d differs: rank %d registered %s, rank 0 "
+                          "tutti_ddp_init: %s %d differs: rank %d registered %s, rank 0 "
                           "registered %s",
-                          i, r, a, b);
+                          buffer ? "buffer" : "parameter", buffer ? i - d->nparams : i, r, a, b);
             goto out;
         }
 out:
-    free(counts);
+    free(settings);
     free(me);
     free(all);
     return rc;

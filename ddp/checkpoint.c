@@ -3,9 +3,11 @@
  *
  * File layout (little-endian, as the machine writes it):
  *   header            struct ckpt_header
- *   descriptors       nparams x struct ckpt_desc (names and shapes, checked on load)
+ *   descriptors       nparams + nbuffers x struct ckpt_desc (names and shapes, checked on
+ *                     load; the buffers' after the parameters', with one dimension)
  *   bucket order      nparams x int32 (the rebuilt order, when header.rebuilt)
  *   parameters        total x float32, flat space
+ *   buffers           buffer_total x float32, in registration order
  *   optimizer         slots x total x float32 (gathered from the shards)
  *   hook, per rank    nranks x hook_rank_bytes (error-feedback residuals)
  *   hook, shared      hook_shared_bytes (PowerSGD's warm-start factors)
@@ -24,7 +26,7 @@
 #include <unistd.h>
 
 #define CKPT_MAGIC "TUTTIDDP"
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2 /* 2: buffers */
 
 struct ckpt_header {
     char magic[8];
@@ -35,6 +37,7 @@ struct ckpt_header {
     double lr;
     uint64_t hook_rank_bytes, hook_shared_bytes, extra_len;
     uint32_t rebuilt, pad;
+    uint64_t nbuffers, buffer_total;
 };
 
 struct ckpt_desc {
@@ -53,9 +56,9 @@ static uint64_t fnv1a(const unsigned char *p, size_t n)
 /* Bytes of everything after the header up to the checksum. */
 static size_t body_size(const struct ckpt_header *h)
 {
-    return h->nparams * (sizeof(struct ckpt_desc) + sizeof(int32_t)) +
-           h->total * sizeof(float) * (1 + h->slots) + h->nranks * h->hook_rank_bytes +
-           h->hook_shared_bytes + h->extra_len;
+    return (h->nparams + h->nbuffers) * sizeof(struct ckpt_desc) + h->nparams * sizeof(int32_t) +
+           h->total * sizeof(float) * (1 + h->slots) + h->buffer_total * sizeof(float) +
+           h->nranks * h->hook_rank_bytes + h->hook_shared_bytes + h->extra_len;
 }
 
 static void fill_header(const struct tutti_ddp *d, struct ckpt_header *h, size_t extra_len)
@@ -77,8 +80,11 @@ static void fill_header(const struct tutti_ddp *d, struct ckpt_header *h, size_t
     h->hook_shared_bytes = ddp_hook_shared_size(d);
     h->extra_len = extra_len;
     h->rebuilt = (uint32_t)d->rebuilt;
+    h->nbuffers = (uint64_t)d->nbuffers;
+    h->buffer_total = d->buffer_total;
 }
 
+/* The parameters' descriptors, then the buffers' (nparams + nbuffers of them). */
 static void fill_desc(const struct tutti_ddp *d, struct ckpt_desc *x)
 {
     for (int i = 0; i < d->nparams; i++) {
@@ -89,6 +95,13 @@ static void fill_desc(const struct tutti_ddp *d, struct ckpt_desc *x)
         x[i].ndim = (uint64_t)p->ndim;
         for (int k = 0; k < p->ndim; k++)
             x[i].shape[k] = p->shape[k];
+    }
+    for (int i = 0; i < d->nbuffers; i++) {
+        struct ckpt_desc *b = &x[d->nparams + i];
+        memset(b, 0, sizeof(*b));
+        memcpy(b->name, d->buffers[i].name, DDP_NAME_LEN);
+        b->count = b->shape[0] = d->buffers[i].count;
+        b->ndim = 1;
     }
 }
 
@@ -143,11 +156,15 @@ tutti_result_t tutti_ddp_save(tutti_ddp_t d, const char *path, const void *extra
     memcpy(w, &h, sizeof(h));
     w += sizeof(h);
     fill_desc(d, (struct ckpt_desc *)w);
-    w += h.nparams * sizeof(struct ckpt_desc);
+    w += (h.nparams + h.nbuffers) * sizeof(struct ckpt_desc);
     bucket_order(d, (int32_t *)w);
     w += h.nparams * sizeof(int32_t);
     ddp_flat_copy(d, (float *)w, 0, d->total, 1);
     w += d->total * sizeof(float);
+    for (int i = 0; i < d->nbuffers; i++)
+        memcpy(w + d->buffers[i].off * sizeof(float), d->buffers[i].data,
+               d->buffers[i].count * sizeof(float));
+    w += d->buffer_total * sizeof(float);
 gather:
     /* Collective part: every rank takes it whatever happened above. */
     for (unsigned s = 0; s < h.slots; s++) {
@@ -260,8 +277,8 @@ static tutti_result_t read_file(struct tutti_ddp *d, const char *path, unsigned 
     if (memcmp(h.magic, CKPT_MAGIC, 8) != 0 || h.version != CKPT_VERSION)
         goto bad_format;
     if (h.nparams > (1u << 24) || h.total > ((uint64_t)1 << 40) || h.slots > 2 ||
-        h.nranks > 65536 || h.extra_len > ((uint64_t)1 << 32) ||
-        sizeof(h) + body_size(&h) + sizeof(sum) != (size_t)len)
+        h.nbuffers > (1u << 24) || h.buffer_total > ((uint64_t)1 << 40) || h.nranks > 65536 ||
+        h.extra_len > ((uint64_t)1 << 32) || sizeof(h) + body_size(&h) + sizeof(sum) != (size_t)len)
         goto bad_format;
     memcpy(&sum, buf + len - (long)sizeof(sum), sizeof(sum));
     if (sum != fnv1a(buf, (size_t)len - sizeof(sum))) {
@@ -270,27 +287,32 @@ static tutti_result_t read_file(struct tutti_ddp *d, const char *path, unsigned 
                         "tutti_ddp_load: %s is damaged (checksum mismatch)", path);
     }
     fill_header(d, &mine, h.extra_len);
-    if (h.nparams != mine.nparams || h.total != mine.total) {
+    if (h.nparams != mine.nparams || h.total != mine.total || h.nbuffers != mine.nbuffers ||
+        h.buffer_total != mine.buffer_total) {
         free(buf);
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
-                        "tutti_ddp_load: %s holds %llu parameters (%llu values); %llu (%llu) are "
-                        "registered",
+                        "tutti_ddp_load: %s holds %llu parameters (%llu values) and %llu buffers "
+                        "(%llu values); %llu (%llu) and %llu (%llu) are registered",
                         path, (unsigned long long)h.nparams, (unsigned long long)h.total,
-                        (unsigned long long)mine.nparams, (unsigned long long)mine.total);
+                        (unsigned long long)h.nbuffers, (unsigned long long)h.buffer_total,
+                        (unsigned long long)mine.nparams, (unsigned long long)mine.total,
+                        (unsigned long long)mine.nbuffers, (unsigned long long)mine.buffer_total);
     }
-    want = calloc((size_t)h.nparams, sizeof(*want));
+    want = calloc((size_t)(h.nparams + h.nbuffers), sizeof(*want));
     if (!want) {
         free(buf);
         return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_load: out of memory");
     }
     fill_desc(d, want);
-    for (uint64_t i = 0; i < h.nparams; i++) {
+    for (uint64_t i = 0; i < h.nparams + h.nbuffers; i++) {
         const struct ckpt_desc *x = (const struct ckpt_desc *)(buf + sizeof(h)) + i;
+        int buffer = i >= h.nparams;
         if (memcmp(x, &want[i], sizeof(*x)) != 0) {
             ddp_fail(d, TUTTI_ERR_INVALID_ARG,
-                     "tutti_ddp_load: %s: parameter %llu is '%.*s' with %llu values there, "
-                     "'%s' with %llu here",
-                     path, (unsigned long long)i, DDP_NAME_LEN, x->name,
+                     "tutti_ddp_load: %s: %s %llu is '%.*s' with %llu values there, '%s' with "
+                     "%llu here",
+                     path, buffer ? "buffer" : "parameter",
+                     (unsigned long long)(buffer ? i - h.nparams : i), DDP_NAME_LEN, x->name,
                      (unsigned long long)x->count, want[i].name, (unsigned long long)want[i].count);
             free(want);
             free(buf);
@@ -315,8 +337,9 @@ static tutti_result_t read_file(struct tutti_ddp *d, const char *path, unsigned 
 bad_format:
     free(buf);
     return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
-                    "tutti_ddp_load: %s is not a tutti DDP checkpoint of version %d", path,
-                    CKPT_VERSION);
+                    "tutti_ddp_load: %s is not a tutti DDP checkpoint of version %d (version 1, "
+                    "before buffers, is not read)",
+                    path, CKPT_VERSION);
 }
 
 tutti_result_t tutti_ddp_load(tutti_ddp_t d, const char *path, void *extra, size_t extra_cap,
@@ -357,7 +380,7 @@ tutti_result_t tutti_ddp_load(tutti_ddp_t d, const char *path, void *extra, size
                         tutti_comm_last_error(d->comm));
     }
     memcpy(&h, buf, sizeof(h));
-    r = buf + sizeof(h) + h.nparams * sizeof(struct ckpt_desc);
+    r = buf + sizeof(h) + (h.nparams + h.nbuffers) * sizeof(struct ckpt_desc);
     if (h.rebuilt) {
         int *order = malloc(h.nparams * sizeof(int));
         if (!order) {
@@ -376,6 +399,10 @@ tutti_result_t tutti_ddp_load(tutti_ddp_t d, const char *path, void *extra, size
     r += h.nparams * sizeof(int32_t);
     ddp_flat_copy(d, (float *)r, 0, d->total, 0);
     r += d->total * sizeof(float);
+    for (int i = 0; i < d->nbuffers; i++)
+        memcpy(d->buffers[i].data, r + d->buffers[i].off * sizeof(float),
+               d->buffers[i].count * sizeof(float));
+    r += d->buffer_total * sizeof(float);
     for (unsigned s = 0; s < h.slots; s++) {
         size_t lo, hi;
         float *st = ddp_optim_slot(d, (int)s, &lo, &hi);

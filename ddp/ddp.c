@@ -201,7 +201,7 @@ tutti_result_t tutti_ddp_register(tutti_ddp_t d, const char *name, float *data, 
     return TUTTI_SUCCESS;
 }
 
-tutti_result_t ddp_broadcast_params(struct tutti_ddp *d, int root, const char *fn)
+tutti_result_t ddp_broadcast_model(struct tutti_ddp *d, int root, const char *fn)
 {
     for (int i = 0; i < d->nparams; i++) {
         tutti_result_t rc = tutti_broadcast(d->params[i].data, d->params[i].data,
@@ -210,7 +210,7 @@ tutti_result_t ddp_broadcast_params(struct tutti_ddp *d, int root, const char *f
             return ddp_fail(d, rc, "%s: broadcasting '%s' from rank %d: %s", fn, d->params[i].name,
                             root, tutti_comm_last_error(d->comm));
     }
-    return TUTTI_SUCCESS;
+    return ddp_broadcast_buffers(d, root, fn);
 }
 
 tutti_result_t tutti_ddp_init(tutti_ddp_t d)
@@ -225,7 +225,10 @@ tutti_result_t tutti_ddp_init(tutti_ddp_t d)
     if (d->nparams == 0)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_init: no parameter is registered");
     TUTTI_DDP_CHECK(ddp_check_ranks(d));
-    TUTTI_DDP_CHECK(ddp_broadcast_params(d, 0, "tutti_ddp_init"));
+    d->buffer_flat = malloc(d->buffer_total ? d->buffer_total * sizeof(float) : 1);
+    if (!d->buffer_flat)
+        return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
+    TUTTI_DDP_CHECK(ddp_broadcast_model(d, 0, "tutti_ddp_init"));
     d->shard = (d->total + (size_t)d->nranks - 1) / (size_t)d->nranks;
     d->own_lo = (size_t)d->rank * d->shard;
     d->own_lo = d->own_lo > d->total ? d->total : d->own_lo;
@@ -510,6 +513,10 @@ tutti_result_t tutti_ddp_finish(tutti_ddp_t d)
     d->steps++;
     if (d->cfg.uneven_inputs && !d->joining)
         d->last_active = d->join_max - 1;
+    /* The buffers of rank 0, or of the highest rank training in this step. */
+    rc = ddp_broadcast_buffers(d, d->cfg.uneven_inputs ? d->join_max - 1 : 0, "tutti_ddp_finish");
+    if (rc != TUTTI_SUCCESS)
+        return ddp_break_step(d, rc);
     if (d->cfg.rebuild_buckets && !d->rebuilt) {
         rc = rebuild(d);
         if (rc != TUTTI_SUCCESS)
@@ -580,6 +587,8 @@ tutti_result_t tutti_ddp_destroy(tutti_ddp_t d)
     free(d->ready_order);
     free(d->build_order);
     free(d->params);
+    free(d->buffers);
+    free(d->buffer_flat);
     free(d);
     return broken ? TUTTI_SUCCESS : rc; /* the failure was reported when it happened */
 }

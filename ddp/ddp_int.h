@@ -37,6 +37,15 @@ struct ddp_param {
     int zero_fill;     /* unused this step (find_unused): reduce zeros */
 };
 
+/* State the model keeps that is not trained (BatchNorm's running statistics): kept alike on
+ * every rank by broadcasts (buffers.c). */
+struct ddp_buffer {
+    char name[DDP_NAME_LEN];
+    float *data;
+    size_t count;
+    size_t off; /* in buffer_flat */
+};
+
 struct tutti_ddp;
 
 struct ddp_bucket {
@@ -67,6 +76,11 @@ struct tutti_ddp {
     size_t total;          /* N */
     size_t shard;          /* ceil(N / nranks) */
     size_t own_lo, own_hi; /* this rank's flat range */
+
+    struct ddp_buffer *buffers;
+    int nbuffers, buffers_cap;
+    size_t buffer_total; /* values in all buffers */
+    float *buffer_flat;  /* the buffers packed for one broadcast (allocated by init) */
 
     struct ddp_bucket *buckets;
     int nbuckets;
@@ -112,10 +126,13 @@ tutti_result_t ddp_fail(struct tutti_ddp *d, tutti_result_t rc, const char *fmt,
 double ddp_now(void);
 
 /* ddp.c: fail unless d is initialised and unbroken; fail mid-step (abort the communicator so
- * the peers fail too, keep the first message); rank root's parameter values everywhere. */
+ * the peers fail too, keep the first message); rank root's parameters and buffers everywhere. */
 tutti_result_t ddp_check_live(struct tutti_ddp *d, const char *fn);
 tutti_result_t ddp_break_step(struct tutti_ddp *d, tutti_result_t rc);
-tutti_result_t ddp_broadcast_params(struct tutti_ddp *d, int root, const char *fn);
+tutti_result_t ddp_broadcast_model(struct tutti_ddp *d, int root, const char *fn);
+
+/* buffers.c: rank root's buffers everywhere (collective; nothing without buffers). */
+tutti_result_t ddp_broadcast_buffers(struct tutti_ddp *d, int root, const char *fn);
 
 /* check_ranks.c: the same parameters and settings on every rank (collective). */
 tutti_result_t ddp_check_ranks(struct tutti_ddp *d);

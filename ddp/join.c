@@ -65,7 +65,7 @@ tutti_result_t tutti_ddp_join(tutti_ddp_t d)
     }
     d->joining = 0;
     if (rc == TUTTI_SUCCESS && d->last_active >= 0)
-        rc = ddp_broadcast_params(d, d->last_active, "tutti_ddp_join");
+        rc = ddp_broadcast_model(d, d->last_active, "tutti_ddp_join");
     d->last_active = -1;
     return rc;
 }

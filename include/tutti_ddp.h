@@ -140,11 +140,23 @@ TUTTI_API tutti_result_t tutti_ddp_register(tutti_ddp_t ddp, const char *name, f
                                             const size_t *shape, int *index);
 
 /*
+ * tutti_ddp_register_buffer - add a buffer: state the model keeps that is not trained
+ * (BatchNorm's running mean and variance), `count` float32 values at `data`; `name` is copied
+ * for messages. Before init only. Init gives every rank rank 0's values, and so does every
+ * synchronised tutti_ddp_finish (with uneven_inputs: the values of the highest rank training
+ * in that step), so that the next forward pass reads the same values everywhere, as with
+ * PyTorch's broadcast_buffers. All buffers travel in one broadcast. Checkpoints hold them.
+ */
+TUTTI_API tutti_result_t tutti_ddp_register_buffer(tutti_ddp_t ddp, const char *name, float *data,
+                                                   size_t count);
+
+/*
  * tutti_ddp_init - collective: check that every rank registered the same parameters (count,
- * names, shapes) with the same settings (those that decide what a step sends: hook and its
- * ratio, rank and seed, zero, optim, bucket sizes, rebuild_buckets, uneven_inputs); on a
- * mismatch every rank fails with TUTTI_ERR_INVALID_ARG naming the rank and the parameter or
- * setting. Then broadcast rank 0's values, build the buckets and the optimizer state.
+ * names, shapes) and buffers (count, names, sizes) with the same settings (those that decide what a
+ * step sends: hook and its ratio, rank and seed, zero, optim, bucket sizes, rebuild_buckets,
+ * uneven_inputs); on a mismatch every rank fails with TUTTI_ERR_INVALID_ARG naming the rank and the
+ * parameter or setting. Then broadcast rank 0's values (parameters and buffers), build the buckets
+ * and the optimizer state.
  */
 TUTTI_API tutti_result_t tutti_ddp_init(tutti_ddp_t ddp);
 
@@ -188,8 +200,8 @@ TUTTI_API tutti_result_t tutti_ddp_step(tutti_ddp_t ddp);
  * are all zero (so an average is the sum of the training ranks' gradients over the number of
  * ranks, as PyTorch's default divide_by_initial_world_size) and, where config.optim is set,
  * runs tutti_ddp_step after each of them as the training ranks must. Once every rank has
- * joined, every rank takes the parameters of the highest rank among those that trained in
- * the last step, and the call returns on every rank; training may then go on (the next
+ * joined, every rank takes the parameters and buffers of the highest rank among those that
+ * trained in the last step, and the call returns on every rank; training may then go on (the next
  * epoch) and end in another join. A rank that never joins leaves the others waiting until it
  * fails or TUTTI_TIMEOUT.
  */

@@ -27,11 +27,15 @@ done
 job 2 average fp16 1
 job 3 accum 0
 job 3 accum 1
-for m in mismatch-count mismatch-shape mismatch-setting unused unused-one unused-zero; do
+for m in mismatch-count mismatch-shape mismatch-setting mismatch-buffer unused unused-one \
+    unused-zero; do
     job 2 $m
     job 3 $m
 done
-# Uneven inputs: every optimizer path on 2 and 4 ranks, the hooks on 3 (views both ways).
+for n in 1 2 3; do
+    job $n buffers
+done
+# Uneven inputs (with buffers): every optimizer path on 2 and 4 ranks, the hooks on 3 (views both ways).
 for n in 1 2 4; do
     for o in app sgd0 sgd1 sgd2; do
         job $n join none 0 $o

@@ -20,13 +20,21 @@
  *   ddp_check unused-zero          find_unused=1: b.unused counts as zero, the others average
  *   ddp_check mismatch-setting     the last rank alone sets uneven_inputs: init fails on every
  *                                  rank naming the setting and that rank
+ *   ddp_check mismatch-buffer      the last rank's first buffer is one value short: init
+ *                                  fails on every rank naming the buffer and that rank
+ *   ddp_check buffers              two buffers that each rank's "forward pass" fills with its
+ *                                  own values: after init and after each synchronised step
+ *                                  every rank holds rank 0's; a checkpoint saved and loaded
+ *                                  gives them back, with the parameters
  *   ddp_check join HOOK VIEWS OPT  uneven inputs: two epochs in which ranks train different
  *                                  numbers of steps (rank 0 none in the first) and then call
  *                                  tutti_ddp_join. After each step every gradient is the sum of
  *                                  the training ranks' over the number of ranks; after each
  *                                  join every rank holds the same parameters, those of plain
- *                                  SGD (lr 0.25) on those averages. OPT: app (the application
- *                                  updates the parameters), sgd0, sgd1, sgd2 (tutti_ddp_step
+ *                                  SGD (lr 0.25) on those averages; the buffers are those of
+ *                                  the highest rank training in each step, and after a join
+ *                                  of the last one. OPT: app (the application updates the
+ *                                  parameters), sgd0, sgd1, sgd2 (tutti_ddp_step
  *                                  with that zero; sgd2 reduces each rank only its shard of
  *                                  the gradients, so there only the parameters are checked).
  *                                  HOOK as above, or powersgd, a low-rank approximation:
@@ -46,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NP 7 /* six used parameters and b.unused */
 
@@ -139,6 +148,50 @@ static tutti_ddp_t setup(tutti_comm_t comm, tutti_ddp_config_t *cfg, int nreg, i
         }
     }
     return d;
+}
+
+/* Buffers (model state that is not trained), as a BatchNorm layer would keep them. */
+#define NB 2
+static const char *const buf_names[NB] = {"bn.running_mean", "bn.batches"};
+static const size_t buf_counts[NB] = {300, 1};
+static float bufs[NB][300];
+
+/* Rank r's buffer b, element j, as its forward pass of global step gs leaves it (-1: as
+ * registered). */
+static float buf_value(int gs, int r, int b, size_t j)
+{
+    return (float)(gs * 1000 + r * 100 + b * 7 + (long)(j % 50));
+}
+
+static void set_buffers(int gs)
+{
+    for (int b = 0; b < NB; b++)
+        for (size_t j = 0; j < buf_counts[b]; j++)
+            bufs[b][j] = buf_value(gs, rank, b, j);
+}
+
+/* Registers the buffers with this rank's values; the first with first_count values. */
+static void add_buffers(tutti_ddp_t d, size_t first_count)
+{
+    set_buffers(-1);
+    for (int b = 0; b < NB; b++)
+        if (tutti_ddp_register_buffer(d, buf_names[b], bufs[b], b ? buf_counts[b] : first_count) !=
+            TUTTI_SUCCESS) {
+            fail("tutti_ddp_register_buffer %s: %s", buf_names[b], tutti_ddp_last_error(d));
+            exit(1);
+        }
+}
+
+/* Every buffer holds what rank r's forward pass of step gs left in it. */
+static void check_buffers(int gs, int r, const char *what)
+{
+    for (int b = 0; b < NB; b++)
+        for (size_t j = 0; j < buf_counts[b]; j++)
+            if (bufs[b][j] != buf_value(gs, r, b, j)) {
+                fail("%s: %s[%zu] = %g, rank %d's is %g", what, buf_names[b], j, bufs[b][j], r,
+                     buf_value(gs, r, b, j));
+                return;
+            }
 }
 
 static void check_values(int nreg)
@@ -274,18 +327,78 @@ static void expect_error(tutti_ddp_t d, tutti_result_t rc, const char *call, con
         fail("%s: the message does not name '%s' and '%s'", call, want1, want2 ? want2 : "");
 }
 
-/* what: 0 one parameter fewer, 1 a shape transposed, 2 a setting (uneven_inputs) */
+/* what: 0 one parameter fewer, 1 a shape transposed, 2 a setting (uneven_inputs), 3 a buffer
+ * one value short */
 static void mode_mismatch(tutti_comm_t comm, int what)
 {
     static const char *const says[] = {"registered 5 parameters", "'l1.weight' [300, 200]",
-                                       "uneven_inputs = 1"};
+                                       "uneven_inputs = 1", "buffer 0 differs"};
     tutti_ddp_config_t cfg = TUTTI_DDP_CONFIG_INIT;
     int last = rank == nranks - 1;
     char who[32];
     cfg.uneven_inputs = last && what == 2;
     tutti_ddp_t d = setup(comm, &cfg, last && what == 0 ? NP - 2 : NP - 1, last && what == 1);
+    add_buffers(d, last && what == 3 ? buf_counts[0] - 1 : buf_counts[0]);
     snprintf(who, sizeof(who), "rank %d", nranks - 1);
     expect_error(d, tutti_ddp_init(d), "tutti_ddp_init", who, says[what]);
+    tutti_ddp_destroy(d);
+}
+
+static void mode_buffers(tutti_comm_t comm)
+{
+    tutti_ddp_config_t cfg = TUTTI_DDP_CONFIG_INIT;
+    char path[64] = "", what[64];
+    float *keep = malloc(count_of(0) * sizeof(float));
+    tutti_ddp_t d;
+
+    cfg.bucket_cap_mb = 0.1;
+    cfg.first_bucket_mb = 0.005;
+    d = setup(comm, &cfg, NP - 1, 0);
+    add_buffers(d, buf_counts[0]);
+    if (!keep || tutti_ddp_init(d) != TUTTI_SUCCESS) {
+        fail("tutti_ddp_init: %s", tutti_ddp_last_error(d));
+        return;
+    }
+    check_buffers(-1, 0, "after init");
+    for (int s = 0; s < 3; s++) {
+        set_buffers(s); /* this rank's forward pass */
+        if (backward(d, s, 0, 0, -1) != TUTTI_SUCCESS || tutti_ddp_finish(d) != TUTTI_SUCCESS) {
+            fail("step %d: %s", s, tutti_ddp_last_error(d));
+            return;
+        }
+        snprintf(what, sizeof(what), "after step %d", s);
+        check_grads(d, 0, s, s, 1e-6, what);
+        check_buffers(s, 0, what);
+    }
+    /* A checkpoint holds them: save, scribble over buffers and parameters, load. */
+    if (rank == 0) {
+        int fd;
+        snprintf(path, sizeof(path), "/tmp/tutti-ddp-buffers-XXXXXX");
+        fd = mkstemp(path);
+        if (fd < 0)
+            path[0] = 0;
+        else
+            close(fd);
+    }
+    if (tutti_broadcast(path, path, sizeof(path), TUTTI_UINT8, 0, comm, NULL) != TUTTI_SUCCESS ||
+        !path[0]) {
+        fail("no temporary file for the checkpoint");
+        return;
+    }
+    memcpy(keep, vals[0], count_of(0) * sizeof(float));
+    if (tutti_ddp_save(d, path, NULL, 0) != TUTTI_SUCCESS)
+        fail("tutti_ddp_save: %s", tutti_ddp_last_error(d));
+    set_buffers(99);
+    vals[0][7] = -12345.0f;
+    if (tutti_ddp_load(d, path, NULL, 0, NULL) != TUTTI_SUCCESS)
+        fail("tutti_ddp_load: %s", tutti_ddp_last_error(d));
+    check_buffers(2, 0, "after a checkpoint's save and load");
+    if (memcmp(keep, vals[0], count_of(0) * sizeof(float)) != 0)
+        fail("after a checkpoint's save and load, l0.weight differs from what was saved");
+    tutti_barrier(comm, NULL);
+    if (rank == 0)
+        unlink(path);
+    free(keep);
     tutti_ddp_destroy(d);
 }
 
@@ -351,6 +464,16 @@ static double join_avg(int gs, int i, size_t j)
     return sum / nranks;
 }
 
+/* The highest rank training in global step gs: the one whose buffers every rank takes. */
+static int top_rank(int gs)
+{
+    int top = -1;
+    for (int r = 0; r < nranks; r++)
+        if (gs % 10 < steps_of(gs / 10, r))
+            top = r;
+    return top;
+}
+
 /* Every rank holds bitwise the same parameters (a hash of them, all-gathered). */
 static void check_same_params(tutti_comm_t comm, const char *what)
 {
@@ -378,7 +501,7 @@ static void mode_join(tutti_comm_t comm, const char *hook, int views, const char
     double tol, *want[NP - 1];
     long long total = 0;
     tutti_ddp_stats_t st;
-    int calls = 0, app = !strcmp(opt, "app");
+    int calls = 0, app = !strcmp(opt, "app"), last_gs = -1;
 
     cfg.hook = hook_of(hook, &tol);
     cfg.user_hook = user_hook;
@@ -397,6 +520,7 @@ static void mode_join(tutti_comm_t comm, const char *hook, int views, const char
         cfg.zero = opt[3] - '0';
     }
     tutti_ddp_t d = setup(comm, &cfg, NP - 1, 0);
+    add_buffers(d, buf_counts[0]);
     if (tutti_ddp_init(d) != TUTTI_SUCCESS) {
         fail("tutti_ddp_init: %s", tutti_ddp_last_error(d));
         return;
@@ -421,8 +545,10 @@ static void mode_join(tutti_comm_t comm, const char *hook, int views, const char
             for (int i = 0; i < NP - 1; i++)
                 for (size_t j = 0; j < count_of(i); j++)
                     want[i][j] -= lr * join_avg(gs, i, j);
+            last_gs = gs;
             if (s >= steps_of(e, rank))
-                continue; /* this rank has joined: its tutti_ddp_join runs this step */
+                continue;    /* this rank has joined: its tutti_ddp_join runs this step */
+            set_buffers(gs); /* this rank's forward pass */
             if (backward(d, gs, views, 0, -1) != TUTTI_SUCCESS ||
                 tutti_ddp_finish(d) != TUTTI_SUCCESS) {
                 fail("epoch %d step %d: %s", e, s, tutti_ddp_last_error(d));
@@ -432,6 +558,7 @@ static void mode_join(tutti_comm_t comm, const char *hook, int views, const char
                      views, opt);
             if (tol >= 0 && cfg.zero < 2) /* zero 2 leaves each rank its shard's average */
                 check_against(d, views, gs, gs, tol, what, join_avg);
+            check_buffers(gs, top_rank(gs), what);
             if (!app && tutti_ddp_step(d) != TUTTI_SUCCESS) {
                 fail("%s: tutti_ddp_step: %s", what, tutti_ddp_last_error(d));
                 return;
@@ -453,6 +580,7 @@ static void mode_join(tutti_comm_t comm, const char *hook, int views, const char
         snprintf(what, sizeof(what), "after epoch %d's join, hook %s, views %d, %s", e, hook, views,
                  opt);
         check_same_params(comm, what);
+        check_buffers(last_gs, last_gs < 0 ? 0 : top_rank(last_gs), what);
         /* Float steps against double ones: a few ulps of values below 1000 a step, plus the
          * hook's error on each gradient (|g| <= 3) times lr. */
         for (int i = 0; i < NP - 1 && tol >= 0; i++)
@@ -550,13 +678,18 @@ int main(int argc, char **argv)
         mode_unused(comm, 2);
     else if (!strcmp(mode, "mismatch-setting"))
         mode_mismatch(comm, 2);
+    else if (!strcmp(mode, "mismatch-buffer"))
+        mode_mismatch(comm, 3);
+    else if (!strcmp(mode, "buffers"))
+        mode_buffers(comm);
     else if (!strcmp(mode, "join") && argc == 5)
         mode_join(comm, argv[2], atoi(argv[3]), argv[4]);
     else if (!strcmp(mode, "join-errors"))
         mode_join_errors(comm);
     else {
         fprintf(stderr, "usage: ddp_check average {none,fp16,bf16,int8,user} {0,1} | accum "
-                        "{0,1} | mismatch-count | mismatch-shape | mismatch-setting | unused | "
+                        "{0,1} | mismatch-count | mismatch-shape | mismatch-setting | "
+                        "mismatch-buffer | buffers | unused | "
                         "unused-one | unused-zero | join HOOK {0,1} {app,sgd0,sgd1,sgd2} | "
                         "join-errors\n");
         return 2;
