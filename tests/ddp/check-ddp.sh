@@ -42,7 +42,7 @@ for n in 1 2 4; do
     done
 done
 job 3 join none 1 app
-for h in fp16 bf16 int8 user powersgd; do
+for h in fp16 bf16 int8 topk user powersgd; do
     job 3 join $h 1 sgd0
 done
 job 3 join powersgd 0 app

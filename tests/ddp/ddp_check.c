@@ -37,8 +37,8 @@
  *                                  parameters), sgd0, sgd1, sgd2 (tutti_ddp_step
  *                                  with that zero; sgd2 reduces each rank only its shard of
  *                                  the gradients, so there only the parameters are checked).
- *                                  HOOK as above, or powersgd, a low-rank approximation:
- *                                  there only the ranks' agreement is checked
+ *                                  HOOK as above, or topk or powersgd, approximations: there
+ *                                  only the ranks' agreement is checked
  *   ddp_check join-errors          join without uneven_inputs, with no_sync on and mid-step
  *                                  fails naming the cause; then every rank joins at once
  *
@@ -106,7 +106,8 @@ static int hook_of(const char *s, double *tol)
              {"bf16", TUTTI_DDP_HOOK_BF16, 3e-2},
              {"int8", TUTTI_DDP_HOOK_INT8, 0.05},
              {"user", TUTTI_DDP_HOOK_USER, 1e-6},
-             {"powersgd", TUTTI_DDP_HOOK_POWERSGD, -1}}; /* -1: a low-rank approximation */
+             {"topk", TUTTI_DDP_HOOK_TOPK, -1}, /* -1: an approximation, unchecked */
+             {"powersgd", TUTTI_DDP_HOOK_POWERSGD, -1}};
     for (size_t k = 0; k < sizeof(t) / sizeof(t[0]); k++)
         if (!strcmp(s, t[k].name)) {
             *tol = t[k].tol;
@@ -261,6 +262,11 @@ static void mode_average(tutti_comm_t comm, const char *hook, int views)
     double tol;
 
     cfg.hook = hook_of(hook, &tol);
+    if (tol < 0) {
+        fprintf(stderr, "ddp_check: average: %s approximates the average; try it with join\n",
+                hook);
+        exit(2);
+    }
     cfg.user_hook = user_hook;
     cfg.user_state = &calls;
     cfg.grad_as_bucket_view = views;
