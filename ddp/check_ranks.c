@@ -10,15 +10,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What every rank must agree on about one parameter or buffer. */
-struct desc {
-    char name[DDP_NAME_LEN];
-    uint64_t count;
-    uint64_t ndim;
-    uint64_t shape[DDP_MAX_DIMS];
-};
+void ddp_fill_desc(const struct tutti_ddp *d, struct ddp_desc *x)
+{
+    int n = d->nparams + d->nbuffers;
 
-static void desc_str(const struct desc *x, char *buf, size_t size)
+    memset(x, 0, (size_t)n * sizeof(*x));
+    for (int i = 0; i < d->nparams; i++) {
+        const struct ddp_param *p = &d->params[i];
+        memcpy(x[i].name, p->name, DDP_NAME_LEN);
+        x[i].count = p->count;
+        x[i].ndim = (uint64_t)p->ndim;
+        for (int k = 0; k < p->ndim; k++)
+            x[i].shape[k] = p->shape[k];
+    }
+    for (int i = 0; i < d->nbuffers; i++) {
+        struct ddp_desc *b = &x[d->nparams + i];
+        memcpy(b->name, d->buffers[i].name, DDP_NAME_LEN);
+        b->count = b->shape[0] = d->buffers[i].count;
+        b->ndim = 1;
+    }
+}
+
+static void desc_str(const struct ddp_desc *x, char *buf, size_t size)
 {
     int n = snprintf(buf, size, "'%s' [", x->name);
     for (uint64_t i = 0; i < x->ndim && i < DDP_MAX_DIMS && n < (int)size; i++)
@@ -99,7 +112,7 @@ tutti_result_t ddp_check_ranks(struct tutti_ddp *d)
 {
     uint64_t mine[S_COUNT], *settings = calloc((size_t)d->nranks * S_COUNT, sizeof(*settings));
     int n = d->nparams + d->nbuffers;
-    struct desc *all = NULL, *me = NULL;
+    struct ddp_desc *all = NULL, *me = NULL;
     tutti_result_t rc;
     char a[160], b[160];
 
@@ -136,20 +149,7 @@ tutti_result_t ddp_check_ranks(struct tutti_ddp *d)
         rc = ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
         goto out;
     }
-    for (int i = 0; i < d->nparams; i++) {
-        const struct ddp_param *p = &d->params[i];
-        memcpy(me[i].name, p->name, sizeof(me[i].name));
-        me[i].count = p->count;
-        me[i].ndim = (uint64_t)p->ndim;
-        for (int k = 0; k < p->ndim; k++)
-            me[i].shape[k] = p->shape[k];
-    }
-    for (int i = 0; i < d->nbuffers; i++) { /* a buffer: one dimension */
-        struct desc *x = &me[d->nparams + i];
-        memcpy(x->name, d->buffers[i].name, sizeof(x->name));
-        x->count = x->shape[0] = d->buffers[i].count;
-        x->ndim = 1;
-    }
+    ddp_fill_desc(d, me);
     rc = tutti_all_gather(me, all, (size_t)n * sizeof(*me), TUTTI_UINT8, d->comm, NULL);
     if (rc != TUTTI_SUCCESS) {
         ddp_fail(d, rc, "tutti_ddp_init: exchanging parameter and buffer shapes: %s",
@@ -158,7 +158,7 @@ tutti_result_t ddp_check_ranks(struct tutti_ddp *d)
     }
     for (int r = 1; r < d->nranks; r++)
         for (int i = 0; i < n; i++) {
-            const struct desc *x = &all[(size_t)r * (size_t)n + (size_t)i], *y = &all[i];
+            const struct ddp_desc *x = &all[(size_t)r * (size_t)n + (size_t)i], *y = &all[i];
             int buffer = i >= d->nparams;
             if (memcmp(x, y, sizeof(*x)) == 0)
                 continue;

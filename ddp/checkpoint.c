@@ -3,7 +3,7 @@
  *
  * File layout (little-endian, as the machine writes it):
  *   header            struct ckpt_header
- *   descriptors       nparams + nbuffers x struct ckpt_desc (names and shapes, checked on
+ *   descriptors       nparams + nbuffers x struct ddp_desc (names and shapes, checked on
  *                     load; the buffers' after the parameters', with one dimension)
  *   bucket order      nparams x int32 (the rebuilt order, when header.rebuilt)
  *   parameters        total x float32, flat space
@@ -40,11 +40,6 @@ struct ckpt_header {
     uint64_t nbuffers, buffer_total;
 };
 
-struct ckpt_desc {
-    char name[DDP_NAME_LEN];
-    uint64_t count, ndim, shape[DDP_MAX_DIMS];
-};
-
 static uint64_t fnv1a(const unsigned char *p, size_t n)
 {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -56,7 +51,7 @@ static uint64_t fnv1a(const unsigned char *p, size_t n)
 /* Bytes of everything after the header up to the checksum. */
 static size_t body_size(const struct ckpt_header *h)
 {
-    return (h->nparams + h->nbuffers) * sizeof(struct ckpt_desc) + h->nparams * sizeof(int32_t) +
+    return (h->nparams + h->nbuffers) * sizeof(struct ddp_desc) + h->nparams * sizeof(int32_t) +
            h->total * sizeof(float) * (1 + h->slots) + h->buffer_total * sizeof(float) +
            h->nranks * h->hook_rank_bytes + h->hook_shared_bytes + h->extra_len;
 }
@@ -82,27 +77,6 @@ static void fill_header(const struct tutti_ddp *d, struct ckpt_header *h, size_t
     h->rebuilt = (uint32_t)d->rebuilt;
     h->nbuffers = (uint64_t)d->nbuffers;
     h->buffer_total = d->buffer_total;
-}
-
-/* The parameters' descriptors, then the buffers' (nparams + nbuffers of them). */
-static void fill_desc(const struct tutti_ddp *d, struct ckpt_desc *x)
-{
-    for (int i = 0; i < d->nparams; i++) {
-        const struct ddp_param *p = &d->params[i];
-        memset(&x[i], 0, sizeof(x[i]));
-        memcpy(x[i].name, p->name, DDP_NAME_LEN);
-        x[i].count = p->count;
-        x[i].ndim = (uint64_t)p->ndim;
-        for (int k = 0; k < p->ndim; k++)
-            x[i].shape[k] = p->shape[k];
-    }
-    for (int i = 0; i < d->nbuffers; i++) {
-        struct ckpt_desc *b = &x[d->nparams + i];
-        memset(b, 0, sizeof(*b));
-        memcpy(b->name, d->buffers[i].name, DDP_NAME_LEN);
-        b->count = b->shape[0] = d->buffers[i].count;
-        b->ndim = 1;
-    }
 }
 
 /* Every rank ends with the same result: rank 0's. */
@@ -155,8 +129,8 @@ tutti_result_t tutti_ddp_save(tutti_ddp_t d, const char *path, const void *extra
     w = buf;
     memcpy(w, &h, sizeof(h));
     w += sizeof(h);
-    fill_desc(d, (struct ckpt_desc *)w);
-    w += (h.nparams + h.nbuffers) * sizeof(struct ckpt_desc);
+    ddp_fill_desc(d, (struct ddp_desc *)w);
+    w += (h.nparams + h.nbuffers) * sizeof(struct ddp_desc);
     bucket_order(d, (int32_t *)w);
     w += h.nparams * sizeof(int32_t);
     ddp_flat_copy(d, (float *)w, 0, d->total, 1);
@@ -251,7 +225,7 @@ static tutti_result_t read_file(struct tutti_ddp *d, const char *path, unsigned 
     unsigned char *buf = NULL;
     long len;
     struct ckpt_header h, mine;
-    struct ckpt_desc *want = NULL;
+    struct ddp_desc *want = NULL;
     uint64_t sum;
 
     if (!f)
@@ -303,9 +277,9 @@ static tutti_result_t read_file(struct tutti_ddp *d, const char *path, unsigned 
         free(buf);
         return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_load: out of memory");
     }
-    fill_desc(d, want);
+    ddp_fill_desc(d, want);
     for (uint64_t i = 0; i < h.nparams + h.nbuffers; i++) {
-        const struct ckpt_desc *x = (const struct ckpt_desc *)(buf + sizeof(h)) + i;
+        const struct ddp_desc *x = (const struct ddp_desc *)(buf + sizeof(h)) + i;
         int buffer = i >= h.nparams;
         if (memcmp(x, &want[i], sizeof(*x)) != 0) {
             ddp_fail(d, TUTTI_ERR_INVALID_ARG,
@@ -380,7 +354,7 @@ tutti_result_t tutti_ddp_load(tutti_ddp_t d, const char *path, void *extra, size
                         tutti_comm_last_error(d->comm));
     }
     memcpy(&h, buf, sizeof(h));
-    r = buf + sizeof(h) + (h.nparams + h.nbuffers) * sizeof(struct ckpt_desc);
+    r = buf + sizeof(h) + (h.nparams + h.nbuffers) * sizeof(struct ddp_desc);
     if (h.rebuilt) {
         int *order = malloc(h.nparams * sizeof(int));
         if (!order) {

@@ -134,8 +134,17 @@ tutti_result_t ddp_broadcast_model(struct tutti_ddp *d, int root, const char *fn
 /* buffers.c: rank root's buffers everywhere (collective; nothing without buffers). */
 tutti_result_t ddp_broadcast_buffers(struct tutti_ddp *d, int root, const char *fn);
 
-/* check_ranks.c: the same parameters and settings on every rank (collective). */
+/* What every rank must agree on about a parameter or a buffer (a buffer has one dimension);
+ * checkpoints hold these as they are. */
+struct ddp_desc {
+    char name[DDP_NAME_LEN];
+    uint64_t count, ndim, shape[DDP_MAX_DIMS];
+};
+
+/* check_ranks.c: the same parameters, buffers and settings on every rank (collective); the
+ * descriptors of the parameters, then of the buffers (nparams + nbuffers of them). */
 tutti_result_t ddp_check_ranks(struct tutti_ddp *d);
+void ddp_fill_desc(const struct tutti_ddp *d, struct ddp_desc *x);
 
 /* join.c: queue a step's round of flags on the stream (the ranks' max lands in join_max). */
 tutti_result_t ddp_join_round(struct tutti_ddp *d, int32_t flag);
