@@ -408,15 +408,20 @@ TUTTI_API tutti_result_t tutti_scatter(const void *sendbuf, void *recvbuf, size_
                                        tutti_stream_t stream);
 
 /*
- * tutti_group_start / tutti_group_end - batch point-to-point calls. Between the two, sends
- * and receives are only recorded (each checks its arguments and returns at once);
- * tutti_group_end runs them all concurrently and returns when all are complete. Calls on one
- * communicator only, from one thread; groups do not nest (an inner start/end pair is
- * counted and only the outermost end runs the batch). Collectives inside a group are
- * refused with TUTTI_ERR_UNSUPPORTED, except the ones made of point-to-point calls
- * (tutti_all_to_all, tutti_all_to_allv, tutti_gather, tutti_scatter), which join it. Buffers must
- * stay valid until tutti_group_end returns, or, when the group's calls name a host stream (all the
- * same one), until the stream has run the batch that tutti_group_end queued on it.
+ * tutti_group_start / tutti_group_end - batch calls, as NCCL's groups. Between the two, calls
+ * are only recorded (each checks its arguments and returns at once); tutti_group_end runs the
+ * group's sends and receives concurrently (tutti_all_to_all, tutti_all_to_allv, tutti_gather
+ * and tutti_scatter join that batch), then its other collectives in call order, and returns
+ * when all are complete (or, when the calls name a stream, all the same one, once they are
+ * queued on it). Consecutive all-reduces of up to 64 KiB each, of one dtype and built-in op,
+ * on host buffers, with no stream, travel as one all-reduce of up to 256 KiB over a packed
+ * copy: one call's latency for all of them. As in NCCL, no call may depend on the result of
+ * another call of its group; all-reduces that read what an earlier one of the group writes
+ * still get the result of the calls one after another (they are not packed together). Calls
+ * on one communicator only, from one thread; groups do not nest (an inner start/end pair is
+ * counted and only the outermost end runs the group). Buffers must stay valid until
+ * tutti_group_end returns, or, with a host stream, until the stream has run what
+ * tutti_group_end queued on it.
  */
 TUTTI_API tutti_result_t tutti_group_start(void);
 TUTTI_API tutti_result_t tutti_group_end(void);

@@ -491,14 +491,19 @@ tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w)
 static tutti_result_t coll_run(struct tutti_comm *comm, struct tt_call *c, tutti_stream_t stream)
 {
     TT_CHECK(tt_coll_check_comm(comm, stream, c->fn));
-    if (tt_group_open())
-        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
-                       "%s: collectives inside tutti_group_start/end are not supported", c->fn);
     TT_CHECK(check_coll(comm, c, &c->inplace));
     if (tt_redop_is_custom(c->op)) /* bound now: the op may be destroyed once this returns */
         TT_CHECK(tt_redop_bind(comm, c));
     TT_CHECK(check_memory(comm, c));
     TT_CHECK(tt_cuda_direct_check(comm, c));
+    if (tt_group_open()) /* checked: tutti_group_end runs it (coll_group.c) */
+        return tt_group_add_coll(comm, c, stream);
+    return tt_coll_dispatch(comm, c, stream);
+}
+
+tutti_result_t tt_coll_dispatch(struct tutti_comm *comm, const struct tt_call *c,
+                                tutti_stream_t stream)
+{
     if (tt_stream_is_cuda(stream))
         return tt_cuda_enqueue(comm, c, stream, c->device);
     if (stream) {

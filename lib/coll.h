@@ -53,6 +53,16 @@ int tt_p2p_split(const struct tutti_comm *comm, const struct tt_p2p_op *ops, int
                  struct tt_p2p_op *out);
 /* Is a group open on this thread (between tutti_group_start and tutti_group_end)? */
 int tt_group_open(void);
+/* A checked collective call inside the open group: recorded for tutti_group_end (p2p.c). */
+tutti_result_t tt_group_add_coll(struct tutti_comm *comm, const struct tt_call *c,
+                                 tutti_stream_t stream);
+/* Queue a checked collective call on stream (host or CUDA), or run it now (NULL). */
+tutti_result_t tt_coll_dispatch(struct tutti_comm *comm, const struct tt_call *c,
+                                tutti_stream_t stream);
+/* tutti_group_end's collectives, in call order, after its point-to-point batch; runs of
+ * small host all-reduces go as one (coll_group.c). */
+tutti_result_t tt_coll_run_group(struct tutti_comm *comm, const struct tt_call *calls, int n,
+                                 tutti_stream_t stream);
 
 /* Personalized exchanges (all_to_all.c, gather.c), whose batch has this rank's own block: may
  * it move by memcpy once the batch is done (a call that runs now, on host memory)? */

@@ -27,6 +27,8 @@ static _Thread_local struct group {
     tutti_stream_t stream;
     struct tt_p2p_op *ops; /* small[], or the heap once the group outgrows it */
     int nops, cap;
+    struct tt_call *colls; /* collectives, in call order (coll_group.c runs them) */
+    int ncolls, ccap;
     tutti_result_t err;
     struct tt_p2p_op small[GROUP_INLINE];
 } group;
@@ -318,6 +320,21 @@ static tutti_result_t run_now(struct tutti_comm *comm, struct tt_p2p_op *ops, in
     return tt_coll_run_now(comm, &w);
 }
 
+/* A call joins the open group: one communicator and one stream for all of its calls. */
+static tutti_result_t group_join(struct group *g, struct tutti_comm *comm, tutti_stream_t stream,
+                                 const char *fn)
+{
+    if (g->comm && g->comm != comm)
+        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
+                       "%s: a group may only hold calls on one communicator", fn);
+    if (g->nops + g->ncolls > 0 && g->stream != stream)
+        return g->err = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                                "%s: every call in a group must name the same stream", fn);
+    g->comm = comm;
+    g->stream = stream;
+    return TUTTI_SUCCESS;
+}
+
 static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype_t dtype, int peer,
                                struct tutti_comm *comm, tutti_stream_t stream)
 {
@@ -360,12 +377,7 @@ static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype
         *w.ops = op;
         return tt_stream_push(stream, &w);
     }
-    if (g->comm && g->comm != comm)
-        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
-                       "%s: a group may only hold calls on one communicator", fn);
-    if (g->nops > 0 && g->stream != stream)
-        return g->err = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
-                                "%s: every call in a group must name the same stream", fn);
+    TT_CHECK(group_join(g, comm, stream, fn));
     if (g->nops == g->cap) {
         int cap = 2 * g->cap;
         struct tt_p2p_op *grown = g->ops == g->small
@@ -381,9 +393,28 @@ static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype
     if (g->nops >= UINT16_MAX)
         return g->err = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
                                 "%s: a group holds at most %d operations", fn, UINT16_MAX);
-    g->comm = comm;
-    g->stream = stream;
     g->ops[g->nops++] = op;
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_group_add_coll(struct tutti_comm *comm, const struct tt_call *c,
+                                 tutti_stream_t stream)
+{
+    struct group *g = &group;
+
+    TT_CHECK(group_join(g, comm, stream, c->fn));
+    if (g->ncolls == g->ccap) {
+        int cap = g->ccap ? 2 * g->ccap : 16;
+        struct tt_call *grown = realloc(g->colls, (size_t)cap * sizeof(*grown));
+        if (!grown)
+            return g->err = tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", c->fn);
+        g->colls = grown;
+        g->ccap = cap;
+    }
+    if (g->ncolls >= UINT16_MAX)
+        return g->err = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                                "%s: a group holds at most %d collectives", c->fn, UINT16_MAX);
+    g->colls[g->ncolls++] = *c;
     return TUTTI_SUCCESS;
 }
 
@@ -407,6 +438,7 @@ tutti_result_t tutti_group_start(void)
         g->ops = g->small;
         g->cap = GROUP_INLINE;
         g->nops = 0;
+        g->ncolls = 0;
         g->comm = NULL;
         g->stream = NULL;
         g->err = TUTTI_SUCCESS;
@@ -448,10 +480,15 @@ tutti_result_t tutti_group_end(void)
             rc = run_now(g->comm, g->ops, g->nops);
         }
     }
+    if (rc == TUTTI_SUCCESS && g->ncolls > 0)
+        rc = tt_coll_run_group(g->comm, g->colls, g->ncolls, g->stream);
     if (g->ops != g->small)
         free(g->ops);
     g->ops = g->small;
     g->nops = 0;
+    free(g->colls); /* collectives in groups are rare: no array kept between groups */
+    g->colls = NULL;
+    g->ncolls = g->ccap = 0;
     g->cap = GROUP_INLINE;
     g->comm = NULL;
     g->stream = NULL;

@@ -228,6 +228,12 @@ Test(coll, gather_scatter, .timeout = 120)
 }
 
 /* tutti_comm_split (split_check): on 1 to 5 ranks, and on 4 ranks posing as 2 nodes. */
+/* Collectives inside tutti_group_start/end (group_check), small all-reduces packed into one. */
+Test(coll, groups_of_collectives, .timeout = 120)
+{
+    run_exchange_check("GROUP_CHECK");
+}
+
 Test(coll, split, .timeout = 120)
 {
     for (int n = 1; n <= 5; n++)

@@ -105,6 +105,16 @@ static int t_run(enum pcoll c, void *s, void *r, size_t count, tutti_dtype_t t, 
     }
 }
 
+static void t_group_start(void)
+{
+    tutti_group_start();
+}
+
+static int t_group_end(void)
+{
+    return tutti_group_end();
+}
+
 static void t_barrier(void)
 {
     tutti_barrier(comm, NULL);
@@ -160,6 +170,8 @@ const struct perf_backend perf_backend = {
     .fini = t_fini,
     .mem_register = t_mem_register,
     .mem_deregister = t_mem_deregister,
+    .group_start = t_group_start,
+    .group_end = t_group_end,
 #ifdef TUTTI_PERF_CUDA
     .dev_alloc = t_dev_alloc,
     .dev_free = t_dev_free,

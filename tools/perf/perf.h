@@ -51,6 +51,10 @@ struct perf_backend {
     /* Buffer registration (-R 1), where the library has it (NULL otherwise): 0 on success. */
     int (*mem_register)(void *p, size_t bytes, void **handle);
     int (*mem_deregister)(void *handle);
+    /* Groups (-m N > 1: the N calls of an iteration in one group, as nccl-tests), where the
+     * library has them (NULL otherwise: the calls go one by one). group_end: 0 on success. */
+    void (*group_start)(void);
+    int (*group_end)(void);
 };
 
 extern const struct perf_backend perf_backend;

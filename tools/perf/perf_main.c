@@ -217,6 +217,21 @@ static long long check_once(enum pcoll c, struct bufs *b, size_t per, tutti_dtyp
     return (long long)wrong;
 }
 
+/* One iteration: -m calls, in one group where the library groups calls (nccl-tests' way). */
+static int run_iter(enum pcoll c, void *s, void *r, size_t per, tutti_dtype_t t, int op,
+                    int inplace, const struct perf_opts *o)
+{
+    int bad = 0, grouped = o->agg_iters > 1 && be->group_start;
+
+    if (grouped)
+        be->group_start();
+    for (int k = 0; k < o->agg_iters; k++)
+        bad |= run(c, s, r, per, t, op, o->root, inplace) != 0;
+    if (grouped)
+        bad |= be->group_end() != 0;
+    return bad;
+}
+
 static struct result measure(enum pcoll c, struct bufs *b, size_t bytes, tutti_dtype_t t, int op,
                              int inplace, const struct perf_opts *o)
 {
@@ -228,12 +243,12 @@ static struct result measure(enum pcoll c, struct bufs *b, size_t bytes, tutti_d
 
     call_bufs(c, b, per, es, inplace, &s, &r);
     /* -m: agg_iters calls an iteration; the time is per call (nccl-tests' way). */
-    for (long i = 0; i < (long)o->warmup * o->agg_iters && !bad; i++)
-        bad |= run(c, s, r, per, t, op, o->root, inplace) != 0;
+    for (long i = 0; i < o->warmup && !bad; i++)
+        bad |= run_iter(c, s, r, per, t, op, inplace, o);
     be->barrier();
     t0 = now();
-    for (long i = 0; i < (long)o->iters * o->agg_iters && !bad; i++)
-        bad |= run(c, s, r, per, t, op, o->root, inplace) != 0;
+    for (long i = 0; i < o->iters && !bad; i++)
+        bad |= run_iter(c, s, r, per, t, op, inplace, o);
     times[0] = (now() - t0) / ((double)o->iters * o->agg_iters);
     if (bad) {
         fprintf(stderr, "%s-perf: rank %d: %s failed: %s\n", be->name, rank, perf_coll_names[c],

@@ -1,0 +1,277 @@
+/*
+ * group_check -- run under tutti-run: collectives inside tutti_group_start/end, checked against
+ * values computed here. One group holds, in this order:
+ *   - a ring exchange (send to rank + 1, receive from rank - 1), int32;
+ *   - SMALL all-reduces (sum, float32, counts 0 to SMALL - 1), a few max int64 ones, one of
+ *     100,000 float32 values (too large to travel packed), more sum float32 ones, one average
+ *     of float64 values and one in place: runs that tutti_group_end may pack into one;
+ *   - a chain, all_reduce(a -> b) then all_reduce(b -> c), sum, int32: c must be n times the
+ *     sum of the a's, as the two calls one after the other give (packed together they would
+ *     read b before it is written); then two calls into one output, d (the second's result
+ *     stays), and a call writing e, which the call before it read (its input as it was);
+ *   - an all-gather, a broadcast from the last rank, a reduce to rank 0, a reduce-scatter and a
+ *     barrier.
+ * Every result is checked after tutti_group_end. The group runs with no stream, then on a
+ * host stream (synchronised before the checks). Last, calls naming two streams in one group:
+ * the second is refused naming the rule, and tutti_group_end reports it.
+ * Exit status 0: every check on this rank passed.
+ */
+#include "check.h"
+#include "tutti.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SMALL 40
+#define BIG 100000
+#define NCALLS (SMALL + 12)
+
+static int rank, nranks, failures;
+static tutti_comm_t comm;
+
+/* Rank r's element j of call k: a small integer, exact in every dtype used. */
+static long val(int k, int r, size_t j)
+{
+    return (long)((k * 31 + r * 7 + (long)(j % 1000) * 3) % 19) - 9;
+}
+
+static long sum_val(int k, size_t j)
+{
+    long s = 0;
+    for (int r = 0; r < nranks; r++)
+        s += val(k, r, j);
+    return s;
+}
+
+static long max_val(int k, size_t j)
+{
+    long m = val(k, 0, j);
+    for (int r = 1; r < nranks; r++)
+        m = val(k, r, j) > m ? val(k, r, j) : m;
+    return m;
+}
+
+/* One all-reduce of the group: its buffers and what it should leave. */
+struct ar {
+    tutti_dtype_t t;
+    tutti_op_t op;
+    size_t count;
+    int inplace;
+    void *send, *recv;
+};
+
+static double get(tutti_dtype_t t, const void *p, size_t j)
+{
+    switch (t) {
+    case TUTTI_FLOAT32: return ((const float *)p)[j];
+    case TUTTI_FLOAT64: return ((const double *)p)[j];
+    case TUTTI_INT32: return ((const int32_t *)p)[j];
+    default: return (double)((const int64_t *)p)[j];
+    }
+}
+
+static void put(tutti_dtype_t t, void *p, size_t j, double v)
+{
+    switch (t) {
+    case TUTTI_FLOAT32: ((float *)p)[j] = (float)v; break;
+    case TUTTI_FLOAT64: ((double *)p)[j] = v; break;
+    case TUTTI_INT32: ((int32_t *)p)[j] = (int32_t)v; break;
+    default: ((int64_t *)p)[j] = (int64_t)v; break;
+    }
+}
+
+static void ar_init(struct ar *a, int k, tutti_dtype_t t, tutti_op_t op, size_t count, int inplace)
+{
+    size_t bytes = (count ? count : 1) * tutti_dtype_size(t);
+    a->t = t;
+    a->op = op;
+    a->count = count;
+    a->inplace = inplace;
+    a->send = malloc(bytes);
+    a->recv = inplace ? a->send : malloc(bytes);
+    for (size_t j = 0; j < count; j++) {
+        put(t, a->send, j, (double)val(k, rank, j));
+        if (!inplace)
+            put(t, a->recv, j, -1000.0);
+    }
+}
+
+static void ar_check(const struct ar *a, int k, const char *how)
+{
+    for (size_t j = 0; j < a->count; j++) {
+        double want = a->op == TUTTI_MAX   ? (double)max_val(k, j)
+                      : a->op == TUTTI_AVG ? (double)sum_val(k, j) / nranks
+                                           : (double)sum_val(k, j);
+        double got = get(a->t, a->recv, j);
+        if (got != want) {
+            CHECK(0, "%s: grouped all-reduce %d (%s, %zu values)[%zu] = %g, want %g", how, k,
+                  tutti_dtype_name(a->t), a->count, j, got, want);
+            return;
+        }
+    }
+}
+
+static void ar_free(struct ar *a)
+{
+    if (!a->inplace)
+        free(a->recv);
+    free(a->send);
+}
+
+static void run(tutti_stream_t stream, const char *how)
+{
+    struct ar ars[NCALLS];
+    int n = 0, next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    int32_t ring_out[5], ring_in[5], a[3], b[3], c[3], d[3], e[3], f[3];
+    float *gathered = malloc((size_t)nranks * 3 * sizeof(float)), mine[3], bc[4], red[2];
+    float *rs_in = malloc((size_t)nranks * 2 * sizeof(float)), rs_out[2];
+    tutti_result_t rc = TUTTI_SUCCESS;
+
+    for (int k = 0; k < SMALL; k++)
+        ar_init(&ars[n++], k, TUTTI_FLOAT32, TUTTI_SUM, (size_t)k, 0);
+    for (int k = 0; k < 4; k++)
+        ar_init(&ars[n], n, TUTTI_INT64, TUTTI_MAX, (size_t)(k * 5 + 1), 0), n++;
+    ar_init(&ars[n], n, TUTTI_FLOAT32, TUTTI_SUM, BIG, 0), n++;
+    for (int k = 0; k < 4; k++)
+        ar_init(&ars[n], n, TUTTI_FLOAT32, TUTTI_SUM, (size_t)(k + 3), 0), n++;
+    ar_init(&ars[n], n, TUTTI_FLOAT64, TUTTI_AVG, 9, 0), n++;
+    ar_init(&ars[n], n, TUTTI_FLOAT32, TUTTI_SUM, 11, 1), n++;
+    for (int j = 0; j < 5; j++) {
+        ring_out[j] = rank * 100 + j;
+        ring_in[j] = -1;
+    }
+    for (int j = 0; j < 3; j++) {
+        a[j] = (int32_t)val(90, rank, (size_t)j);
+        e[j] = (int32_t)val(91, rank, (size_t)j);
+        b[j] = c[j] = d[j] = f[j] = -1;
+        mine[j] = (float)(rank * 10 + j);
+    }
+    for (int j = 0; j < 4; j++)
+        bc[j] = rank == nranks - 1 ? (float)(j + 0.5) : -1.0f;
+    red[0] = (float)rank;
+    red[1] = 1.0f;
+    for (int j = 0; j < nranks * 2; j++)
+        rs_in[j] = (float)(rank + j);
+    if (!gathered || !rs_in) {
+        CHECK(0, "out of memory");
+        return;
+    }
+
+    tutti_group_start();
+    if (nranks > 1) {
+        rc |= tutti_send(ring_out, 5, TUTTI_INT32, next, comm, stream);
+        rc |= tutti_recv(ring_in, 5, TUTTI_INT32, prev, comm, stream);
+    }
+    for (int k = 0; k < n; k++)
+        rc |= tutti_all_reduce(ars[k].send, ars[k].recv, ars[k].count, ars[k].t, ars[k].op, comm,
+                               stream);
+    rc |= tutti_all_reduce(a, b, 3, TUTTI_INT32, TUTTI_SUM, comm, stream);
+    rc |= tutti_all_reduce(b, c, 3, TUTTI_INT32, TUTTI_SUM, comm, stream);
+    rc |= tutti_all_reduce(a, d, 3, TUTTI_INT32, TUTTI_SUM, comm, stream);
+    rc |= tutti_all_reduce(e, d, 3, TUTTI_INT32, TUTTI_MAX, comm, stream);
+    rc |= tutti_all_reduce(e, f, 3, TUTTI_INT32, TUTTI_MAX, comm, stream);
+    rc |= tutti_all_reduce(a, e, 3, TUTTI_INT32, TUTTI_MAX, comm, stream);
+    rc |= tutti_all_gather(mine, gathered, 3, TUTTI_FLOAT32, comm, stream);
+    rc |= tutti_broadcast(bc, bc, 4, TUTTI_FLOAT32, nranks - 1, comm, stream);
+    rc |= tutti_reduce(red, red, 2, TUTTI_FLOAT32, TUTTI_SUM, 0, comm, stream);
+    rc |= tutti_reduce_scatter(rs_in, rs_out, 2, TUTTI_FLOAT32, TUTTI_SUM, comm, stream);
+    rc |= tutti_barrier(comm, stream);
+    CHECK(rc == TUTTI_SUCCESS, "%s: a call inside the group failed: %s", how, tutti_last_error());
+    rc = tutti_group_end();
+    if (rc == TUTTI_SUCCESS && stream)
+        rc = tutti_stream_sync(stream);
+    CHECK(rc == TUTTI_SUCCESS, "%s: tutti_group_end: %s", how, tutti_comm_last_error(comm));
+
+    for (int j = 0; j < 5 && nranks > 1; j++)
+        CHECK(ring_in[j] == prev * 100 + j, "%s: ring exchange [%d] = %d, want %d", how, j,
+              ring_in[j], prev * 100 + j);
+    for (int k = 0; k < n; k++) {
+        ar_check(&ars[k], k, how);
+        ar_free(&ars[k]);
+    }
+    for (int j = 0; j < 3; j++) {
+        CHECK(b[j] == sum_val(90, (size_t)j), "%s: chain's first call [%d] = %d, want %ld", how, j,
+              b[j], sum_val(90, (size_t)j));
+        CHECK(c[j] == nranks * sum_val(90, (size_t)j),
+              "%s: chain's second call [%d] = %d, want %ld (it must read the first's result)", how,
+              j, c[j], nranks * sum_val(90, (size_t)j));
+    }
+    for (int j = 0; j < 3; j++) {
+        CHECK(d[j] == max_val(91, (size_t)j), "%s: two calls into one output [%d] = %d, want %ld",
+              how, j, d[j], max_val(91, (size_t)j));
+        CHECK(f[j] == max_val(91, (size_t)j), "%s: max of e [%d] = %d, want %ld", how, j, f[j],
+              max_val(91, (size_t)j));
+        CHECK(e[j] == max_val(90, (size_t)j), "%s: e after a call wrote it [%d] = %d, want %ld",
+              how, j, e[j], max_val(90, (size_t)j));
+    }
+    for (int r = 0; r < nranks; r++)
+        for (int j = 0; j < 3; j++)
+            CHECK(gathered[r * 3 + j] == (float)(r * 10 + j), "%s: all-gather [%d][%d] = %g", how,
+                  r, j, gathered[r * 3 + j]);
+    for (int j = 0; j < 4; j++)
+        CHECK(bc[j] == (float)(j + 0.5), "%s: broadcast [%d] = %g, want %g", how, j, bc[j],
+              j + 0.5);
+    if (rank == 0) {
+        CHECK(red[0] == (float)(nranks * (nranks - 1) / 2), "%s: reduce [0] = %g", how, red[0]);
+        CHECK(red[1] == (float)nranks, "%s: reduce [1] = %g", how, red[1]);
+    }
+    for (int j = 0; j < 2; j++) {
+        float want = 0;
+        for (int r = 0; r < nranks; r++)
+            want += (float)(r + rank * 2 + j);
+        CHECK(rs_out[j] == want, "%s: reduce-scatter [%d] = %g, want %g", how, j, rs_out[j], want);
+    }
+    free(gathered);
+    free(rs_in);
+}
+
+/* Two streams in one group: the call that names the second is refused, and so is the group. */
+static void two_streams(void)
+{
+    tutti_stream_t s1, s2;
+    float x = 1, y = 0;
+    tutti_result_t rc1, rc2, end;
+
+    if (tutti_stream_create(&s1) != TUTTI_SUCCESS || tutti_stream_create(&s2) != TUTTI_SUCCESS) {
+        CHECK(0, "tutti_stream_create: %s", tutti_last_error());
+        return;
+    }
+    tutti_group_start();
+    rc1 = tutti_all_reduce(&x, &y, 1, TUTTI_FLOAT32, TUTTI_SUM, comm, s1);
+    rc2 = tutti_all_reduce(&x, &y, 1, TUTTI_FLOAT32, TUTTI_SUM, comm, s2);
+    end = tutti_group_end();
+    CHECK(rc1 == TUTTI_SUCCESS, "the first call of the group failed: %s", tutti_last_error());
+    CHECK(rc2 == TUTTI_ERR_INVALID_ARG, "a call naming another stream in the group returned %d",
+          (int)rc2);
+    CHECK(end == TUTTI_ERR_INVALID_ARG, "the group with two streams ended with %d", (int)end);
+    CHECK(strstr(tutti_comm_last_error(comm), "same stream") != NULL,
+          "the refusal does not name the rule: %s", tutti_comm_last_error(comm));
+    tutti_stream_destroy(s1);
+    tutti_stream_destroy(s2);
+}
+
+int main(void)
+{
+    tutti_stream_t stream;
+
+    if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS) {
+        printf("FAIL init: %s\n", tutti_last_error());
+        return 1;
+    }
+    tutti_comm_rank(comm, &rank);
+    tutti_comm_size(comm, &nranks);
+    run(NULL, "no stream");
+    if (tutti_stream_create(&stream) != TUTTI_SUCCESS) {
+        CHECK(0, "tutti_stream_create: %s", tutti_last_error());
+    } else {
+        run(stream, "host stream");
+        tutti_stream_destroy(stream);
+    }
+    two_streams();
+    tutti_comm_destroy(comm);
+    if (!failures)
+        printf("group_check: rank %d ok\n", rank);
+    return failures ? 1 : 0;
+}
