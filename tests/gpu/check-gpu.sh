@@ -65,6 +65,7 @@ for n in 2 4 3 1; do
         env TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$check" order async
     t "matrix, device path, $n rank(s)" matrix_device $n
     t "p2p, device path, $n rank(s)" env TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$check" p2p
+    t "group, device path, $n rank(s)" env TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$check" group
 done
 step "device path: algorithms that send to the rank itself (connected at init)"
 t "matrix, device path, TUTTI_DETERMINISTIC=1, 3 ranks" \
@@ -83,6 +84,7 @@ for n in 1 2 4; do
 done
 t "matrix, staged, 2 ranks" env TUTTI_CUDA_P2P=0 "$run" -n 2 "$check" matrix
 t "p2p, staged, 2 ranks" env TUTTI_CUDA_P2P=0 "$run" -n 2 "$check" p2p
+t "group, staged, 2 ranks" env TUTTI_CUDA_P2P=0 "$run" -n 2 "$check" group
 step "random sequences: device-path, staged and NULL-stream calls interleaved (soak)"
 for n in 2 3 4; do
     t "soak, $n ranks" env TUTTI_CUDA_P2P_MIN=16K "$run" -n $n "$soak" soak

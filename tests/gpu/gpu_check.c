@@ -22,6 +22,10 @@
  *                      on the NULL stream,
  *                      with the buffers registered (tutti_comm_register), and on a wrapped
  *                      CUDA stream, against values computed on the host from (rank, index)
+ *   gpu_check group    collectives in a group: two all-reduces and a broadcast on device
+ *                      buffers beside three small all-reduces on host buffers (which
+ *                      tutti_group_end packs into one), on the NULL stream; the device ones
+ *                      again on a wrapped CUDA stream; against values computed on the host
  *   gpu_check mix      a device sendbuf with a host recvbuf is refused naming both kinds
  *   gpu_check capture  an all-reduce and a send/recv group on a wrapped CUDA stream being
  *                      captured into a CUDA graph are refused (TUTTI_ERR_UNSUPPORTED); after
@@ -523,6 +527,79 @@ static void p2p(void)
     cudaStreamDestroy(cs);
 }
 
+/* Rank r's element i of grouped call k, and its sum over the ranks. */
+static float gval(int k, int r, size_t i)
+{
+    return (float)((k * 7 + r * 3 + (int)(i % 13)) % 11);
+}
+
+static float gsum(int k, size_t i)
+{
+    float s = 0;
+    for (int r = 0; r < nranks; r++)
+        s += gval(k, r, i);
+    return s;
+}
+
+static void group(void)
+{
+    enum { DN = 4099, HN = 5 };
+    cudaStream_t cs;
+    tutti_stream_t ws;
+    float *h = malloc(DN * sizeof(float)), hbuf[3][HN], *d[3];
+
+    CU(cudaStreamCreate(&cs));
+    if (!h || tutti_stream_wrap_cuda(&ws, cs) != TUTTI_SUCCESS) {
+        fail("group: tutti_stream_wrap_cuda: %s", tutti_last_error());
+        exit(1);
+    }
+    for (int k = 0; k < 3; k++)
+        CU(cudaMalloc((void **)&d[k], DN * sizeof(float)));
+    for (int pass = 0; pass < 2; pass++) { /* 0: the NULL stream; 1: the wrapped CUDA stream */
+        tutti_stream_t st = pass ? ws : NULL;
+        int root = nranks - 1;
+        tutti_result_t rc = TUTTI_SUCCESS;
+        for (int k = 0; k < 3; k++) {
+            for (size_t i = 0; i < DN; i++)
+                h[i] = k == 2 && rank != root ? -1.0f : gval(k, rank, i);
+            CU(cudaMemcpy(d[k], h, DN * sizeof(float), cudaMemcpyHostToDevice));
+            for (size_t i = 0; i < HN; i++)
+                hbuf[k][i] = gval(k + 3, rank, i);
+        }
+        tutti_group_start();
+        rc |= tutti_all_reduce(d[0], d[0], DN, TUTTI_FLOAT32, TUTTI_SUM, comm, st);
+        for (int k = 0; k < 3 && !pass; k++)
+            rc |= tutti_all_reduce(hbuf[k], hbuf[k], HN, TUTTI_FLOAT32, TUTTI_SUM, comm, st);
+        rc |= tutti_all_reduce(d[1], d[1], DN, TUTTI_FLOAT32, TUTTI_SUM, comm, st);
+        rc |= tutti_broadcast(d[2], d[2], DN, TUTTI_FLOAT32, root, comm, st);
+        rc |= tutti_group_end();
+        if (rc == TUTTI_SUCCESS && st)
+            rc = tutti_stream_sync(st);
+        if (rc != TUTTI_SUCCESS) {
+            fail("group (pass %d): %s", pass, tutti_comm_last_error(comm));
+            continue;
+        }
+        for (int k = 0; k < 3; k++) {
+            CU(cudaMemcpy(h, d[k], DN * sizeof(float), cudaMemcpyDeviceToHost));
+            for (size_t i = 0; i < DN; i++)
+                if (h[i] != (k == 2 ? gval(k, root, i) : gsum(k, i))) {
+                    fail("group (pass %d): device call %d element %zu is %g", pass, k, i, h[i]);
+                    break;
+                }
+            for (size_t i = 0; i < HN && !pass; i++)
+                if (hbuf[k][i] != gsum(k + 3, i)) {
+                    fail("group: host all-reduce %d element %zu is %g", k, i, hbuf[k][i]);
+                    break;
+                }
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        cudaFree(d[k]);
+    free(h);
+    tutti_stream_destroy(ws);
+    cudaStreamDestroy(cs);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -541,6 +618,8 @@ int main(int argc, char **argv)
         order(argc > 2 && !strcmp(argv[2], "async"));
     else if (!strcmp(mode, "mix"))
         mix();
+    else if (!strcmp(mode, "group"))
+        group();
     else if (!strcmp(mode, "p2p"))
         p2p();
     else if (!strcmp(mode, "kinds"))
@@ -548,7 +627,8 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "capture"))
         capture();
     else {
-        fprintf(stderr, "usage: gpu_check probe|matrix|order [async]|p2p|mix|kinds|capture\n");
+        fprintf(stderr,
+                "usage: gpu_check probe|matrix|order [async]|p2p|group|mix|kinds|capture\n");
         return 2;
     }
     return gpu_end(comm, "gpu_check", mode);
