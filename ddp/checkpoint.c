@@ -79,17 +79,28 @@ static void fill_header(const struct tutti_ddp *d, struct ckpt_header *h, size_t
     h->buffer_total = d->buffer_total;
 }
 
-/* Every rank ends with the same result: rank 0's. */
+/* Every rank ends with the same result: rank 0's, with its message. */
 static tutti_result_t agree(struct tutti_ddp *d, tutti_result_t rc, const char *fn)
 {
     int32_t v = (int32_t)rc;
     tutti_result_t brc = tutti_broadcast(&v, &v, 1, TUTTI_INT32, 0, d->comm, NULL);
+    char why[DDP_ERR_LEN];
 
     if (brc != TUTTI_SUCCESS)
         return ddp_fail(d, brc, "%s: %s", fn, tutti_comm_last_error(d->comm));
-    if (d->rank != 0 && v != TUTTI_SUCCESS)
+    if (v == TUTTI_SUCCESS)
+        return TUTTI_SUCCESS;
+    /* Failed on rank 0: every rank tells why (rank 0's message, less its "fn: "). */
+    memcpy(why, d->err, sizeof(why));
+    brc = tutti_broadcast(why, why, sizeof(why), TUTTI_UINT8, 0, d->comm, NULL);
+    if (d->rank == 0)
+        return (tutti_result_t)v;
+    why[sizeof(why) - 1] = 0;
+    if (brc != TUTTI_SUCCESS)
         return ddp_fail(d, (tutti_result_t)v, "%s: rank 0 failed (its message says why)", fn);
-    return (tutti_result_t)v;
+    return ddp_fail(
+        d, (tutti_result_t)v, "%s: rank 0 failed: %s", fn,
+        strncmp(why, fn, strlen(fn)) == 0 && why[strlen(fn)] == ':' ? why + strlen(fn) + 2 : why);
 }
 
 /* The bucket order as it stands: the order the buckets were built from. */
@@ -248,12 +259,35 @@ static tutti_result_t read_file(struct tutti_ddp *d, const char *path, unsigned 
     }
     fclose(f);
     memcpy(&h, buf, sizeof(h));
-    if (memcmp(h.magic, CKPT_MAGIC, 8) != 0 || h.version != CKPT_VERSION)
-        goto bad_format;
+    if (memcmp(h.magic, CKPT_MAGIC, 8) != 0) {
+        free(buf);
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_load: %s is not a tutti DDP checkpoint", path);
+    }
+    if (h.version != CKPT_VERSION) {
+        free(buf);
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_load: %s is a tutti DDP checkpoint of version %u; this build "
+                        "reads version %d (version 1 held no buffers)",
+                        path, h.version, CKPT_VERSION);
+    }
+    /* Bounds first, so that the size below cannot overflow. */
     if (h.nparams > (1u << 24) || h.total > ((uint64_t)1 << 40) || h.slots > 2 ||
         h.nbuffers > (1u << 24) || h.buffer_total > ((uint64_t)1 << 40) || h.nranks > 65536 ||
-        h.extra_len > ((uint64_t)1 << 32) || sizeof(h) + body_size(&h) + sizeof(sum) != (size_t)len)
-        goto bad_format;
+        h.hook_rank_bytes > ((uint64_t)1 << 40) || h.hook_shared_bytes > ((uint64_t)1 << 40) ||
+        h.extra_len > ((uint64_t)1 << 32)) {
+        free(buf);
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_load: %s is damaged (its header's counts are out of bounds)",
+                        path);
+    }
+    if (sizeof(h) + body_size(&h) + sizeof(sum) != (size_t)len) {
+        free(buf);
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_load: %s is damaged (its header describes %zu bytes, the file "
+                        "holds %ld: cut short or grown)",
+                        path, sizeof(h) + body_size(&h) + sizeof(sum), len);
+    }
     memcpy(&sum, buf + len - (long)sizeof(sum), sizeof(sum));
     if (sum != fnv1a(buf, (size_t)len - sizeof(sum))) {
         free(buf);
@@ -308,12 +342,6 @@ static tutti_result_t read_file(struct tutti_ddp *d, const char *path, unsigned 
     *out = buf;
     *out_size = (size_t)len;
     return TUTTI_SUCCESS;
-bad_format:
-    free(buf);
-    return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
-                    "tutti_ddp_load: %s is not a tutti DDP checkpoint of version %d (version 1, "
-                    "before buffers, is not read)",
-                    path, CKPT_VERSION);
 }
 
 tutti_result_t tutti_ddp_load(tutti_ddp_t d, const char *path, void *extra, size_t extra_cap,

@@ -35,6 +35,8 @@ done
 for n in 1 2 3; do
     job $n buffers
 done
+job 1 damaged
+job 3 damaged
 # Uneven inputs (with buffers): every optimizer path on 2 and 4 ranks, the hooks on 3 (views both ways).
 for n in 1 2 4; do
     for o in app sgd0 sgd1 sgd2; do

@@ -26,6 +26,10 @@
  *                                  own values: after init and after each synchronised step
  *                                  every rank holds rank 0's; a checkpoint saved and loaded
  *                                  gives them back, with the parameters
+ *   ddp_check damaged              damaged checkpoints (cut, a byte flipped, resealed with
+ *                                  another version, parameter count or name, missing, and 60
+ *                                  random damages) are refused on every rank naming why, and
+ *                                  leave the parameters alone; the good file loads after them
  *   ddp_check join HOOK VIEWS OPT  uneven inputs: two epochs in which ranks train different
  *                                  numbers of steps (rank 0 none in the first) and then call
  *                                  tutti_ddp_join. After each step every gradient is the sum of
@@ -350,6 +354,26 @@ static void mode_mismatch(tutti_comm_t comm, int what)
     tutti_ddp_destroy(d);
 }
 
+/* A new empty file that rank 0 made, its name on every rank; 0 (and a failure) if none. */
+static int tmp_path(tutti_comm_t comm, char *path, size_t size)
+{
+    if (rank == 0) {
+        int fd;
+        snprintf(path, size, "/tmp/tutti-ddp-check-XXXXXX");
+        fd = mkstemp(path);
+        if (fd < 0)
+            path[0] = 0;
+        else
+            close(fd);
+    }
+    if (tutti_broadcast(path, path, size, TUTTI_UINT8, 0, comm, NULL) != TUTTI_SUCCESS ||
+        !path[0]) {
+        fail("no temporary file for the checkpoint");
+        return 0;
+    }
+    return 1;
+}
+
 static void mode_buffers(tutti_comm_t comm)
 {
     tutti_ddp_config_t cfg = TUTTI_DDP_CONFIG_INIT;
@@ -377,20 +401,8 @@ static void mode_buffers(tutti_comm_t comm)
         check_buffers(s, 0, what);
     }
     /* A checkpoint holds them: save, scribble over buffers and parameters, load. */
-    if (rank == 0) {
-        int fd;
-        snprintf(path, sizeof(path), "/tmp/tutti-ddp-buffers-XXXXXX");
-        fd = mkstemp(path);
-        if (fd < 0)
-            path[0] = 0;
-        else
-            close(fd);
-    }
-    if (tutti_broadcast(path, path, sizeof(path), TUTTI_UINT8, 0, comm, NULL) != TUTTI_SUCCESS ||
-        !path[0]) {
-        fail("no temporary file for the checkpoint");
+    if (!tmp_path(comm, path, sizeof(path)))
         return;
-    }
     memcpy(keep, vals[0], count_of(0) * sizeof(float));
     if (tutti_ddp_save(d, path, NULL, 0) != TUTTI_SUCCESS)
         fail("tutti_ddp_save: %s", tutti_ddp_last_error(d));
@@ -405,6 +417,158 @@ static void mode_buffers(tutti_comm_t comm)
     if (rank == 0)
         unlink(path);
     free(keep);
+    tutti_ddp_destroy(d);
+}
+
+/* The checkpoint's bytes (rank 0), and its FNV-1a trailer recomputed over the rest. */
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char *b = NULL;
+    long n;
+
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (b = malloc((size_t)n)) && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    } else if (b) {
+        *len = (size_t)n;
+    }
+    if (f)
+        fclose(f);
+    return b;
+}
+
+static void reseal(unsigned char *b, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i + 8 < len; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    memcpy(b + len - 8, &h, 8);
+}
+
+static void spit(const char *path, const unsigned char *b, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(b, 1, len, f) != len)
+        fail("writing %s", path);
+    if (f)
+        fclose(f);
+}
+
+/*
+ * Damaged checkpoints (a file is input: never a crash, a hang or a half-loaded state). Rank 0
+ * writes each variant of a good checkpoint; every rank loads it and must fail, naming why;
+ * after all of them the good file loads and gives back what was saved. The header offsets
+ * (version at byte 8, the parameter count at 16) are checkpoint.c's layout.
+ */
+static void mode_damaged(tutti_comm_t comm)
+{
+    static const struct {
+        const char *what, *says;
+    } cases[] = {
+        {"cut to 10 bytes", "too short (10 bytes)"},
+        {"cut in half", "cut short or grown"},
+        {"a byte flipped", "damaged (checksum mismatch)"},
+        {"version 1, resealed", "version 1; this build reads version 2"},
+        {"a parameter more, resealed", "cut short or grown"},
+        {"a descriptor's name changed, resealed", "'l9.bias' with 200 values there"},
+        {"no such file", "cannot open"},
+    };
+    tutti_ddp_config_t cfg = TUTTI_DDP_CONFIG_INIT;
+    char path[64], bad[80];
+    unsigned char *good = NULL;
+    size_t len = 0;
+    float keep0;
+    tutti_ddp_t d;
+    uint64_t seed = 12345;
+
+    d = setup(comm, &cfg, NP - 1, 0);
+    add_buffers(d, buf_counts[0]);
+    if (tutti_ddp_init(d) != TUTTI_SUCCESS || !tmp_path(comm, path, sizeof(path))) {
+        fail("init: %s", tutti_ddp_last_error(d));
+        return;
+    }
+    snprintf(bad, sizeof(bad), "%s.bad", path);
+    if (tutti_ddp_save(d, path, "extra", 5) != TUTTI_SUCCESS) {
+        fail("tutti_ddp_save: %s", tutti_ddp_last_error(d));
+        return;
+    }
+    keep0 = vals[3][0];
+    if (rank == 0 && !(good = slurp(path, &len)))
+        fail("reading back %s", path);
+    /* The named cases, then 60 random ones: 1-4 bytes set at random, or a random cut. */
+    for (int k = 0; k < (int)(sizeof(cases) / sizeof(cases[0])) + 60; k++) {
+        int named = k < (int)(sizeof(cases) / sizeof(cases[0]));
+        tutti_result_t rc;
+        if (rank == 0 && good) {
+            unsigned char *b = malloc(len);
+            size_t n = len;
+            memcpy(b, good, len);
+            if (!named) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                if (seed >> 63)
+                    n = (size_t)(seed >> 8) % len;
+                else
+                    for (int m = 0; m <= (int)(seed >> 20) % 4; m++)
+                        b[(seed >> (24 + 8 * m)) % len] ^= (unsigned char)(1 + (seed >> 12) % 255);
+            } else if (k == 0) {
+                n = 10;
+            } else if (k == 1) {
+                n = len / 2;
+            } else if (k == 2) {
+                b[len / 2] ^= 0x40;
+            } else if (k == 3) {
+                b[8] = 1;
+                reseal(b, n);
+            } else if (k == 4) {
+                b[16] += 1;
+                reseal(b, n);
+            } else if (k == 5) {
+                /* Rename l1.bias in its descriptor. */
+                size_t at = len;
+                for (size_t i = 0; i + 9 < len; i++)
+                    if (!memcmp(b + i, "l1.bias", 8)) {
+                        at = i;
+                        break;
+                    }
+                if (at < len)
+                    b[at + 1] = '9';
+                reseal(b, n);
+            }
+            if (k != 6)
+                spit(bad, b, n);
+            else
+                unlink(bad);
+            free(b);
+        }
+        tutti_barrier(comm, NULL);
+        vals[3][0] = -7.0f;
+        rc = tutti_ddp_load(d, bad, NULL, 0, NULL);
+        if (named) {
+            expect_error(d, rc, cases[k].what, cases[k].says, NULL);
+        } else if (rc == TUTTI_SUCCESS && vals[3][0] != keep0) {
+            fail("random damage %d loaded and changed l1.bias[0] to %g", k, vals[3][0]);
+        }
+        if (rc != TUTTI_SUCCESS && vals[3][0] != -7.0f)
+            fail("%s: a refused load changed the parameters", named ? cases[k].what : "damage");
+        tutti_barrier(comm, NULL);
+    }
+    vals[3][0] = -7.0f;
+    if (tutti_ddp_load(d, path, NULL, 0, NULL) != TUTTI_SUCCESS)
+        fail("the good checkpoint after the damaged ones: %s", tutti_ddp_last_error(d));
+    else if (vals[3][0] != keep0)
+        fail("the good checkpoint gave l1.bias[0] = %g, saved %g", vals[3][0], keep0);
+    if (backward(d, 0, 0, 0, -1) != TUTTI_SUCCESS || tutti_ddp_finish(d) != TUTTI_SUCCESS)
+        fail("a step after the damaged loads: %s", tutti_ddp_last_error(d));
+    else
+        check_grads(d, 0, 0, 0, 1e-6, "a step after the damaged loads");
+    tutti_barrier(comm, NULL);
+    if (rank == 0) {
+        unlink(path);
+        unlink(bad);
+    }
+    free(good);
     tutti_ddp_destroy(d);
 }
 
@@ -688,6 +852,8 @@ int main(int argc, char **argv)
         mode_mismatch(comm, 3);
     else if (!strcmp(mode, "buffers"))
         mode_buffers(comm);
+    else if (!strcmp(mode, "damaged"))
+        mode_damaged(comm);
     else if (!strcmp(mode, "join") && argc == 5)
         mode_join(comm, argv[2], atoi(argv[3]), argv[4]);
     else if (!strcmp(mode, "join-errors"))
@@ -695,7 +861,7 @@ int main(int argc, char **argv)
     else {
         fprintf(stderr, "usage: ddp_check average {none,fp16,bf16,int8,user} {0,1} | accum "
                         "{0,1} | mismatch-count | mismatch-shape | mismatch-setting | "
-                        "mismatch-buffer | buffers | unused | "
+                        "mismatch-buffer | buffers | damaged | unused | "
                         "unused-one | unused-zero | join HOOK {0,1} {app,sgd0,sgd1,sgd2} | "
                         "join-errors\n");
         return 2;
