@@ -1,21 +1,24 @@
 #!/bin/sh
-# tests/ddp/check-ddp.sh TUTTI_RUN DDP_CHECK -- the DDP layer on 1 to 4 ranks (ddp_check.c says
-# what each mode proves). Every job must exit 0 within its bound: the error modes too, because
-# ddp_check itself asserts that the errors happen and what they say.
+# tests/ddp/check-ddp.sh TUTTI_RUN DDP_CHECK DDP_JOIN_CHECK -- the DDP layer on 1 to 4 ranks
+# (ddp_check.c and ddp_join_check.c say what each mode proves). Every job must exit 0 within
+# its bound: the error modes too, because the programs assert that the errors happen and what
+# they say.
 set -eu
-run=$1 check=$2
+run=$1 check=$2 join=$3
 out=$(mktemp -d /tmp/tutti-ddp-test-XXXXXX)
 trap 'rm -rf "$out"' EXIT
 export TUTTI_TIMEOUT=30
-job() { # job NRANKS MODE ARGS...
+job() { # job NRANKS MODE ARGS...: ddp_check, or ddp_join_check for join and errors
     n=$1
     shift
-    if ! timeout 120 "$run" -n "$n" "$check" "$@" >"$out/log" 2>&1; then
+    prog=$check
+    case $1 in join | errors) prog=$join ;; esac
+    if ! timeout 120 "$run" -n "$n" "$prog" "$@" >"$out/log" 2>&1; then
         cat "$out/log"
-        echo "FAILED: $n rank(s): ddp_check $*"
+        echo "FAILED: $n rank(s): $(basename "$prog") $*"
         exit 1
     fi
-    echo "ok: $n rank(s): ddp_check $*"
+    echo "ok: $n rank(s): $(basename "$prog") $*"
 }
 for n in 1 2 3 4; do
     job $n average none 0
@@ -37,7 +40,8 @@ for n in 1 2 3; do
 done
 job 1 damaged
 job 3 damaged
-# Uneven inputs (with buffers): every optimizer path on 2 and 4 ranks, the hooks on 3 (views both ways).
+# Uneven inputs (with buffers): every optimizer path on 1, 2 and 4 ranks, the hooks on 3 (views
+# both ways).
 for n in 1 2 4; do
     for o in app sgd0 sgd1 sgd2; do
         job $n join none 0 $o
@@ -48,6 +52,6 @@ for h in fp16 bf16 int8 topk user powersgd; do
     job 3 join $h 1 sgd0
 done
 job 3 join powersgd 0 app
-job 1 join-errors
-job 3 join-errors
+job 1 errors
+job 3 errors
 echo "ddp checks passed"

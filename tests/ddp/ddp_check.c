@@ -1,6 +1,6 @@
 /*
  * ddp_check -- run under tutti-run: the DDP layer (tutti_ddp.h) against values every rank can
- * compute for every other rank.
+ * compute for every other rank (ddp_common.h); uneven inputs: ddp_join_check.c.
  *
  *   ddp_check average HOOK VIEWS   four steps over six parameters in several buckets, gradients
  *                                  marked ready in an order that is not the registration order
@@ -30,233 +30,11 @@
  *                                  another version, parameter count or name, missing, and 60
  *                                  random damages) are refused on every rank naming why, and
  *                                  leave the parameters alone; the good file loads after them
- *   ddp_check join HOOK VIEWS OPT  uneven inputs: two epochs in which ranks train different
- *                                  numbers of steps (rank 0 none in the first) and then call
- *                                  tutti_ddp_join. After each step every gradient is the sum of
- *                                  the training ranks' over the number of ranks; after each
- *                                  join every rank holds the same parameters, those of plain
- *                                  SGD (lr 0.25) on those averages; the buffers are those of
- *                                  the highest rank training in each step, and after a join
- *                                  of the last one. OPT: app (the application updates the
- *                                  parameters), sgd0, sgd1, sgd2 (tutti_ddp_step
- *                                  with that zero; sgd2 reduces each rank only its shard of
- *                                  the gradients, so there only the parameters are checked).
- *                                  HOOK as above, or topk or powersgd, approximations: there
- *                                  only the ranks' agreement is checked
- *   ddp_check join-errors          join without uneven_inputs, with no_sync on and mid-step
- *                                  fails naming the cause; then every rank joins at once
  *
  * Also checked in every mode that gets that far: init gives every rank rank 0's values.
  * Exit status 0 means every check on this rank passed.
  */
-#include "tutti.h"
-#include "../report.h"
-#include "tutti_ddp.h"
-
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#define NP 7 /* six used parameters and b.unused */
-
-static const char *names[NP] = {"l0.weight", "l0.bias", "l1.weight", "l1.bias",
-                                "l2.weight", "l2.bias", "b.unused"};
-static const size_t shapes[NP][2] = {{300, 400}, {300, 1}, {200, 300}, {200, 1},
-                                     {10, 200},  {10, 1},  {5, 1}};
-/* Backward's order in every step: not the reverse of registration, so the rebuild matters. */
-static const int ready_order[NP - 1] = {5, 4, 1, 3, 2, 0};
-
-static float *vals[NP], *grads[NP];
-
-static size_t count_of(int i)
-{
-    return shapes[i][0] * shapes[i][1];
-}
-
-/* Rank r's gradient element j of parameter i in step s: multiples of 1/16 in [-3, 3]. */
-static float grad_value(int s, int r, int i, size_t j)
-{
-    return (float)((long)((j * 7 + (size_t)i * 13 + (size_t)r * 29 + (size_t)s * 3) % 97) - 48) /
-           16.0f;
-}
-
-static double grad_avg(int s, int i, size_t j)
-{
-    double sum = 0;
-    for (int r = 0; r < nranks; r++)
-        sum += grad_value(s, r, i, j);
-    return sum / nranks;
-}
-
-static tutti_result_t user_hook(void *state, const tutti_ddp_bucket_t *b, tutti_comm_t comm,
-                                tutti_stream_t stream)
-{
-    int *calls = state;
-    (*calls)++;
-    return tutti_all_reduce(b->data, b->data, b->count, TUTTI_FLOAT32, TUTTI_SUM, comm, stream);
-}
-
-static int hook_of(const char *s, double *tol)
-{
-    static const struct {
-        const char *name;
-        int hook;
-        double tol; /* |got - avg| <= tol * (1 + |avg|) */
-    } t[] = {{"none", TUTTI_DDP_HOOK_NONE, 1e-6},
-             {"fp16", TUTTI_DDP_HOOK_FP16, 4e-3},
-             {"bf16", TUTTI_DDP_HOOK_BF16, 3e-2},
-             {"int8", TUTTI_DDP_HOOK_INT8, 0.05},
-             {"user", TUTTI_DDP_HOOK_USER, 1e-6},
-             {"topk", TUTTI_DDP_HOOK_TOPK, -1}, /* -1: an approximation, unchecked */
-             {"powersgd", TUTTI_DDP_HOOK_POWERSGD, -1}};
-    for (size_t k = 0; k < sizeof(t) / sizeof(t[0]); k++)
-        if (!strcmp(s, t[k].name)) {
-            *tol = t[k].tol;
-            return t[k].hook;
-        }
-    fprintf(stderr, "ddp_check: unknown hook %s\n", s);
-    exit(2);
-}
-
-/* Creates the context and registers the parameters (nreg of them; the shape of l1.weight
- * transposed when `transpose`). Values start as rank * 1000 + j. */
-static tutti_ddp_t setup(tutti_comm_t comm, tutti_ddp_config_t *cfg, int nreg, int transpose)
-{
-    tutti_ddp_t d = NULL;
-    tutti_result_t rc = tutti_ddp_create(&d, comm, cfg);
-    if (rc != TUTTI_SUCCESS) {
-        fail("tutti_ddp_create: %s", tutti_ddp_last_error(d));
-        exit(1);
-    }
-    for (int i = 0; i < nreg; i++) {
-        size_t shape[2] = {shapes[i][0], shapes[i][1]}, n = count_of(i);
-        if (transpose && i == 2) { /* [300, 200] where the others have [200, 300] */
-            shape[0] = shapes[i][1];
-            shape[1] = shapes[i][0];
-        }
-        vals[i] = malloc(n * sizeof(float));
-        grads[i] = calloc(n, sizeof(float));
-        if (!vals[i] || !grads[i]) {
-            fail("out of memory");
-            exit(1);
-        }
-        for (size_t j = 0; j < n; j++)
-            vals[i][j] = (float)(rank * 1000 + (long)j % 1000);
-        rc = tutti_ddp_register(d, names[i], vals[i], cfg->grad_as_bucket_view ? NULL : grads[i], n,
-                                shape[1] > 1 ? 2 : 1, shape, NULL);
-        if (rc != TUTTI_SUCCESS) {
-            fail("tutti_ddp_register %s: %s", names[i], tutti_ddp_last_error(d));
-            exit(1);
-        }
-    }
-    return d;
-}
-
-/* Buffers (model state that is not trained), as a BatchNorm layer would keep them. */
-#define NB 2
-static const char *const buf_names[NB] = {"bn.running_mean", "bn.batches"};
-static const size_t buf_counts[NB] = {300, 1};
-static float bufs[NB][300];
-
-/* Rank r's buffer b, element j, as its forward pass of global step gs leaves it (-1: as
- * registered). */
-static float buf_value(int gs, int r, int b, size_t j)
-{
-    return (float)(gs * 1000 + r * 100 + b * 7 + (long)(j % 50));
-}
-
-static void set_buffers(int gs)
-{
-    for (int b = 0; b < NB; b++)
-        for (size_t j = 0; j < buf_counts[b]; j++)
-            bufs[b][j] = buf_value(gs, rank, b, j);
-}
-
-/* Registers the buffers with this rank's values; the first with first_count values. */
-static void add_buffers(tutti_ddp_t d, size_t first_count)
-{
-    set_buffers(-1);
-    for (int b = 0; b < NB; b++)
-        if (tutti_ddp_register_buffer(d, buf_names[b], bufs[b], b ? buf_counts[b] : first_count) !=
-            TUTTI_SUCCESS) {
-            fail("tutti_ddp_register_buffer %s: %s", buf_names[b], tutti_ddp_last_error(d));
-            exit(1);
-        }
-}
-
-/* Every buffer holds what rank r's forward pass of step gs left in it. */
-static void check_buffers(int gs, int r, const char *what)
-{
-    for (int b = 0; b < NB; b++)
-        for (size_t j = 0; j < buf_counts[b]; j++)
-            if (bufs[b][j] != buf_value(gs, r, b, j)) {
-                fail("%s: %s[%zu] = %g, rank %d's is %g", what, buf_names[b], j, bufs[b][j], r,
-                     buf_value(gs, r, b, j));
-                return;
-            }
-}
-
-static void check_values(int nreg)
-{
-    for (int i = 0; i < nreg; i++)
-        for (size_t j = 0; j < count_of(i); j++)
-            if (vals[i][j] != (float)((long)j % 1000)) {
-                fail("after init %s[%zu] = %g, rank 0 registered %g", names[i], j, vals[i][j],
-                     (double)((long)j % 1000));
-                return;
-            }
-}
-
-static float *grad_ptr(tutti_ddp_t d, int i, int views)
-{
-    return views ? tutti_ddp_grad(d, i) : grads[i];
-}
-
-/* Writes step s's gradients (added to what is there when `add`) and marks them ready, all but
- * parameter `skip` (-1: none). */
-static tutti_result_t backward(tutti_ddp_t d, int s, int views, int add, int skip)
-{
-    for (int k = 0; k < NP - 1; k++) {
-        int i = ready_order[k];
-        float *g = grad_ptr(d, i, views);
-        if (i == skip)
-            continue;
-        for (size_t j = 0; j < count_of(i); j++)
-            g[j] = (add ? g[j] : 0) + grad_value(s, rank, i, j);
-        tutti_result_t rc = tutti_ddp_grad_ready(d, i);
-        if (rc != TUTTI_SUCCESS)
-            return rc;
-    }
-    return TUTTI_SUCCESS;
-}
-
-/* Every used gradient against the average of steps s0..s1 within tol; b.unused against
- * `unused` when >= 0. */
-static void check_against(tutti_ddp_t d, int views, int s0, int s1, double tol, const char *what,
-                          double (*avg)(int s, int i, size_t j))
-{
-    for (int i = 0; i < NP - 1; i++) {
-        const float *g = grad_ptr(d, i, views);
-        for (size_t j = 0; j < count_of(i); j++) {
-            double want = 0;
-            for (int s = s0; s <= s1; s++)
-                want += avg(s, i, j);
-            if (fabs(g[j] - want) > tol * (1 + fabs(want))) {
-                fail("%s: %s[%zu] = %.9g, the average over ranks is %.9g (tolerance %g)", what,
-                     names[i], j, g[j], want, tol);
-                return;
-            }
-        }
-    }
-}
-
-static void check_grads(tutti_ddp_t d, int views, int s0, int s1, double tol, const char *what)
-{
-    check_against(d, views, s0, s1, tol, what, grad_avg);
-}
+#include "ddp_common.h"
 
 static void mode_average(tutti_comm_t comm, const char *hook, int views)
 {
@@ -324,19 +102,6 @@ static void mode_accum(tutti_comm_t comm, int views)
     tutti_ddp_destroy(d);
 }
 
-static void expect_error(tutti_ddp_t d, tutti_result_t rc, const char *call, const char *want1,
-                         const char *want2)
-{
-    const char *msg = tutti_ddp_last_error(d);
-    if (rc == TUTTI_SUCCESS) {
-        fail("%s succeeded; it should have failed naming %s", call, want1);
-        return;
-    }
-    printf("rank %d: %s failed as it should: %s\n", rank, call, msg);
-    if ((want1 && !strstr(msg, want1)) || (want2 && !strstr(msg, want2)))
-        fail("%s: the message does not name '%s' and '%s'", call, want1, want2 ? want2 : "");
-}
-
 /* what: 0 one parameter fewer, 1 a shape transposed, 2 a setting (uneven_inputs), 3 a buffer
  * one value short */
 static void mode_mismatch(tutti_comm_t comm, int what)
@@ -352,26 +117,6 @@ static void mode_mismatch(tutti_comm_t comm, int what)
     snprintf(who, sizeof(who), "rank %d", nranks - 1);
     expect_error(d, tutti_ddp_init(d), "tutti_ddp_init", who, says[what]);
     tutti_ddp_destroy(d);
-}
-
-/* A new empty file that rank 0 made, its name on every rank; 0 (and a failure) if none. */
-static int tmp_path(tutti_comm_t comm, char *path, size_t size)
-{
-    if (rank == 0) {
-        int fd;
-        snprintf(path, size, "/tmp/tutti-ddp-check-XXXXXX");
-        fd = mkstemp(path);
-        if (fd < 0)
-            path[0] = 0;
-        else
-            close(fd);
-    }
-    if (tutti_broadcast(path, path, size, TUTTI_UINT8, 0, comm, NULL) != TUTTI_SUCCESS ||
-        !path[0]) {
-        fail("no temporary file for the checkpoint");
-        return 0;
-    }
-    return 1;
 }
 
 static void mode_buffers(tutti_comm_t comm)
@@ -617,221 +362,11 @@ static void mode_unused(tutti_comm_t comm, int which)
     tutti_ddp_destroy(d);
 }
 
-/* Uneven inputs: the steps rank r trains in epoch e. In epoch 0 rank 0 trains none, so it
- * shadows the first step, whose bucket order it broadcasts; in epoch 1 rank 0 trains longest. */
-static int steps_of(int e, int r)
-{
-    return e == 0 ? (r ? r + 1 : 0) : nranks - r;
-}
-
-/* Step s of epoch e is global step 10 e + s: the training ranks' gradients over nranks. */
-static double join_avg(int gs, int i, size_t j)
-{
-    double sum = 0;
-    for (int r = 0; r < nranks; r++)
-        if (gs % 10 < steps_of(gs / 10, r))
-            sum += grad_value(gs, r, i, j);
-    return sum / nranks;
-}
-
-/* The highest rank training in global step gs: the one whose buffers every rank takes. */
-static int top_rank(int gs)
-{
-    int top = -1;
-    for (int r = 0; r < nranks; r++)
-        if (gs % 10 < steps_of(gs / 10, r))
-            top = r;
-    return top;
-}
-
-/* Every rank holds bitwise the same parameters (a hash of them, all-gathered). */
-static void check_same_params(tutti_comm_t comm, const char *what)
-{
-    uint64_t h = 1469598103934665603ull, *all = calloc((size_t)nranks, sizeof(*all));
-    for (int i = 0; i < NP - 1; i++) {
-        const unsigned char *b = (const unsigned char *)vals[i];
-        for (size_t k = 0; k < count_of(i) * sizeof(float); k++)
-            h = (h ^ b[k]) * 1099511628211ull;
-    }
-    if (!all || tutti_all_gather(&h, all, 1, TUTTI_UINT64, comm, NULL) != TUTTI_SUCCESS) {
-        fail("%s: all-gathering the parameters' hashes: %s", what, tutti_comm_last_error(comm));
-        free(all);
-        return;
-    }
-    for (int r = 1; r < nranks; r++)
-        if (all[r] != all[0])
-            fail("%s: rank %d's parameters differ from rank 0's", what, r);
-    free(all);
-}
-
-static void mode_join(tutti_comm_t comm, const char *hook, int views, const char *opt)
-{
-    tutti_ddp_config_t cfg = TUTTI_DDP_CONFIG_INIT;
-    const double lr = 0.25;
-    double tol, *want[NP - 1];
-    long long total = 0;
-    tutti_ddp_stats_t st;
-    int calls = 0, app = !strcmp(opt, "app"), last_gs = -1;
-
-    cfg.hook = hook_of(hook, &tol);
-    cfg.user_hook = user_hook;
-    cfg.user_state = &calls;
-    cfg.grad_as_bucket_view = views;
-    cfg.bucket_cap_mb = 0.1;
-    cfg.first_bucket_mb = 0.005;
-    cfg.uneven_inputs = 1;
-    if (!app) {
-        if (strncmp(opt, "sgd", 3) != 0 || opt[3] < '0' || opt[3] > '2' || opt[4]) {
-            fprintf(stderr, "ddp_check: join: OPT is app, sgd0, sgd1 or sgd2, not %s\n", opt);
-            exit(2);
-        }
-        cfg.optim = TUTTI_DDP_OPTIM_SGD;
-        cfg.lr = lr;
-        cfg.zero = opt[3] - '0';
-    }
-    tutti_ddp_t d = setup(comm, &cfg, NP - 1, 0);
-    add_buffers(d, buf_counts[0]);
-    if (tutti_ddp_init(d) != TUTTI_SUCCESS) {
-        fail("tutti_ddp_init: %s", tutti_ddp_last_error(d));
-        return;
-    }
-    check_values(NP - 1);
-    for (int i = 0; i < NP - 1; i++) {
-        want[i] = malloc(count_of(i) * sizeof(double));
-        if (!want[i]) {
-            fail("out of memory");
-            exit(1);
-        }
-        for (size_t j = 0; j < count_of(i); j++)
-            want[i][j] = (double)((long)j % 1000);
-    }
-    for (int e = 0; e < 2; e++) {
-        int most =
-            steps_of(e, nranks - 1) > steps_of(e, 0) ? steps_of(e, nranks - 1) : steps_of(e, 0);
-        char what[96];
-        tutti_result_t rc;
-        for (int s = 0; s < most; s++) {
-            int gs = 10 * e + s;
-            for (int i = 0; i < NP - 1; i++)
-                for (size_t j = 0; j < count_of(i); j++)
-                    want[i][j] -= lr * join_avg(gs, i, j);
-            last_gs = gs;
-            if (s >= steps_of(e, rank))
-                continue;    /* this rank has joined: its tutti_ddp_join runs this step */
-            set_buffers(gs); /* this rank's forward pass */
-            if (backward(d, gs, views, 0, -1) != TUTTI_SUCCESS ||
-                tutti_ddp_finish(d) != TUTTI_SUCCESS) {
-                fail("epoch %d step %d: %s", e, s, tutti_ddp_last_error(d));
-                return;
-            }
-            snprintf(what, sizeof(what), "epoch %d step %d, hook %s, views %d, %s", e, s, hook,
-                     views, opt);
-            if (tol >= 0 && cfg.zero < 2) /* zero 2 leaves each rank its shard's average */
-                check_against(d, views, gs, gs, tol, what, join_avg);
-            check_buffers(gs, top_rank(gs), what);
-            if (!app && tutti_ddp_step(d) != TUTTI_SUCCESS) {
-                fail("%s: tutti_ddp_step: %s", what, tutti_ddp_last_error(d));
-                return;
-            }
-            for (int i = 0; i < NP - 1 && app; i++) {
-                const float *g = grad_ptr(d, i, views);
-                for (size_t j = 0; j < count_of(i); j++)
-                    vals[i][j] -= (float)lr * g[j];
-            }
-        }
-        rc = tutti_ddp_join(d);
-        printf("rank %d: epoch %d: trained %d of %d steps, joined: %s\n", rank, e,
-               steps_of(e, rank), most, rc == TUTTI_SUCCESS ? "ok" : tutti_ddp_last_error(d));
-        if (rc != TUTTI_SUCCESS) {
-            fail("epoch %d: tutti_ddp_join: %s", e, tutti_ddp_last_error(d));
-            return;
-        }
-        total += most;
-        snprintf(what, sizeof(what), "after epoch %d's join, hook %s, views %d, %s", e, hook, views,
-                 opt);
-        check_same_params(comm, what);
-        check_buffers(last_gs, last_gs < 0 ? 0 : top_rank(last_gs), what);
-        /* Float steps against double ones: a few ulps of values below 1000 a step, plus the
-         * hook's error on each gradient (|g| <= 3) times lr. */
-        for (int i = 0; i < NP - 1 && tol >= 0; i++)
-            for (size_t j = 0; j < count_of(i); j++) {
-                double lim = 1e-5 * (1 + fabs(want[i][j])) + (double)total * lr * tol * 4;
-                if (fabs(vals[i][j] - want[i][j]) > lim) {
-                    fail("%s: %s[%zu] = %.9g, SGD on the training ranks' averages gives %.9g", what,
-                         names[i], j, vals[i][j], want[i][j]);
-                    break;
-                }
-            }
-    }
-    tutti_ddp_stats(d, &st);
-    if (st.steps != total)
-        fail("stats: %lld steps; %lld were synchronised (joined ones included)", st.steps, total);
-    for (int i = 0; i < NP - 1; i++)
-        free(want[i]);
-    tutti_ddp_destroy(d);
-}
-
-static void mode_join_errors(tutti_comm_t comm)
-{
-    tutti_ddp_config_t cfg = TUTTI_DDP_CONFIG_INIT;
-    tutti_ddp_t d;
-    tutti_result_t rc;
-
-    cfg.bucket_cap_mb = 0.1;
-    cfg.first_bucket_mb = 0.005;
-    d = setup(comm, &cfg, NP - 1, 0);
-    if (tutti_ddp_init(d) != TUTTI_SUCCESS) {
-        fail("tutti_ddp_init: %s", tutti_ddp_last_error(d));
-        return;
-    }
-    expect_error(d, tutti_ddp_join(d), "tutti_ddp_join without uneven_inputs", "uneven_inputs",
-                 NULL);
-    tutti_ddp_destroy(d);
-    for (int i = 0; i < NP - 1; i++) {
-        free(vals[i]);
-        free(grads[i]);
-    }
-
-    cfg.uneven_inputs = 1;
-    d = setup(comm, &cfg, NP - 1, 0);
-    if (tutti_ddp_init(d) != TUTTI_SUCCESS) {
-        fail("tutti_ddp_init: %s", tutti_ddp_last_error(d));
-        return;
-    }
-    tutti_ddp_no_sync(d, 1);
-    expect_error(d, tutti_ddp_join(d), "tutti_ddp_join with no_sync on", "no_sync", NULL);
-    tutti_ddp_no_sync(d, 0);
-    /* Mid-step: every parameter but l0.weight (the last one backward marks) is ready. */
-    rc = backward(d, 0, 0, 0, 0);
-    if (rc != TUTTI_SUCCESS) {
-        fail("backward: %s", tutti_ddp_last_error(d));
-        return;
-    }
-    expect_error(d, tutti_ddp_join(d), "tutti_ddp_join mid-step", "in flight", NULL);
-    for (size_t j = 0; j < count_of(0); j++)
-        grads[0][j] = grad_value(0, rank, 0, j);
-    if (tutti_ddp_grad_ready(d, 0) != TUTTI_SUCCESS || tutti_ddp_finish(d) != TUTTI_SUCCESS) {
-        fail("ending the step: %s", tutti_ddp_last_error(d));
-        return;
-    }
-    check_grads(d, 0, 0, 0, 1e-6, "the step the refused joins interrupted");
-    if (tutti_ddp_join(d) != TUTTI_SUCCESS)
-        fail("tutti_ddp_join, every rank at once: %s", tutti_ddp_last_error(d));
-    check_same_params(comm, "after every rank joined at once");
-    tutti_ddp_destroy(d);
-}
-
 int main(int argc, char **argv)
 {
-    tutti_comm_t comm;
     const char *mode = argc > 1 ? argv[1] : "";
+    tutti_comm_t comm = ddp_begin("ddp_check");
 
-    if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS) {
-        fprintf(stderr, "ddp_check: %s\n", tutti_last_error());
-        return 1;
-    }
-    tutti_comm_rank(comm, &rank);
-    tutti_comm_size(comm, &nranks);
     if (!strcmp(mode, "average") && argc == 4)
         mode_average(comm, argv[2], atoi(argv[3]));
     else if (!strcmp(mode, "accum") && argc == 3)
@@ -854,24 +389,12 @@ int main(int argc, char **argv)
         mode_buffers(comm);
     else if (!strcmp(mode, "damaged"))
         mode_damaged(comm);
-    else if (!strcmp(mode, "join") && argc == 5)
-        mode_join(comm, argv[2], atoi(argv[3]), argv[4]);
-    else if (!strcmp(mode, "join-errors"))
-        mode_join_errors(comm);
     else {
         fprintf(stderr, "usage: ddp_check average {none,fp16,bf16,int8,user} {0,1} | accum "
                         "{0,1} | mismatch-count | mismatch-shape | mismatch-setting | "
-                        "mismatch-buffer | buffers | damaged | unused | "
-                        "unused-one | unused-zero | join HOOK {0,1} {app,sgd0,sgd1,sgd2} | "
-                        "join-errors\n");
+                        "mismatch-buffer | buffers | damaged | unused | unused-one | "
+                        "unused-zero\n");
         return 2;
     }
-    for (int i = 0; i < NP; i++) {
-        free(vals[i]);
-        free(grads[i]);
-    }
-    tutti_comm_destroy(comm);
-    if (!failures)
-        printf("ddp_check %s: rank %d ok\n", mode, rank);
-    return failures ? 1 : 0;
+    return ddp_end(comm, "ddp_check", mode);
 }

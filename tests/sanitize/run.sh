@@ -53,7 +53,8 @@ asan|tsan)
         done
         echo "asan: point-to-point by single copy passed"
     else
-        build_quiet "$dir" tests/tsan_ranks tests/stream_check tests/ddp_check tools/tutti-run
+        build_quiet "$dir" tests/tsan_ranks tests/stream_check tests/ddp_check tests/ddp_join_check \
+            tools/tutti-run
         TUTTI_SOCKET_IFNAME==lo "$dir/tests/tsan_ranks"
         # Host streams: each rank's worker thread against its caller, as real processes.
         for m in order async mixed fail abort; do
@@ -61,10 +62,14 @@ asan|tsan)
                 "$dir/tests/stream_check" $m
         done
         # The DDP layer: its stream worker reduces buckets while the caller marks gradients.
-        for args in "average none 1" "average int8 1" "join none 1 sgd1"; do
-            # shellcheck disable=SC2086 # the words of args are ddp_check's arguments
+        for args in "ddp_check average none 1" "ddp_check average int8 1" \
+            "ddp_join_check join none 1 sgd1"; do
+            # shellcheck disable=SC2086 # the words of args: a program and its arguments
+            set -- $args
+            prog=$1
+            shift
             TUTTI_SOCKET_IFNAME==lo TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 2 \
-                "$dir/tests/ddp_check" $args
+                "$dir/tests/$prog" "$@"
         done
         exit 0
     fi
