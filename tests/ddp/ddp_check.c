@@ -365,7 +365,7 @@ static void mode_unused(tutti_comm_t comm, int which)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    tutti_comm_t comm = ddp_begin("ddp_check");
+    tutti_comm_t comm = report_join("ddp_check");
 
     if (!strcmp(mode, "average") && argc == 4)
         mode_average(comm, argv[2], atoi(argv[3]));

@@ -253,19 +253,6 @@ SHARED int tmp_path(tutti_comm_t comm, char *path, size_t size)
     return 1;
 }
 
-/* Joins the job; returns its communicator (rank and nranks are set). */
-static tutti_comm_t ddp_begin(const char *prog)
-{
-    tutti_comm_t comm;
-    if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS) {
-        fprintf(stderr, "%s: %s\n", prog, tutti_last_error());
-        exit(1);
-    }
-    tutti_comm_rank(comm, &rank);
-    tutti_comm_size(comm, &nranks);
-    return comm;
-}
-
 /* Frees the parameters, leaves the job; the exit status (0: every check passed). */
 static int ddp_end(tutti_comm_t comm, const char *prog, const char *mode)
 {
@@ -273,10 +260,7 @@ static int ddp_end(tutti_comm_t comm, const char *prog, const char *mode)
         free(vals[i]);
         free(grads[i]);
     }
-    tutti_comm_destroy(comm);
-    if (!failures)
-        printf("%s %s: rank %d ok\n", prog, mode, rank);
-    return failures ? 1 : 0;
+    return report_end(comm, prog, mode);
 }
 
 #endif

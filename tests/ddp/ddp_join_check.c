@@ -227,7 +227,7 @@ static void mode_join_errors(tutti_comm_t comm)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    tutti_comm_t comm = ddp_begin("ddp_join_check");
+    tutti_comm_t comm = report_join("ddp_join_check");
 
     if (!strcmp(mode, "join") && argc == 5)
         mode_join(comm, argv[2], atoi(argv[3]), argv[4]);

@@ -611,7 +611,7 @@ int main(int argc, char **argv)
         printf("CUDA devices: %d\n", ndev);
         return 0;
     }
-    comm = gpu_join("gpu_check");
+    comm = report_join("gpu_check");
     if (!strcmp(mode, "matrix"))
         matrix();
     else if (!strcmp(mode, "order"))
@@ -631,5 +631,5 @@ int main(int argc, char **argv)
                 "usage: gpu_check probe|matrix|order [async]|p2p|group|mix|kinds|capture\n");
         return 2;
     }
-    return gpu_end(comm, "gpu_check", mode);
+    return report_end(comm, "gpu_check", mode);
 }

@@ -2,8 +2,8 @@
  * gpu_common.h -- what the gpu suite's check programs share (gpu_check.c: collectives and
  * point-to-point on device buffers; soak_check.c: random sequences and a failing kernel;
  * kernel_check.c: the CUDA kernels and staging copies alone): the CUDA error check, the
- * count cap, the clock, the collectives' names, the test kernels, and the start and end of
- * a run. Each program is also linked against tests/cudamock instead of CUDA's runtime (its
+ * count cap, the clock, the collectives' names and the test kernels (joining and leaving the
+ * job: report.h). Each program is also linked against tests/cudamock instead of CUDA's runtime (its
  * name then ends in _mock), so the same checks run where there is no GPU.
  */
 #ifndef TT_GPU_COMMON_H
@@ -65,31 +65,6 @@ static void gpu_begin(void)
         exit(77);
     }
     CU(cudaSetDevice(0));
-}
-
-/* Join the job tutti-run started; rank and nranks are set. */
-static tutti_comm_t gpu_join(const char *prog) __attribute__((unused));
-static tutti_comm_t gpu_join(const char *prog)
-{
-    tutti_comm_t comm;
-
-    if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS) {
-        fprintf(stderr, "%s: %s\n", prog, tutti_last_error());
-        exit(1);
-    }
-    tutti_comm_rank(comm, &rank);
-    tutti_comm_size(comm, &nranks);
-    return comm;
-}
-
-/* The exit status of a run: 0 when this rank saw no failure (then it says so). */
-static int gpu_end(tutti_comm_t comm, const char *prog, const char *mode)
-{
-    if (comm)
-        tutti_comm_destroy(comm);
-    if (!failures)
-        printf("%s %s: rank %d ok\n", prog, mode, rank);
-    return failures ? 1 : 0;
 }
 
 #endif

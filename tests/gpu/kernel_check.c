@@ -249,10 +249,10 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "bench"))
         bench();
     else if (!strcmp(mode, "copylat"))
-        comm = gpu_join("kernel_check"), copy_latency();
+        comm = report_join("kernel_check"), copy_latency();
     else {
         fprintf(stderr, "usage: kernel_check kernels|bench|copylat\n");
         return 2;
     }
-    return gpu_end(comm, "kernel_check", mode);
+    return report_end(comm, "kernel_check", mode);
 }

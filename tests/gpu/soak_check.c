@@ -243,10 +243,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: soak_check soak|fault\n");
         return 2;
     }
-    comm = gpu_join("soak_check");
+    comm = report_join("soak_check");
     if (!strcmp(mode, "soak"))
         soak();
     else
         fault();
-    return gpu_end(comm, "soak_check", mode);
+    return report_end(comm, "soak_check", mode);
 }
