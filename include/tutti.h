@@ -416,8 +416,10 @@ TUTTI_API tutti_result_t tutti_scatter(const void *sendbuf, void *recvbuf, size_
  * queued on it). Consecutive all-reduces of up to 64 KiB each, of one dtype and built-in op,
  * on host buffers, with no stream, travel as one all-reduce of up to 256 KiB over a packed
  * copy: one call's latency for all of them. As in NCCL, no call may depend on the result of
- * another call of its group; all-reduces that read what an earlier one of the group writes
- * still get the result of the calls one after another (they are not packed together). Calls
+ * another call of its group. An all-reduce that reads what an earlier one writes is not packed
+ * with it, so where every rank's calls overlap alike it still gets the result of the calls
+ * one after another; where they do not, the ranks pack differently and the calls fail (with
+ * TUTTI_CHECK_COLL=1, naming the mismatch) rather than mix values. Calls
  * on one communicator only, from one thread; groups do not nest (an inner start/end pair is
  * counted and only the outermost end runs the group). Buffers must stay valid until
  * tutti_group_end returns, or, with a host stream, until the stream has run what

@@ -14,6 +14,7 @@
  * Every result is checked after tutti_group_end. The group runs with no stream, then on a
  * host stream (synchronised before the checks). Last, calls naming two streams in one group:
  * the second is refused naming the rule, and tutti_group_end reports it.
+ * `group_check alias`: see alias() below.
  * Exit status 0: every check on this rank passed.
  */
 #include "check.h"
@@ -252,7 +253,27 @@ static void two_streams(void)
     tutti_stream_destroy(s2);
 }
 
-int main(void)
+/*
+ * `group_check alias`: rank 0's second all-reduce reads what its first writes, the other
+ * ranks' does not, so rank 0 runs two calls where the others run one packed call. That is
+ * the dependence NCCL forbids; every rank must fail (and none hang), not mix values.
+ */
+static void alias(void)
+{
+    float a[4] = {1, 2, 3, 4}, b[4] = {0}, c[4] = {0}, x[4] = {5, 6, 7, 8};
+    tutti_result_t rc = TUTTI_SUCCESS;
+
+    tutti_group_start();
+    rc |= tutti_all_reduce(a, b, 4, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
+    rc |= tutti_all_reduce(rank == 0 ? b : x, c, 4, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
+    CHECK(rc == TUTTI_SUCCESS, "alias: recording the calls: %s", tutti_last_error());
+    rc = tutti_group_end();
+    printf("rank %d: a group packed unlike the other ranks' ended with: %s\n", rank,
+           rc == TUTTI_SUCCESS ? "success" : tutti_comm_last_error(comm));
+    CHECK(rc != TUTTI_SUCCESS, "alias: the group succeeded (b = %g, c = %g)", b[0], c[0]);
+}
+
+int main(int argc, char **argv)
 {
     tutti_stream_t stream;
 
@@ -262,6 +283,11 @@ int main(void)
     }
     tutti_comm_rank(comm, &rank);
     tutti_comm_size(comm, &nranks);
+    if (argc > 1 && !strcmp(argv[1], "alias")) {
+        alias();
+        tutti_comm_destroy(comm);
+        return failures ? 1 : 0;
+    }
     run(NULL, "no stream");
     if (tutti_stream_create(&stream) != TUTTI_SUCCESS) {
         CHECK(0, "tutti_stream_create: %s", tutti_last_error());
