@@ -4,13 +4,15 @@
  * batch, then its collectives in call order, queued on the group's stream or run now. Every
  * rank makes the same calls in the same order, so every rank runs them alike.
  *
- * Run now, consecutive small all-reduces of one dtype and built-in op on host buffers travel
- * as one all-reduce over a packed copy (as NCCL aggregates a group's collectives): one call's
- * latency in place of one per tensor, for two memcpys. A packed run reads every input first
- * and writes the outputs in call order, so it gives what the calls one after another give
- * unless a call reads what an earlier one writes: a run never takes such a call in.
+ * Run now, consecutive small calls on host buffers of one kind and dtype (all-reduces with one
+ * built-in op, or all-gathers) travel as one call over a packed copy (as NCCL aggregates a
+ * group's collectives): one call's latency in place of one per tensor, for two memcpys. A
+ * packed run reads every input first and writes the outputs in call order, so it gives what
+ * the calls one after another give unless a call reads what an earlier one writes: a run
+ * never takes such a call in.
  */
 #include "coll.h"
+#include "comm.h"
 #include "error.h"
 
 #include <stdint.h>
@@ -18,18 +20,32 @@
 #include <string.h>
 
 #define FUSE_CALL_BYTES (64 * 1024) /* a larger call goes alone: its copies would cost more */
-#define FUSE_RUN_BYTES (256 * 1024) /* the packed copy at most */
+#define FUSE_RUN_BYTES (256 * 1024) /* the packed output at most */
 #define FUSE_RUN_CALLS 256          /* bounds the dependence check's pairs */
 
-static size_t call_bytes(const struct tt_call *c)
+/* A call's block: what each rank contributes (all-gather) or every rank ends with. */
+static size_t block_bytes(const struct tt_call *c)
 {
     return c->count * tutti_dtype_size(c->dtype);
 }
 
-static int fusable(const struct tt_call *c, const struct tt_call *first)
+/* What c writes on this rank (an all-gather: every rank's block). */
+static size_t out_bytes(const struct tutti_comm *comm, const struct tt_call *c)
 {
-    return c->coll == TT_COLL_ALL_REDUCE && !c->device && !c->premul.on &&
-           c->dtype == first->dtype && c->op == first->op && call_bytes(c) <= FUSE_CALL_BYTES;
+    return block_bytes(c) * (c->coll == TT_COLL_ALL_GATHER ? (size_t)comm->nranks : 1);
+}
+
+/*
+ * May c travel packed with first's run? The same kind (all-reduce or all-gather, whose every
+ * rank reads its input, so that every rank of a program without dependences decides alike),
+ * dtype and op.
+ */
+static int fusable(const struct tutti_comm *comm, const struct tt_call *c,
+                   const struct tt_call *first)
+{
+    return (c->coll == TT_COLL_ALL_REDUCE || c->coll == TT_COLL_ALL_GATHER) &&
+           c->coll == first->coll && !c->device && !c->premul.on && c->dtype == first->dtype &&
+           c->op == first->op && out_bytes(comm, c) <= FUSE_CALL_BYTES;
 }
 
 static int overlap(const void *a, size_t na, const void *b, size_t nb)
@@ -39,36 +55,45 @@ static int overlap(const void *a, size_t na, const void *b, size_t nb)
 }
 
 /* Does c read what a call of run[0..n) writes? */
-static int depends(const struct tt_call *run, int n, const struct tt_call *c)
+static int depends(const struct tutti_comm *comm, const struct tt_call *run, int n,
+                   const struct tt_call *c)
 {
     for (int k = 0; k < n; k++)
-        if (overlap(c->sendbuf, call_bytes(c), run[k].recvbuf, call_bytes(&run[k])))
+        if (overlap(c->sendbuf, block_bytes(c), run[k].recvbuf, out_bytes(comm, &run[k])))
             return 1;
     return 0;
 }
 
-/* run[0..n): one all-reduce over their values packed end to end. */
+/* run[0..n): one call of their kind over their blocks packed end to end. */
 static tutti_result_t run_fused(struct tutti_comm *comm, const struct tt_call *run, int n)
 {
-    size_t total = 0, off = 0, esize = tutti_dtype_size(run[0].dtype);
-    unsigned char *packed;
+    const struct tt_call *c0 = &run[0];
+    size_t total = 0, off = 0, esize = tutti_dtype_size(c0->dtype), nr = (size_t)comm->nranks;
+    int gather = c0->coll == TT_COLL_ALL_GATHER;
+    unsigned char *packed, *out;
     tutti_result_t rc;
 
     for (int k = 0; k < n; k++)
         total += run[k].count;
-    packed = malloc(total ? total * esize : 1);
+    /* All-gather: this rank's blocks, then the n ranks' packed blocks. */
+    packed = malloc(total ? total * esize * (gather ? 1 + nr : 1) : 1);
     if (!packed)
         return tt_fail(comm, TUTTI_ERR_SYSTEM,
-                       "tutti_group_end: out of memory for %d grouped all-reduces", n);
+                       "tutti_group_end: out of memory for %d grouped %s calls", n,
+                       tt_coll_name((enum tt_coll)c0->coll));
+    out = gather ? packed + total * esize : packed;
     for (int k = 0; k < n; k++) {
-        memcpy(packed + off, run[k].sendbuf, call_bytes(&run[k]));
-        off += call_bytes(&run[k]);
+        memcpy(packed + off, run[k].sendbuf, block_bytes(&run[k]));
+        off += block_bytes(&run[k]);
     }
-    rc = tutti_all_reduce(packed, packed, total, run[0].dtype, run[0].op, comm, NULL);
+    rc = gather ? tutti_all_gather(packed, out, total, c0->dtype, comm, NULL)
+                : tutti_all_reduce(packed, packed, total, c0->dtype, c0->op, comm, NULL);
     off = 0;
     for (int k = 0; k < n && rc == TUTTI_SUCCESS; k++) {
-        memcpy(run[k].recvbuf, packed + off, call_bytes(&run[k]));
-        off += call_bytes(&run[k]);
+        size_t b = block_bytes(&run[k]);
+        for (size_t r = 0; r < (gather ? nr : 1); r++)
+            memcpy((unsigned char *)run[k].recvbuf + r * b, out + r * total * esize + off, b);
+        off += b;
     }
     free(packed);
     return rc;
@@ -80,13 +105,13 @@ tutti_result_t tt_coll_run_group(struct tutti_comm *comm, const struct tt_call *
     tutti_result_t rc = TUTTI_SUCCESS;
 
     for (int i = 0, j; i < n && rc == TUTTI_SUCCESS; i = j) {
-        size_t bytes = call_bytes(&calls[i]);
+        size_t bytes = out_bytes(comm, &calls[i]);
         j = i + 1;
-        if (!stream && fusable(&calls[i], &calls[i]))
-            while (j < n && j - i < FUSE_RUN_CALLS && fusable(&calls[j], &calls[i]) &&
-                   bytes + call_bytes(&calls[j]) <= FUSE_RUN_BYTES &&
-                   !depends(calls + i, j - i, &calls[j]))
-                bytes += call_bytes(&calls[j++]);
+        if (!stream && fusable(comm, &calls[i], &calls[i]))
+            while (j < n && j - i < FUSE_RUN_CALLS && fusable(comm, &calls[j], &calls[i]) &&
+                   bytes + out_bytes(comm, &calls[j]) <= FUSE_RUN_BYTES &&
+                   !depends(comm, calls + i, j - i, &calls[j]))
+                bytes += out_bytes(comm, &calls[j++]);
         rc = j - i > 1 ? run_fused(comm, calls + i, j - i)
                        : tt_coll_dispatch(comm, &calls[i], stream);
     }

@@ -10,7 +10,9 @@
  *     read b before it is written); then two calls into one output, d (the second's result
  *     stays), and a call writing e, which the call before it read (its input as it was);
  *   - an all-gather, a broadcast from the last rank, a reduce to rank 0, a reduce-scatter and a
- *     barrier.
+ *     barrier;
+ *   - AG small all-gathers (int32, 0 to AG - 1 values a rank, the last in place), which
+ *     tutti_group_end may pack into one, then one whose input is an earlier one's output.
  * Every result is checked after tutti_group_end. The group runs with no stream, then on a
  * host stream (synchronised before the checks). Last, calls naming two streams in one group:
  * the second is refused naming the rule, and tutti_group_end reports it.
@@ -28,6 +30,7 @@
 #define SMALL 40
 #define BIG 100000
 #define NCALLS (SMALL + 12)
+#define AG 7
 
 static int rank, nranks, failures;
 static tutti_comm_t comm;
@@ -128,6 +131,7 @@ static void run(tutti_stream_t stream, const char *how)
     int32_t ring_out[5], ring_in[5], a[3], b[3], c[3], d[3], e[3], f[3];
     float *gathered = malloc((size_t)nranks * 3 * sizeof(float)), mine[3], bc[4], red[2];
     float *rs_in = malloc((size_t)nranks * 2 * sizeof(float)), rs_out[2];
+    int32_t *ag[AG], ag_send[AG][AG], ag_out2[2 * 64];
     tutti_result_t rc = TUTTI_SUCCESS;
 
     for (int k = 0; k < SMALL; k++)
@@ -155,8 +159,21 @@ static void run(tutti_stream_t stream, const char *how)
     red[1] = 1.0f;
     for (int j = 0; j < nranks * 2; j++)
         rs_in[j] = (float)(rank + j);
-    if (!gathered || !rs_in) {
-        CHECK(0, "out of memory");
+    for (int k = 0; k < AG; k++) {
+        ag[k] = malloc(((size_t)nranks * (size_t)k + 1) * sizeof(int32_t));
+        if (!ag[k]) {
+            CHECK(0, "out of memory");
+            return;
+        }
+        for (int j = 0; j < nranks * k; j++)
+            ag[k][j] = -1;
+        for (int j = 0; j < k; j++) /* rank r's block of call k: r * 100 + k * 10 + j */
+            ag_send[k][j] = (int32_t)(rank * 100 + k * 10 + j);
+        if (k == AG - 1) /* in place: this rank's block is already in the output */
+            memcpy(ag[k] + rank * k, ag_send[k], (size_t)k * sizeof(int32_t));
+    }
+    if (!gathered || !rs_in || nranks > 64) {
+        CHECK(0, "out of memory, or more than 64 ranks");
         return;
     }
 
@@ -179,6 +196,12 @@ static void run(tutti_stream_t stream, const char *how)
     rc |= tutti_reduce(red, red, 2, TUTTI_FLOAT32, TUTTI_SUM, 0, comm, stream);
     rc |= tutti_reduce_scatter(rs_in, rs_out, 2, TUTTI_FLOAT32, TUTTI_SUM, comm, stream);
     rc |= tutti_barrier(comm, stream);
+    for (int k = 0; k < AG - 1; k++)
+        rc |= tutti_all_gather(ag_send[k], ag[k], (size_t)k, TUTTI_INT32, comm, stream);
+    rc |= tutti_all_gather(ag[AG - 1] + rank * (AG - 1), ag[AG - 1], AG - 1, TUTTI_INT32, comm,
+                           stream);
+    /* Its input is rank 0's block of the all-gather of 2 a rank: not packed with it. */
+    rc |= tutti_all_gather(ag[2], ag_out2, 2, TUTTI_INT32, comm, stream);
     CHECK(rc == TUTTI_SUCCESS, "%s: a call inside the group failed: %s", how, tutti_last_error());
     rc = tutti_group_end();
     if (rc == TUTTI_SUCCESS && stream)
@@ -224,6 +247,19 @@ static void run(tutti_stream_t stream, const char *how)
             want += (float)(r + rank * 2 + j);
         CHECK(rs_out[j] == want, "%s: reduce-scatter [%d] = %g, want %g", how, j, rs_out[j], want);
     }
+    for (int k = 0; k < AG; k++) {
+        for (int r = 0; r < nranks; r++)
+            for (int j = 0; j < k; j++)
+                CHECK(ag[k][r * k + j] == r * 100 + k * 10 + j,
+                      "%s: grouped all-gather %d [%d][%d] = %d, want %d", how, k, r, j,
+                      ag[k][r * k + j], r * 100 + k * 10 + j);
+        free(ag[k]);
+    }
+    for (int r = 0; r < nranks; r++)
+        for (int j = 0; j < 2; j++)
+            CHECK(ag_out2[r * 2 + j] == 20 + j,
+                  "%s: the all-gather of an all-gather's output [%d][%d] = %d, want %d", how, r, j,
+                  ag_out2[r * 2 + j], 20 + j);
     free(gathered);
     free(rs_in);
 }
