@@ -1,7 +1,7 @@
 #!/bin/sh
-# tests/multiproc/check-soak.sh TUTTI_RUN COLL_CHECK -- the soak suite: `coll_check soak` (a
-# random sequence of checked calls) on layouts that take different algorithms and transport
-# paths, TUTTI_SOAK_SECONDS each (default 5):
+# tests/multiproc/check-soak.sh TUTTI_RUN COLL_CHECK GROUP_CHECK -- the soak suite: `coll_check
+# soak` (a random sequence of checked calls) on layouts that take different algorithms and
+# transport paths, TUTTI_SOAK_SECONDS each (default 5):
 #   4 ranks on one node          ranks outnumber cores: direct, flat, rd, tree
 #   5 ranks, 2 channels, 2 small slots per FIFO   folded rd and rh, many chunks, tight flow
 #   6 ranks on 2 emulated nodes  hierarchical algorithms with 3 ranks a node, sockets
@@ -10,18 +10,21 @@
 #   3 ranks by single copy       TUTTI_SHM_SINGLE_COPY=1 with polling waits: every message of
 #                                8 KiB and more read out of its sender's memory
 #   4 ranks by single copy       the same with blocking waits
+# then `group_check soak` (random groups of all-reduces and all-gathers, packed where they may
+# be, some chained on an earlier call's output) on 2 ranks, on 4 (ranks outnumber cores) and
+# on 3 with TUTTI_CHECK_COLL=1.
 # The seed is TUTTI_SOAK_SEED, or the time (printed: a failure names seed and call, and the
 # same layout with TUTTI_SOAK_SEED set replays it). A wait without progress for 60 s fails
 # (TUTTI_TIMEOUT), and so does a layout that runs far past its time.
 set -u
-run=$1 check=$2
+run=$1 check=$2 group=$3
 secs=${TUTTI_SOAK_SECONDS:-5}
 seed=${TUTTI_SOAK_SEED:-$(date +%s)}
 limit=$(awk -v s="$secs" 'BEGIN { printf "%d", 2 * s + 120 }')
 log=$(mktemp /tmp/tutti-soak-XXXXXX)
 trap 'rm -f "$log"' EXIT
 fail=0
-layout() { # layout LABEL [VAR=VALUE ...] -- TUTTI_RUN_ARGS...
+layout() { # layout LABEL [VAR=VALUE ...] -- TUTTI_RUN_ARGS... (the program: $prog)
     label=$1
     shift
     vars=""
@@ -32,7 +35,7 @@ layout() { # layout LABEL [VAR=VALUE ...] -- TUTTI_RUN_ARGS...
     shift
     echo "== $label:$vars tutti-run $* (seed $seed, $secs s)"
     # shellcheck disable=SC2086 # vars: VAR=VALUE words
-    env TUTTI_TIMEOUT=60 $vars timeout "$limit" "$run" "$@" "$check" soak "$secs" "$seed" >"$log" 2>&1
+    env TUTTI_TIMEOUT=60 $vars timeout "$limit" "$run" "$@" "$prog" soak "$secs" "$seed" >"$log" 2>&1
     rc=$?
     grep -E "FAIL|^\[0\] soak:.*calls in|tutti-run:" "$log" | head -n 20
     if [ $rc != 0 ]; then
@@ -41,6 +44,7 @@ layout() { # layout LABEL [VAR=VALUE ...] -- TUTTI_RUN_ARGS...
         fail=1
     fi
 }
+prog=$check
 layout "4 ranks, one node" -- -n 4
 layout "5 ranks, small slots" TUTTI_NCHANNELS=2 TUTTI_BUFFSIZE=64K TUTTI_STEPS=2 -- -n 5
 layout "6 ranks, 2 nodes" -- -n 6 --nodes 2
@@ -48,4 +52,8 @@ layout "3 ranks, 3 nodes" TUTTI_BUFFSIZE=256K -- -n 3 --nodes 3
 layout "2 ranks, checked and deterministic" TUTTI_CHECK_COLL=1 TUTTI_DETERMINISTIC=1 -- -n 2
 layout "3 ranks, single copy" TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll -- -n 3
 layout "4 ranks, single copy, blocking waits" TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=block -- -n 4
+prog=$group
+layout "groups, 2 ranks" -- -n 2
+layout "groups, 4 ranks" -- -n 4
+layout "groups, 3 ranks, checked" TUTTI_CHECK_COLL=1 -- -n 3
 exit $fail

@@ -16,7 +16,9 @@
  * Every result is checked after tutti_group_end. The group runs with no stream, then on a
  * host stream (synchronised before the checks). Last, calls naming two streams in one group:
  * the second is refused naming the rule, and tutti_group_end reports it.
- * `group_check alias`: see alias() below.
+ * `group_check alias`: see alias() below. `group_check soak SECONDS SEED`: groups of 1 to 24
+ * random all-reduces and all-gathers (dtypes, ops, 0 to 20,004 values, some chained on the
+ * previous call's output) until SECONDS have passed, each result checked.
  * Exit status 0: every check on this rank passed.
  */
 #include "check.h"
@@ -26,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SMALL 40
 #define BIG 100000
@@ -309,6 +312,133 @@ static void alias(void)
     CHECK(rc != TUTTI_SUCCESS, "alias: the group succeeded (b = %g, c = %g)", b[0], c[0]);
 }
 
+/* `group_check soak SECONDS SEED`: random groups, every rank drawing the same from the seed. */
+static uint64_t soak_state;
+static long soak_calls;
+
+static uint64_t draw(uint64_t n) /* splitmix64, below n */
+{
+    uint64_t z = (soak_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (z ^ (z >> 31)) % n;
+}
+
+/* One call of a soak group: what it does, its buffers and what it must leave (every element
+ * a small integer, exact in every dtype drawn). */
+struct scall {
+    int gather, chained;
+    tutti_dtype_t t;
+    tutti_op_t op;
+    size_t count; /* a rank's block */
+    void *in, *out;
+    double *want; /* out's count (all-reduce) or n * count (all-gather) values */
+};
+
+static void soak_group(int round)
+{
+    static const tutti_dtype_t types[] = {TUTTI_INT32, TUTTI_INT64, TUTTI_FLOAT32, TUTTI_FLOAT64};
+    static const tutti_op_t ops[] = {TUTTI_SUM, TUTTI_MAX, TUTTI_MIN};
+    struct scall calls[24];
+    int n = 1 + (int)draw(24), depth = 0;
+    tutti_result_t rc = TUTTI_SUCCESS;
+
+    soak_calls += n;
+    for (int k = 0; k < n; k++) {
+        struct scall *c = &calls[k], *p = k ? &calls[k - 1] : NULL;
+        size_t outn;
+        /* A chain: the previous all-reduce's output is this one's input (three at most). */
+        c->chained = p && !p->gather && depth < 3 && draw(5) == 0;
+        c->gather = !c->chained && draw(3) == 0;
+        c->t = c->chained ? p->t : types[draw(4)];
+        c->op = ops[draw(3)];
+        c->count = c->chained ? p->count : draw(8) == 0 ? 20000 + draw(5) : draw(300);
+        depth = c->chained ? depth + 1 : 0;
+        outn = c->count * (c->gather ? (size_t)nranks : 1);
+        c->in = c->chained ? p->out : malloc((c->count + 1) * 8);
+        c->out = malloc((outn + 1) * 8);
+        c->want = malloc((outn + 1) * sizeof(double));
+        if (!c->in || !c->out || !c->want) {
+            CHECK(0, "soak: out of memory");
+            exit(1);
+        }
+        for (size_t j = 0; j < outn; j++) {
+            double w = 0;
+            for (int r = 0; r < nranks; r++) {
+                size_t e = c->gather ? j % c->count : j;
+                int who = c->gather ? (int)(j / c->count) : r;
+                double v = c->chained ? p->want[e] : (double)val(round * 31 + k, who, e);
+                if (c->gather)
+                    w = v;
+                else if (r == 0 || c->op == TUTTI_SUM)
+                    w = r == 0 ? v : w + v;
+                else
+                    w = c->op == TUTTI_MAX ? (v > w ? v : w) : (v < w ? v : w);
+                if (c->gather)
+                    break;
+            }
+            c->want[j] = w;
+            put(c->t, c->out, j, -7.0);
+        }
+        for (size_t j = 0; j < c->count && !c->chained; j++)
+            put(c->t, c->in, j, (double)val(round * 31 + k, rank, j));
+    }
+    tutti_group_start();
+    for (int k = 0; k < n; k++) {
+        struct scall *c = &calls[k];
+        rc |= c->gather ? tutti_all_gather(c->in, c->out, c->count, c->t, comm, NULL)
+                        : tutti_all_reduce(c->in, c->out, c->count, c->t, c->op, comm, NULL);
+    }
+    rc |= tutti_group_end();
+    CHECK(rc == TUTTI_SUCCESS, "soak round %d: %s", round, tutti_comm_last_error(comm));
+    for (int k = 0; k < n; k++) {
+        struct scall *c = &calls[k];
+        size_t outn = c->count * (c->gather ? (size_t)nranks : 1);
+        for (size_t j = 0; j < outn && rc == TUTTI_SUCCESS; j++)
+            if (get(c->t, c->out, j) != c->want[j]) {
+                CHECK(0, "soak round %d call %d of %d (%s %s, %zu a rank%s) [%zu] = %g, want %g",
+                      round, k, n, c->gather ? "all-gather" : "all-reduce", tutti_dtype_name(c->t),
+                      c->count, c->chained ? ", chained" : "", j, get(c->t, c->out, j), c->want[j]);
+                break;
+            }
+    }
+    for (int k = 0; k < n; k++) {
+        if (!calls[k].chained)
+            free(calls[k].in);
+    }
+    for (int k = 0; k < n; k++) {
+        free(calls[k].out);
+        free(calls[k].want);
+    }
+}
+
+static void soak(double seconds, uint64_t seed)
+{
+    struct timespec t0, t;
+    int rounds = 0;
+
+    soak_state = seed;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int32_t stop;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        stop = (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) > seconds ||
+               failures > 0;
+        if (tutti_all_reduce(&stop, &stop, 1, TUTTI_INT32, TUTTI_MAX, comm, NULL) !=
+            TUTTI_SUCCESS) {
+            CHECK(0, "soak: the agreement all-reduce failed: %s", tutti_comm_last_error(comm));
+            break;
+        }
+        if (stop)
+            break;
+        soak_group(rounds++);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    printf("soak: rank %d of %d: %ld calls in %.1f s, in %d groups (seed %llu)\n", rank, nranks,
+           soak_calls, (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec),
+           rounds, (unsigned long long)seed);
+}
+
 int main(int argc, char **argv)
 {
     tutti_stream_t stream;
@@ -319,8 +449,11 @@ int main(int argc, char **argv)
     }
     tutti_comm_rank(comm, &rank);
     tutti_comm_size(comm, &nranks);
-    if (argc > 1 && !strcmp(argv[1], "alias")) {
-        alias();
+    if (argc > 1 && (!strcmp(argv[1], "alias") || !strcmp(argv[1], "soak"))) {
+        if (argv[1][0] == 'a')
+            alias();
+        else
+            soak(argc > 2 ? atof(argv[2]) : 5, argc > 3 ? strtoull(argv[3], NULL, 10) : 1);
         tutti_comm_destroy(comm);
         return failures ? 1 : 0;
     }
