@@ -2,13 +2,14 @@
 # tests/sanitize/run.sh SOURCE_ROOT BUILD_DIR MODE -- the suite under a checker.
 #   asan      a build with AddressSanitizer + UndefinedBehaviorSanitizer (BUILD_DIR/san-asan);
 #             the unit and fault suites and the launcher, perf, env, stream and DDP tests, halting on the
-#             first report (leaks included), point-to-point by single copy, then net_ib's
+#             first report (leaks included), point-to-point by single copy, groups of
+#             collectives (group_check, and 3 s of its soak), then net_ib's
 #             zero-copy path over the emulated verbs provider (2 and 4 emulated nodes,
 #             registered buffers, a late HCA)
 #   tsan      a build with ThreadSanitizer (BUILD_DIR/san-tsan); ranks as threads of one
 #             process (tests/sanitize/tsan_ranks.c: Criterion's runner does not run under it),
 #             then the host-stream checks (a worker thread per stream) and the DDP layer's
-#             averaging checks as 2-rank jobs
+#             averaging and uneven-input checks as 2-rank jobs
 #   valgrind  a 2-rank all-reduce job under valgrind memcheck: no invalid access, no leak
 set -eu
 src=$1 build=$2 mode=$3
@@ -52,6 +53,10 @@ asan|tsan)
                 "$dir/tests/coll_check" $m
         done
         echo "asan: point-to-point by single copy passed"
+        # Groups of collectives: packed runs' copies in and out, then random groups.
+        TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 3 "$dir/tests/group_check"
+        TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 2 "$dir/tests/group_check" soak 3 1
+        echo "asan: groups of collectives passed"
     else
         build_quiet "$dir" tests/tsan_ranks tests/stream_check tests/ddp_check tests/ddp_join_check \
             tools/tutti-run
