@@ -413,9 +413,9 @@ TUTTI_API tutti_result_t tutti_scatter(const void *sendbuf, void *recvbuf, size_
  * group's sends and receives concurrently (tutti_all_to_all, tutti_all_to_allv, tutti_gather
  * and tutti_scatter join that batch), then its other collectives in call order, and returns
  * when all are complete (or, when the calls name a stream, all the same one, once they are
- * queued on it). Consecutive all-reduces (one dtype and built-in op) or all-gathers (one
- * dtype), each writing up to 64 KiB on host buffers, with no stream, travel as one call of up
- * to 256 KiB over a packed copy: one call's latency for all of them. As in NCCL, no call may
+ * queued on it). Consecutive all-reduces, all-gathers or reduce-scatters of one kind, dtype
+ * and built-in op, each reading and writing up to 64 KiB on host buffers, with no stream,
+ * travel as one call of up to 256 KiB over a packed copy: one call's latency for all of them. As in NCCL, no call may
  * depend on the result of another call of its group. A call that reads what an earlier one
  * writes is not packed
  * with it, so where every rank's calls overlap alike it still gets the result of the calls

@@ -4,12 +4,12 @@
  * batch, then its collectives in call order, queued on the group's stream or run now. Every
  * rank makes the same calls in the same order, so every rank runs them alike.
  *
- * Run now, consecutive small calls on host buffers of one kind and dtype (all-reduces with one
- * built-in op, or all-gathers) travel as one call over a packed copy (as NCCL aggregates a
- * group's collectives): one call's latency in place of one per tensor, for two memcpys. A
- * packed run reads every input first and writes the outputs in call order, so it gives what
- * the calls one after another give unless a call reads what an earlier one writes: a run
- * never takes such a call in.
+ * Run now, consecutive small calls on host buffers of one kind, dtype and built-in op
+ * (all-reduces, all-gathers or reduce-scatters) travel as one call over a packed copy (as
+ * NCCL aggregates a group's collectives): one call's latency in place of one per tensor, for
+ * two memcpys. A packed run reads every input first and writes the outputs in call order, so
+ * it gives what the calls one after another give unless a call reads what an earlier one
+ * writes: a run never takes such a call in.
  */
 #include "coll.h"
 #include "comm.h"
@@ -20,32 +20,46 @@
 #include <string.h>
 
 #define FUSE_CALL_BYTES (64 * 1024) /* a larger call goes alone: its copies would cost more */
-#define FUSE_RUN_BYTES (256 * 1024) /* the packed output at most */
+#define FUSE_RUN_BYTES (256 * 1024) /* a packed side at most */
 #define FUSE_RUN_CALLS 256          /* bounds the dependence check's pairs */
 
-/* A call's block: what each rank contributes (all-gather) or every rank ends with. */
+/* A call's block: what each rank contributes to an all-gather, or ends with from a
+ * reduce-scatter; an all-reduce's whole array. */
 static size_t block_bytes(const struct tt_call *c)
 {
     return c->count * tutti_dtype_size(c->dtype);
 }
 
-/* What c writes on this rank (an all-gather: every rank's block). */
-static size_t out_bytes(const struct tutti_comm *comm, const struct tt_call *c)
+/* How many blocks c reads (a reduce-scatter: one for every rank) and writes (an all-gather). */
+static size_t in_blocks(const struct tutti_comm *comm, const struct tt_call *c)
 {
-    return block_bytes(c) * (c->coll == TT_COLL_ALL_GATHER ? (size_t)comm->nranks : 1);
+    return c->coll == TT_COLL_REDUCE_SCATTER ? (size_t)comm->nranks : 1;
+}
+
+static size_t out_blocks(const struct tutti_comm *comm, const struct tt_call *c)
+{
+    return c->coll == TT_COLL_ALL_GATHER ? (size_t)comm->nranks : 1;
+}
+
+/* What a packed run holds of c: the larger of what it reads and what it writes. */
+static size_t footprint(const struct tutti_comm *comm, const struct tt_call *c)
+{
+    size_t in = in_blocks(comm, c), out = out_blocks(comm, c);
+    return block_bytes(c) * (in > out ? in : out);
 }
 
 /*
- * May c travel packed with first's run? The same kind (all-reduce or all-gather, whose every
- * rank reads its input, so that every rank of a program without dependences decides alike),
- * dtype and op.
+ * May c travel packed with first's run? The same kind (all-reduce, all-gather or
+ * reduce-scatter, whose every rank reads its input, so that every rank of a program without
+ * dependences decides alike), dtype and op.
  */
 static int fusable(const struct tutti_comm *comm, const struct tt_call *c,
                    const struct tt_call *first)
 {
-    return (c->coll == TT_COLL_ALL_REDUCE || c->coll == TT_COLL_ALL_GATHER) &&
+    return (c->coll == TT_COLL_ALL_REDUCE || c->coll == TT_COLL_ALL_GATHER ||
+            c->coll == TT_COLL_REDUCE_SCATTER) &&
            c->coll == first->coll && !c->device && !c->premul.on && c->dtype == first->dtype &&
-           c->op == first->op && out_bytes(comm, c) <= FUSE_CALL_BYTES;
+           c->op == first->op && footprint(comm, c) <= FUSE_CALL_BYTES;
 }
 
 static int overlap(const void *a, size_t na, const void *b, size_t nb)
@@ -59,43 +73,54 @@ static int depends(const struct tutti_comm *comm, const struct tt_call *run, int
                    const struct tt_call *c)
 {
     for (int k = 0; k < n; k++)
-        if (overlap(c->sendbuf, block_bytes(c), run[k].recvbuf, out_bytes(comm, &run[k])))
+        if (overlap(c->sendbuf, block_bytes(c) * in_blocks(comm, c), run[k].recvbuf,
+                    block_bytes(&run[k]) * out_blocks(comm, &run[k])))
             return 1;
     return 0;
 }
 
-/* run[0..n): one call of their kind over their blocks packed end to end. */
+/*
+ * run[0..n): one call of their kind over their blocks packed. Each side of the call is a
+ * series of slabs (one, or one per rank where the side has a block per rank), and slab r holds
+ * every call's block r end to end.
+ */
 static tutti_result_t run_fused(struct tutti_comm *comm, const struct tt_call *run, int n)
 {
     const struct tt_call *c0 = &run[0];
-    size_t total = 0, off = 0, esize = tutti_dtype_size(c0->dtype), nr = (size_t)comm->nranks;
-    int gather = c0->coll == TT_COLL_ALL_GATHER;
-    unsigned char *packed, *out;
+    size_t total = 0, off = 0, esize = tutti_dtype_size(c0->dtype);
+    size_t ins = in_blocks(comm, c0), outs = out_blocks(comm, c0);
+    int reduce = c0->coll == TT_COLL_ALL_REDUCE; /* in place: one side */
+    unsigned char *in, *out;
     tutti_result_t rc;
 
     for (int k = 0; k < n; k++)
         total += run[k].count;
-    /* All-gather: this rank's blocks, then the n ranks' packed blocks. */
-    packed = malloc(total ? total * esize * (gather ? 1 + nr : 1) : 1);
-    if (!packed)
+    in = malloc(total ? total * esize * (ins + (reduce ? 0 : outs)) : 1);
+    if (!in)
         return tt_fail(comm, TUTTI_ERR_SYSTEM,
                        "tutti_group_end: out of memory for %d grouped %s calls", n,
                        tt_coll_name((enum tt_coll)c0->coll));
-    out = gather ? packed + total * esize : packed;
+    out = reduce ? in : in + total * esize * ins;
     for (int k = 0; k < n; k++) {
-        memcpy(packed + off, run[k].sendbuf, block_bytes(&run[k]));
-        off += block_bytes(&run[k]);
+        size_t b = block_bytes(&run[k]);
+        for (size_t r = 0; r < ins; r++)
+            memcpy(in + r * total * esize + off, (const unsigned char *)run[k].sendbuf + r * b, b);
+        off += b;
     }
-    rc = gather ? tutti_all_gather(packed, out, total, c0->dtype, comm, NULL)
-                : tutti_all_reduce(packed, packed, total, c0->dtype, c0->op, comm, NULL);
+    if (reduce)
+        rc = tutti_all_reduce(in, in, total, c0->dtype, c0->op, comm, NULL);
+    else if (c0->coll == TT_COLL_ALL_GATHER)
+        rc = tutti_all_gather(in, out, total, c0->dtype, comm, NULL);
+    else
+        rc = tutti_reduce_scatter(in, out, total, c0->dtype, c0->op, comm, NULL);
     off = 0;
     for (int k = 0; k < n && rc == TUTTI_SUCCESS; k++) {
         size_t b = block_bytes(&run[k]);
-        for (size_t r = 0; r < (gather ? nr : 1); r++)
+        for (size_t r = 0; r < outs; r++)
             memcpy((unsigned char *)run[k].recvbuf + r * b, out + r * total * esize + off, b);
         off += b;
     }
-    free(packed);
+    free(in);
     return rc;
 }
 
@@ -105,13 +130,13 @@ tutti_result_t tt_coll_run_group(struct tutti_comm *comm, const struct tt_call *
     tutti_result_t rc = TUTTI_SUCCESS;
 
     for (int i = 0, j; i < n && rc == TUTTI_SUCCESS; i = j) {
-        size_t bytes = out_bytes(comm, &calls[i]);
+        size_t bytes = footprint(comm, &calls[i]);
         j = i + 1;
         if (!stream && fusable(comm, &calls[i], &calls[i]))
             while (j < n && j - i < FUSE_RUN_CALLS && fusable(comm, &calls[j], &calls[i]) &&
-                   bytes + out_bytes(comm, &calls[j]) <= FUSE_RUN_BYTES &&
+                   bytes + footprint(comm, &calls[j]) <= FUSE_RUN_BYTES &&
                    !depends(comm, calls + i, j - i, &calls[j]))
-                bytes += out_bytes(comm, &calls[j++]);
+                bytes += footprint(comm, &calls[j++]);
         rc = j - i > 1 ? run_fused(comm, calls + i, j - i)
                        : tt_coll_dispatch(comm, &calls[i], stream);
     }

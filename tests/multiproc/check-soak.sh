@@ -10,9 +10,9 @@
 #   3 ranks by single copy       TUTTI_SHM_SINGLE_COPY=1 with polling waits: every message of
 #                                8 KiB and more read out of its sender's memory
 #   4 ranks by single copy       the same with blocking waits
-# then `group_check soak` (random groups of all-reduces and all-gathers, packed where they may
-# be, some chained on an earlier call's output) on 2 ranks, on 4 (ranks outnumber cores) and
-# on 3 with TUTTI_CHECK_COLL=1.
+# then `group_check soak` (random groups of all-reduces, all-gathers and reduce-scatters,
+# packed where they may be, some all-reduces chained on the previous one's output) on 2 ranks,
+# on 4 (ranks outnumber cores) and on 3 with TUTTI_CHECK_COLL=1.
 # The seed is TUTTI_SOAK_SEED, or the time (printed: a failure names seed and call, and the
 # same layout with TUTTI_SOAK_SEED set replays it). A wait without progress for 60 s fails
 # (TUTTI_TIMEOUT), and so does a layout that runs far past its time.

@@ -12,13 +12,15 @@
  *   - an all-gather, a broadcast from the last rank, a reduce to rank 0, a reduce-scatter and a
  *     barrier;
  *   - AG small all-gathers (int32, 0 to AG - 1 values a rank, the last in place), which
- *     tutti_group_end may pack into one, then one whose input is an earlier one's output.
+ *     tutti_group_end may pack into one, then one whose input is an earlier one's output;
+ *   - AG small reduce-scatters (sum, int64, 0 to AG - 1 values a rank, the last in place).
  * Every result is checked after tutti_group_end. The group runs with no stream, then on a
  * host stream (synchronised before the checks). Last, calls naming two streams in one group:
  * the second is refused naming the rule, and tutti_group_end reports it.
  * `group_check alias`: see alias() below. `group_check soak SECONDS SEED`: groups of 1 to 24
- * random all-reduces and all-gathers (dtypes, ops, 0 to 20,004 values, some chained on the
- * previous call's output) until SECONDS have passed, each result checked.
+ * random all-reduces, all-gathers and reduce-scatters (dtypes, ops, 0 to 20,004 values a rank,
+ * some all-reduces chained on the previous one's output) until SECONDS have passed, each
+ * result checked.
  * Exit status 0: every check on this rank passed.
  */
 #include "check.h"
@@ -135,6 +137,7 @@ static void run(tutti_stream_t stream, const char *how)
     float *gathered = malloc((size_t)nranks * 3 * sizeof(float)), mine[3], bc[4], red[2];
     float *rs_in = malloc((size_t)nranks * 2 * sizeof(float)), rs_out[2];
     int32_t *ag[AG], ag_send[AG][AG], ag_out2[2 * 64];
+    int64_t *rsi[AG], rso[AG][AG];
     tutti_result_t rc = TUTTI_SUCCESS;
 
     for (int k = 0; k < SMALL; k++)
@@ -175,6 +178,17 @@ static void run(tutti_stream_t stream, const char *how)
         if (k == AG - 1) /* in place: this rank's block is already in the output */
             memcpy(ag[k] + rank * k, ag_send[k], (size_t)k * sizeof(int32_t));
     }
+    for (int k = 0; k < AG; k++) { /* rank r's block b of call k: val(50 + k, r, b * k + j) */
+        rsi[k] = malloc(((size_t)nranks * (size_t)k + 1) * sizeof(int64_t));
+        if (!rsi[k]) {
+            CHECK(0, "out of memory");
+            return;
+        }
+        for (int j = 0; j < nranks * k; j++)
+            rsi[k][j] = val(50 + k, rank, (size_t)j);
+        for (int j = 0; j < k; j++)
+            rso[k][j] = -1;
+    }
     if (!gathered || !rs_in || nranks > 64) {
         CHECK(0, "out of memory, or more than 64 ranks");
         return;
@@ -205,6 +219,9 @@ static void run(tutti_stream_t stream, const char *how)
                            stream);
     /* Its input is rank 0's block of the all-gather of 2 a rank: not packed with it. */
     rc |= tutti_all_gather(ag[2], ag_out2, 2, TUTTI_INT32, comm, stream);
+    for (int k = 0; k < AG; k++)
+        rc |= tutti_reduce_scatter(rsi[k], k == AG - 1 ? rsi[k] + rank * k : rso[k], (size_t)k,
+                                   TUTTI_INT64, TUTTI_SUM, comm, stream);
     CHECK(rc == TUTTI_SUCCESS, "%s: a call inside the group failed: %s", how, tutti_last_error());
     rc = tutti_group_end();
     if (rc == TUTTI_SUCCESS && stream)
@@ -257,6 +274,14 @@ static void run(tutti_stream_t stream, const char *how)
                       "%s: grouped all-gather %d [%d][%d] = %d, want %d", how, k, r, j,
                       ag[k][r * k + j], r * 100 + k * 10 + j);
         free(ag[k]);
+    }
+    for (int k = 0; k < AG; k++) {
+        const int64_t *got = k == AG - 1 ? rsi[k] + rank * k : rso[k];
+        for (int j = 0; j < k; j++)
+            CHECK(got[j] == sum_val(50 + k, (size_t)(rank * k + j)),
+                  "%s: grouped reduce-scatter %d [%d] = %lld, want %ld", how, k, j,
+                  (long long)got[j], sum_val(50 + k, (size_t)(rank * k + j)));
+        free(rsi[k]);
     }
     for (int r = 0; r < nranks; r++)
         for (int j = 0; j < 2; j++)
@@ -327,7 +352,7 @@ static uint64_t draw(uint64_t n) /* splitmix64, below n */
 /* One call of a soak group: what it does, its buffers and what it must leave (every element
  * a small integer, exact in every dtype drawn). */
 struct scall {
-    int gather, chained;
+    int gather, scatter, chained;
     tutti_dtype_t t;
     tutti_op_t op;
     size_t count; /* a rank's block */
@@ -348,14 +373,16 @@ static void soak_group(int round)
         struct scall *c = &calls[k], *p = k ? &calls[k - 1] : NULL;
         size_t outn;
         /* A chain: the previous all-reduce's output is this one's input (three at most). */
-        c->chained = p && !p->gather && depth < 3 && draw(5) == 0;
+        c->chained = p && !p->gather && !p->scatter && depth < 3 && draw(5) == 0;
         c->gather = !c->chained && draw(3) == 0;
+        c->scatter = !c->chained && !c->gather && draw(3) == 0;
         c->t = c->chained ? p->t : types[draw(4)];
         c->op = ops[draw(3)];
         c->count = c->chained ? p->count : draw(8) == 0 ? 20000 + draw(5) : draw(300);
         depth = c->chained ? depth + 1 : 0;
         outn = c->count * (c->gather ? (size_t)nranks : 1);
-        c->in = c->chained ? p->out : malloc((c->count + 1) * 8);
+        c->in =
+            c->chained ? p->out : malloc((c->count * (c->scatter ? (size_t)nranks : 1) + 1) * 8);
         c->out = malloc((outn + 1) * 8);
         c->want = malloc((outn + 1) * sizeof(double));
         if (!c->in || !c->out || !c->want) {
@@ -365,7 +392,8 @@ static void soak_group(int round)
         for (size_t j = 0; j < outn; j++) {
             double w = 0;
             for (int r = 0; r < nranks; r++) {
-                size_t e = c->gather ? j % c->count : j;
+                /* A reduce-scatter's output j is element rank * count + j of its inputs. */
+                size_t e = c->gather ? j % c->count : c->scatter ? rank * c->count + j : j;
                 int who = c->gather ? (int)(j / c->count) : r;
                 double v = c->chained ? p->want[e] : (double)val(round * 31 + k, who, e);
                 if (c->gather)
@@ -380,14 +408,15 @@ static void soak_group(int round)
             c->want[j] = w;
             put(c->t, c->out, j, -7.0);
         }
-        for (size_t j = 0; j < c->count && !c->chained; j++)
+        for (size_t j = 0; j < c->count * (c->scatter ? (size_t)nranks : 1) && !c->chained; j++)
             put(c->t, c->in, j, (double)val(round * 31 + k, rank, j));
     }
     tutti_group_start();
     for (int k = 0; k < n; k++) {
         struct scall *c = &calls[k];
-        rc |= c->gather ? tutti_all_gather(c->in, c->out, c->count, c->t, comm, NULL)
-                        : tutti_all_reduce(c->in, c->out, c->count, c->t, c->op, comm, NULL);
+        rc |= c->gather    ? tutti_all_gather(c->in, c->out, c->count, c->t, comm, NULL)
+              : c->scatter ? tutti_reduce_scatter(c->in, c->out, c->count, c->t, c->op, comm, NULL)
+                           : tutti_all_reduce(c->in, c->out, c->count, c->t, c->op, comm, NULL);
     }
     rc |= tutti_group_end();
     CHECK(rc == TUTTI_SUCCESS, "soak round %d: %s", round, tutti_comm_last_error(comm));
@@ -397,8 +426,12 @@ static void soak_group(int round)
         for (size_t j = 0; j < outn && rc == TUTTI_SUCCESS; j++)
             if (get(c->t, c->out, j) != c->want[j]) {
                 CHECK(0, "soak round %d call %d of %d (%s %s, %zu a rank%s) [%zu] = %g, want %g",
-                      round, k, n, c->gather ? "all-gather" : "all-reduce", tutti_dtype_name(c->t),
-                      c->count, c->chained ? ", chained" : "", j, get(c->t, c->out, j), c->want[j]);
+                      round, k, n,
+                      c->gather    ? "all-gather"
+                      : c->scatter ? "reduce-scatter"
+                                   : "all-reduce",
+                      tutti_dtype_name(c->t), c->count, c->chained ? ", chained" : "", j,
+                      get(c->t, c->out, j), c->want[j]);
                 break;
             }
     }
