@@ -415,16 +415,15 @@ TUTTI_API tutti_result_t tutti_scatter(const void *sendbuf, void *recvbuf, size_
  * when all are complete (or, when the calls name a stream, all the same one, once they are
  * queued on it). Consecutive all-reduces, all-gathers or reduce-scatters of one kind, dtype
  * and built-in op, each reading and writing up to 64 KiB on host buffers, with no stream,
- * travel as one call of up to 256 KiB over a packed copy: one call's latency for all of them. As in NCCL, no call may
- * depend on the result of another call of its group. A call that reads what an earlier one
- * writes is not packed
- * with it, so where every rank's calls overlap alike it still gets the result of the calls
- * one after another; where they do not, the ranks pack differently and the calls fail (with
- * TUTTI_CHECK_COLL=1, naming the mismatch) rather than mix values. Calls
- * on one communicator only, from one thread; groups do not nest (an inner start/end pair is
- * counted and only the outermost end runs the group). Buffers must stay valid until
- * tutti_group_end returns, or, with a host stream, until the stream has run what
- * tutti_group_end queued on it.
+ * travel as one call of up to 256 KiB over a packed copy: one call's latency for all of them.
+ * As in NCCL, no call may depend on the result of another call of its group. A call that
+ * reads what an earlier one writes is not packed with it, so where every rank's calls overlap
+ * alike it still gets the result of the calls one after another; where they do not, the ranks
+ * pack differently and the calls fail (with TUTTI_CHECK_COLL=1, naming the mismatch) rather
+ * than mix values. Calls on one communicator only, from one thread; groups do not nest (an
+ * inner start/end pair is counted and only the outermost end runs the group). Buffers must
+ * stay valid until tutti_group_end returns, or, with a host stream, until the stream has run
+ * what tutti_group_end queued on it.
  */
 TUTTI_API tutti_result_t tutti_group_start(void);
 TUTTI_API tutti_result_t tutti_group_end(void);
