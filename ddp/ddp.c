@@ -511,7 +511,7 @@ tutti_result_t tutti_ddp_finish(tutti_ddp_t d)
         return ddp_break_step(d, rc);
     }
     d->steps++;
-    if (d->cfg.uneven_inputs && !d->joining)
+    if (d->cfg.uneven_inputs) /* the step's round of flags named it, training or joined */
         d->last_active = d->join_max - 1;
     /* The buffers of rank 0, or of the highest rank training in this step. */
     rc = ddp_broadcast_buffers(d, d->cfg.uneven_inputs ? d->join_max - 1 : 0, "tutti_ddp_finish");

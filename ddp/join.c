@@ -56,7 +56,6 @@ tutti_result_t tutti_ddp_join(tutti_ddp_t d)
         }
         if (rc != TUTTI_SUCCESS || d->join_max == 0)
             break;
-        d->last_active = d->join_max - 1;
         rc = tutti_ddp_finish(d);
         if (rc == TUTTI_SUCCESS && d->cfg.optim != TUTTI_DDP_OPTIM_NONE)
             rc = tutti_ddp_step(d);
