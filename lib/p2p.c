@@ -458,13 +458,15 @@ tutti_result_t tutti_group_end(void)
     if (--g->depth > 0)
         return TUTTI_SUCCESS;
     rc = g->err;
-    if (rc == TUTTI_SUCCESS && g->nops > 0) {
+    if (rc == TUTTI_SUCCESS && g->nops + g->ncolls > 0) {
         rc = tt_comm_check(g->comm, "tutti_group_end");
         if (rc == TUTTI_SUCCESS && g->stream)
             rc = tt_stream_check(g->stream, g->comm, "tutti_group_end");
-        if (rc == TUTTI_SUCCESS && tt_stream_is_cuda(g->stream)) {
+    }
+    if (rc == TUTTI_SUCCESS && g->nops > 0) {
+        if (tt_stream_is_cuda(g->stream)) {
             rc = tt_cuda_enqueue_p2p(g->comm, g->ops, g->nops, g->stream);
-        } else if (rc == TUTTI_SUCCESS && g->stream) {
+        } else if (g->stream) {
             /* The stream owns what it is given: the heap array, or a heap copy of small[]. */
             struct tt_work w = {
                 .kind = TT_WORK_P2P, .comm = g->comm, .ops = g->ops, .nops = g->nops};
@@ -476,7 +478,7 @@ tutti_result_t tutti_group_end(void)
                 g->ops = g->small; /* the heap array, if any, is the stream's now */
             else if (w.ops != g->ops)
                 free(w.ops); /* a copy the stream did not take */
-        } else if (rc == TUTTI_SUCCESS) {
+        } else {
             rc = run_now(g->comm, g->ops, g->nops);
         }
     }
