@@ -19,6 +19,11 @@
  * Buckets are reduced in bucket order on every rank: bucket k starts only after bucket k-1
  * has started, whatever order gradients arrive in.
  *
+ * Buffers (tutti_ddp_register_buffer: state that is not trained, as BatchNorm's statistics)
+ * are rank 0's everywhere after init and after every synchronised step. With uneven_inputs,
+ * ranks may run different numbers of steps: a rank out of data calls tutti_ddp_join, which
+ * takes part in the others' steps with zero gradients until every rank has joined.
+ *
  * This version handles float32 parameters. Thread use: one application thread calls the
  * tutti_ddp_* functions of one ddp; the reductions run on the ddp's stream worker. The
  * communicator passed to tutti_ddp_create must not be used by the application while a step is
