@@ -44,17 +44,14 @@ tutti_result_t tutti_ddp_join(tutti_ddp_t d)
     d->joining = 1;
     for (;;) {
         rc = ddp_join_round(d, 0);
-        if (rc == TUTTI_SUCCESS) {
-            rc = tutti_stream_sync(d->stream);
-            if (rc != TUTTI_SUCCESS) {
-                ddp_fail(d, rc, "tutti_ddp_join: a round of flags failed: %s",
-                         tutti_stream_last_error(d->stream));
-                rc = ddp_break_step(d, rc);
-            }
-        } else {
+        if (rc == TUTTI_SUCCESS && (rc = tutti_stream_sync(d->stream)) != TUTTI_SUCCESS)
+            ddp_fail(d, rc, "tutti_ddp_join: a round of flags failed: %s",
+                     tutti_stream_last_error(d->stream));
+        if (rc != TUTTI_SUCCESS) {
             rc = ddp_break_step(d, rc);
+            break;
         }
-        if (rc != TUTTI_SUCCESS || d->join_max == 0)
+        if (d->join_max == 0)
             break;
         rc = tutti_ddp_finish(d);
         if (rc == TUTTI_SUCCESS && d->cfg.optim != TUTTI_DDP_OPTIM_NONE)
