@@ -624,6 +624,15 @@ TUTTI_API tutti_result_t tutti_trace_flush(void);
  */
 TUTTI_API void tutti_env_print(FILE *out);
 
+/*
+ * tutti_env_check - does every TUTTI_* variable the environment sets hold a value its knob
+ * accepts (README, "Environment variables")? TUTTI_SUCCESS, or TUTTI_ERR_INVALID_ARG with
+ * tutti_last_error() naming each bad variable, its value and what it accepts. Every init
+ * function makes this check first and fails the same way; tutti-run makes it before it starts
+ * any rank.
+ */
+TUTTI_API tutti_result_t tutti_env_check(void);
+
 #ifdef __cplusplus
 }
 #endif

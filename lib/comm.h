@@ -17,7 +17,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#define TT_ERRMSG_LEN 512
+#define TT_ERRMSG_LEN 1024
 #define TT_COMM_MAGIC 0x7475747469636f6dull /* "tutticom" */
 
 struct tutti_comm {

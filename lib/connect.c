@@ -34,7 +34,7 @@ int tt_comm_transport_allowed(const char *name)
         return 1;
     snprintf(buf, sizeof(buf), "%s", list);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
-        listed |= strcmp(t, name) == 0;
+        listed |= strcmp(t + (spec[0] == '^' && *t == '^'), name) == 0; /* ^shm,^socket */
     return spec[0] == '^' ? !listed : listed;
 }
 

@@ -118,7 +118,7 @@ tutti_result_t tt_cuda_async_prepare(struct tutti_comm *c)
     const char *why;
 
     c->cuda_async = 0;
-    if (tt_env_int_in("TUTTI_CUDA_ASYNC", 0, 1) == 0) {
+    if (!tt_env_flag("TUTTI_CUDA_ASYNC")) {
         why = "TUTTI_CUDA_ASYNC=0";
     } else if (!(why = async_probe(c))) {
         (void)cudaGetLastError();

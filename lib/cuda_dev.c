@@ -80,7 +80,7 @@ void tt_cuda_self(struct tutti_comm *c, struct tt_rank_info *me)
 
     me->cuda_bus[0] = '\0';
     c->cuda_dev = -1;
-    if (tt_env_int_in("TUTTI_CUDA_P2P", 0, 1) == 0 || !tt_cuda_ready())
+    if (!tt_env_flag("TUTTI_CUDA_P2P") || !tt_cuda_ready())
         return;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetPCIBusId(me->cuda_bus, (int)sizeof(me->cuda_bus), dev) != cudaSuccess) {

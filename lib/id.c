@@ -79,6 +79,7 @@ tutti_result_t tutti_get_id(tutti_id_t *id)
     tt_log_init();
     if (!id)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_get_id: id is NULL");
+    TT_CHECK(tt_env_validate("tutti_get_id"));
     TT_CHECK(tt_if_pick(&info.root, ifname, sizeof(ifname)));
     TT_CHECK(tt_random(info.secret, sizeof(info.secret)));
     TT_CHECK(tt_boot_root_start(&info.root, info.secret, tt_env_double("TUTTI_TIMEOUT")));

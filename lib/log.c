@@ -32,7 +32,8 @@ static const char *subsys_name(unsigned bit)
     return "?";
 }
 
-/* "INIT,COLL" or "^SHM" (all but those). Unknown names are ignored with a warning. */
+/* "INIT,COLL" or "^SHM" / "^SHM,^NET" (all but those). Unknown names count for nothing
+ * (tt_env_validate refuses them before any communicator forms). */
 static unsigned parse_mask(const char *s)
 {
     int invert = 0;
@@ -46,13 +47,11 @@ static unsigned parse_mask(const char *s)
     snprintf(buf, sizeof(buf), "%s", s);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
-        unsigned bit = 0;
+        if (invert && *tok == '^')
+            tok++;
         for (size_t i = 0; i < sizeof(subsys_names) / sizeof(subsys_names[0]); i++)
             if (strcasecmp(tok, subsys_names[i].name) == 0)
-                bit = subsys_names[i].bit;
-        if (bit == 0)
-            fprintf(stderr, "tutti WARN TUTTI_DEBUG_SUBSYS: unknown subsystem '%s' ignored\n", tok);
-        mask |= bit;
+                mask |= subsys_names[i].bit;
     }
     return invert ? (TT_SUB_ALL & ~mask) : mask;
 }
@@ -67,11 +66,8 @@ static void log_init_once(void)
         tt_log_level = TT_LOG_INFO;
     else if (strcasecmp(lvl, "TRACE") == 0)
         tt_log_level = TT_LOG_TRACE;
-    else if (strcasecmp(lvl, "WARN") == 0)
+    else /* WARN, and what tt_env_validate refuses */
         tt_log_level = TT_LOG_WARN;
-    else
-        fprintf(stderr, "tutti WARN TUTTI_DEBUG='%s' is not NONE|WARN|INFO|TRACE; using WARN\n",
-                lvl);
     tt_log_mask = parse_mask(tt_env_str("TUTTI_DEBUG_SUBSYS"));
     if (gethostname(log_host, sizeof(log_host)) != 0)
         snprintf(log_host, sizeof(log_host), "?");

@@ -20,10 +20,8 @@ void tt_pick_init(struct tt_pick *p, const char *knob, uint32_t first, size_t mi
     p->min = min;
     p->prefer = -1;
     p->prefer_from = TT_PICK_CLASSES;
-    if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
+    if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0) /* else auto (tt_env_validate: nothing else) */
         p->forced = v[0] - '0';
-    else if (strcmp(v, "auto") != 0)
-        TT_WARN(TT_SUB_TUNE, "%s='%s' is not auto, 0 or 1; using auto", knob, v);
 }
 
 void tt_pick_prefer(struct tt_pick *p, int way, double margin, size_t from, unsigned kinds)

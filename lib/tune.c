@@ -201,7 +201,7 @@ tutti_result_t tt_tune_init(struct tt_tuner *t, int nranks, int max_channels,
     t->model.per_node = nranks / t->model.nnodes;
     t->model.chunk = chunk;
     t->model.oversub = oversub;
-    t->deterministic = tt_env_int_in("TUTTI_DETERMINISTIC", 0, 1) != 0;
+    t->deterministic = tt_env_flag("TUTTI_DETERMINISTIC");
     snprintf(buf, sizeof(buf), "%s", spec);
     for (char *save = NULL, *e = strtok_r(buf, ";", &save); e; e = strtok_r(NULL, ";", &save)) {
         char *colon = strchr(e, ':');

@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -305,6 +306,37 @@ static pid_t spawn(int r, const char *path, char **argv, const sigset_t *oldmask
     return pid;
 }
 
+/*
+ * File descriptors: tutti-run holds two pipes per local rank, and its rendezvous (one host) a
+ * connection per rank. Raise the soft limit toward the hard one where it is short; where even
+ * the hard limit is, say so now (a launcher that ran out halfway would leave its ranks waiting
+ * for a rendezvous that cannot accept them).
+ */
+static int fds_for(int n)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)(5 * (long)n + 64);
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
+        return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+        fprintf(stderr,
+                "tutti-run: %d local ranks need about %lu file descriptors in tutti-run, but "
+                "its limit is %lu (hard limit %lu): raise it (ulimit -n %lu) or start fewer "
+                "ranks\n",
+                n, (unsigned long)need, (unsigned long)rl.rlim_cur, (unsigned long)rl.rlim_max,
+                (unsigned long)need);
+        return -1;
+    }
+    rl.rlim_cur = need;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        fprintf(stderr, "tutti-run: cannot raise the file descriptor limit to %lu: %s\n",
+                (unsigned long)need, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 static int status_code(int st)
 {
     return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
@@ -423,8 +455,15 @@ int main(int argc, char **argv)
                         "do not go together\n");
         return 2;
     }
+    /* Every TUTTI_* value the ranks would refuse, refused here, once, before anything starts. */
+    if (tutti_env_check() != TUTTI_SUCCESS) {
+        fprintf(stderr, "tutti-run: %s\n", tutti_last_error());
+        return 2;
+    }
     lfirst = block_first(host_rank, nhosts);
     nlocal = block_first(host_rank + 1, nhosts) - lfirst;
+    if (fds_for(nlocal) != 0)
+        return 1;
     if (bind_core) {
         cpu_set_t mine;
         if (sched_getaffinity(0, sizeof(mine), &mine) != 0 ||

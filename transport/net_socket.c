@@ -118,7 +118,7 @@ static tutti_result_t fail(struct sock_conn *c, tutti_result_t rc, const char *w
 
 int tt_socket_nsocks(void)
 {
-    return (int)tt_env_int_in("TUTTI_NSOCKS", 1, SOCK_MAX);
+    return (int)tt_env_int("TUTTI_NSOCKS");
 }
 
 static tutti_result_t sock_recv_setup(const struct tt_transport_ctx *ctx, int peer, int channel,
@@ -164,7 +164,7 @@ static tutti_result_t sock_recv_setup(const struct tt_transport_ctx *ctx, int pe
  */
 static void tune_socket(int fd)
 {
-    int one = 1, t = (int)tt_env_int_in("TUTTI_NET_TIMEOUT", 1, 86400);
+    int one = 1, t = (int)tt_env_int("TUTTI_NET_TIMEOUT");
     int idle = t / 2 > 0 ? t / 2 : 1, count = t - idle > 0 ? t - idle : 1, intvl = 1;
     unsigned user_ms = (unsigned)(t > 0 ? t : 1) * 1000u;
 

@@ -131,37 +131,148 @@ static int count_in(const char *text, const char *needle)
     return count;
 }
 
-/* Each Criterion test runs in a process of its own, so each reads its knobs afresh. */
-Test(config, ranges_clamp_and_warn_once, .init = cr_redirect_stderr)
-{
-    char buf[4096];
-    const char *out;
+/*
+ * Every knob of the table, with each value an attacker or a careless user would try: a value a
+ * knob does not accept fails validation (what every init function and tutti-run do first)
+ * naming the variable and the value; nothing is clamped or replaced. `accepted` lists, per bad
+ * value, the knobs for which it is a value like any other (0 seconds of stall warning, GID
+ * index -1, a file or host named "nan", ...).
+ */
+static const char *const bad_values[] = {"nan", "inf", "-1", "0", "99999999999999999999", "x!2"};
+static const char *const accepted[] = {
+    /* nan */ " TUTTI_ALGO TUTTI_SOCKET_IFNAME TUTTI_IBVERBS_LIB TUTTI_IB_HCA TUTTI_TOPO_FILE "
+              "TUTTI_TOPO_DUMP_FILE TUTTI_HOSTID TUTTI_TRACE TUTTI_ID TUTTI_SECRET TUTTI_JOB_TAG ",
+    /* inf */
+    " TUTTI_ALGO TUTTI_SOCKET_IFNAME TUTTI_IBVERBS_LIB TUTTI_IB_HCA TUTTI_TOPO_FILE "
+    "TUTTI_TOPO_DUMP_FILE TUTTI_HOSTID TUTTI_TRACE TUTTI_ID TUTTI_SECRET TUTTI_JOB_TAG ",
+    /* -1 */
+    " TUTTI_ALGO TUTTI_SOCKET_IFNAME TUTTI_IBVERBS_LIB TUTTI_IB_HCA TUTTI_TOPO_FILE "
+    "TUTTI_TOPO_DUMP_FILE TUTTI_HOSTID TUTTI_TRACE TUTTI_ID TUTTI_SECRET TUTTI_JOB_TAG "
+    "TUTTI_IB_GID_INDEX ",
+    /* 0 */
+    " TUTTI_ALGO TUTTI_SOCKET_IFNAME TUTTI_IBVERBS_LIB TUTTI_IB_HCA TUTTI_TOPO_FILE "
+    "TUTTI_TOPO_DUMP_FILE TUTTI_HOSTID TUTTI_TRACE TUTTI_ID TUTTI_SECRET TUTTI_JOB_TAG "
+    "TUTTI_STALL_WARN TUTTI_CHECK_COLL TUTTI_DETERMINISTIC TUTTI_SHM_SINGLE_COPY TUTTI_CUDA_P2P "
+    "TUTTI_CUDA_P2P_MIN TUTTI_CUDA_ASYNC TUTTI_STREAM_STORES TUTTI_SPIN TUTTI_YIELD_US "
+    "TUTTI_IB_GID_INDEX TUTTI_RANK TUTTI_LOCAL_RANK ",
+    /* huge */
+    " TUTTI_ALGO TUTTI_SOCKET_IFNAME TUTTI_IBVERBS_LIB TUTTI_IB_HCA TUTTI_TOPO_FILE "
+    "TUTTI_TOPO_DUMP_FILE TUTTI_HOSTID TUTTI_TRACE TUTTI_ID TUTTI_SECRET TUTTI_JOB_TAG ",
+    /* garbage */
+    " TUTTI_ALGO TUTTI_SOCKET_IFNAME TUTTI_IBVERBS_LIB TUTTI_IB_HCA TUTTI_TOPO_FILE "
+    "TUTTI_TOPO_DUMP_FILE TUTTI_HOSTID TUTTI_TRACE TUTTI_ID TUTTI_SECRET ",
+};
 
-    setenv("TUTTI_NSOCKS", "99", 1);
-    setenv("TUTTI_IB_QPS", "3", 1);
-    setenv("TUTTI_SPIN", "-3", 1);
-    cr_assert_eq(tt_env_int_in("TUTTI_NSOCKS", 1, 16), 16);
-    cr_assert_eq(tt_env_int_in("TUTTI_NSOCKS", 1, 16), 16);
-    cr_assert_eq(tt_env_int_in("TUTTI_IB_QPS", 1, 8), 3);
-    cr_assert_eq(tt_env_int_in("TUTTI_SPIN", 0, 100000000), 0);
-    out = written(buf, sizeof(buf));
-    cr_assert_eq(count_in(out, "TUTTI_NSOCKS=99 is outside 1..16; using 16"), 1, "%s", out);
-    cr_assert_eq(count_in(out, "TUTTI_SPIN=-3 is outside 0..100000000; using 0"), 1, "%s", out);
-    cr_assert_eq(count_in(out, "TUTTI_IB_QPS"), 0, "%s", out);
+Test(config, every_knob_refuses_bad_values)
+{
+    int checked = 0, numeric = 0;
+
+    for (size_t i = 0; tt_env_knob(i); i++) {
+        const char *name = tt_env_knob(i);
+        char key[64];
+        numeric += tt_env_numeric(name);
+        snprintf(key, sizeof(key), " %s ", name);
+        for (size_t v = 0; v < sizeof(bad_values) / sizeof(bad_values[0]); v++) {
+            int ok = strstr(accepted[v], key) != NULL;
+            char want[128];
+            tt_env_forget();
+            setenv(name, bad_values[v], 1);
+            tutti_result_t rc = tt_env_validate("check");
+            unsetenv(name);
+            cr_assert_eq(rc, ok ? TUTTI_SUCCESS : TUTTI_ERR_INVALID_ARG, "%s='%s': %s", name,
+                         bad_values[v], tutti_last_error());
+            snprintf(want, sizeof(want), "check: %s='%s' ", name, bad_values[v]);
+            if (!ok)
+                cr_assert(strstr(tutti_last_error(), want), "%s='%s': %s", name, bad_values[v],
+                          tutti_last_error());
+            checked++;
+        }
+    }
+    tt_env_forget();
+    cr_assert_eq(tt_env_validate("check"), TUTTI_SUCCESS, "%s", tutti_last_error());
+    cr_assert_geq(numeric, 16);
+    cr_assert_geq(checked, 6 * 38);
 }
 
-Test(config, malformed_values_warn_once_and_take_the_default, .init = cr_redirect_stderr)
+/* Out of range, in range, and the words a numeric knob also takes. */
+Test(config, ranges_and_words)
+{
+    static const struct {
+        const char *name, *value;
+        int ok;
+    } cases[] = {
+        {"TUTTI_TIMEOUT", "0.5", 1},
+        {"TUTTI_TIMEOUT", "1e7", 0},
+        {"TUTTI_TIMEOUT", "0", 0},
+        {"TUTTI_TIMEOUT", "-inf", 0},
+        {"TUTTI_NSOCKS", "16", 1},
+        {"TUTTI_NSOCKS", "17", 0},
+        {"TUTTI_BUFFSIZE", "1G", 1},
+        {"TUTTI_BUFFSIZE", "1T", 0},
+        {"TUTTI_BUFFSIZE", "100G", 0},
+        {"TUTTI_BUFFSIZE", "4K", 0},
+        {"TUTTI_SPIN", "auto", 1},
+        {"TUTTI_SPIN", "AUTO", 0},
+        {"TUTTI_CUDA_P2P_MIN", "auto", 1},
+        {"TUTTI_CUDA_P2P_MIN", "4M", 1},
+        {"TUTTI_WAIT", "block", 1},
+        {"TUTTI_WAIT", "sleep", 0},
+        {"TUTTI_DEBUG", "info", 1},
+        {"TUTTI_DEBUG", "LOUD", 0},
+        {"TUTTI_DEBUG_SUBSYS", "^SHM,^NET", 1},
+        {"TUTTI_DEBUG_SUBSYS", "INIT,FOO", 0},
+        {"TUTTI_TRANSPORTS", "^shm,^socket", 1},
+        {"TUTTI_TRANSPORTS", "shm,socket", 1},
+        {"TUTTI_TRANSPORTS", "shm,^socket", 0},
+        {"TUTTI_TRANSPORTS", "^shm,tcp", 0},
+        {"TUTTI_TRANSPORTS", "^", 0},
+        {"TUTTI_TRANSPORTS", "shm,,socket", 0},
+        {"TUTTI_TUNE_LINKS", "0.3,10,5,2", 1},
+        {"TUTTI_TUNE_LINKS", "0.3,nan,5,2", 0},
+        {"TUTTI_TUNE_LINKS", "0.3,10,5,0", 0},
+        {"TUTTI_TUNE_LINKS", "0.3,10,5,2,9", 0},
+        {"TUTTI_JOB_TAG", "r123_a.b-c", 1},
+        {"TUTTI_JOB_TAG", "../x", 0},
+        {"TUTTI_IB_GID_INDEX", "256", 0},
+        {"TUTTI_WORLD_SIZE", "0", 0},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        tt_env_forget();
+        setenv(cases[i].name, cases[i].value, 1);
+        tutti_result_t rc = tt_env_validate("check");
+        unsetenv(cases[i].name);
+        cr_assert_eq(rc, cases[i].ok ? TUTTI_SUCCESS : TUTTI_ERR_INVALID_ARG, "%s='%s': %s",
+                     cases[i].name, cases[i].value, tutti_last_error());
+    }
+    /* Several bad values: one message names them all. */
+    tt_env_forget();
+    setenv("TUTTI_TIMEOUT", "nan", 1);
+    setenv("TUTTI_NSOCKS", "99", 1);
+    cr_assert_eq(tutti_env_check(), TUTTI_ERR_INVALID_ARG);
+    cr_assert(strstr(tutti_last_error(), "TUTTI_TIMEOUT='nan' is not a finite number of seconds"),
+              "%s", tutti_last_error());
+    cr_assert(strstr(tutti_last_error(), "TUTTI_NSOCKS='99' is not an integer within 1..16"), "%s",
+              tutti_last_error());
+}
+
+/* A process that reads a bad value before validating gets the default, with one warning. */
+Test(config, bad_values_read_early_take_the_default_once, .init = cr_redirect_stderr)
 {
     char buf[4096];
     const char *out;
 
     setenv("TUTTI_NSOCKS", "lots", 1);
-    setenv("TUTTI_TIMEOUT", "soon", 1);
-    cr_assert_eq(tt_env_int_in("TUTTI_NSOCKS", 1, 16), 2);
+    setenv("TUTTI_TIMEOUT", "nan", 1);
+    setenv("TUTTI_BUFFSIZE", "1T", 1);
+    cr_assert_eq(tt_env_int("TUTTI_NSOCKS"), 2);
     cr_assert_eq(tt_env_int("TUTTI_NSOCKS"), 2);
     cr_assert_eq(tt_env_double("TUTTI_TIMEOUT"), 300.0);
     cr_assert_eq(tt_env_double("TUTTI_TIMEOUT"), 300.0);
+    cr_assert_eq(tt_env_size("TUTTI_BUFFSIZE"), 1u << 20);
     out = written(buf, sizeof(buf));
-    cr_assert_eq(count_in(out, "TUTTI_NSOCKS='lots' is not an integer; using 2"), 1, "%s", out);
-    cr_assert_eq(count_in(out, "TUTTI_TIMEOUT='soon' is not a number; using 300"), 1, "%s", out);
+    cr_assert_eq(count_in(out, "TUTTI_NSOCKS='lots' is not an integer within 1..16; using 2"), 1,
+                 "%s", out);
+    cr_assert_eq(count_in(out, "TUTTI_TIMEOUT='nan' is not a finite number"), 1, "%s", out);
+    cr_assert_eq(count_in(out, "TUTTI_BUFFSIZE='1T' is not a byte count"), 1, "%s", out);
 }

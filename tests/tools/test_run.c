@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -368,4 +369,37 @@ Test(launcher, usage_errors, .timeout = 30)
                         "--node-rank", "0", "--master", "h:1", "/bin/true", NULL};
     cr_assert_eq(wait_exit(launch(b6), 10, NULL), 2);
     cr_assert(strstr(slurp("out"), "do not go together"), "%s", slurp("out"));
+}
+
+/* A TUTTI_* value the ranks would refuse is refused by tutti-run, once, before any rank starts:
+ * TUTTI_TIMEOUT=nan used to start the job and retry the rendezvous forever. */
+Test(launcher, bad_knob_refused_before_any_rank_starts, .timeout = 30)
+{
+    double took;
+
+    make_dir();
+    setenv("TUTTI_TIMEOUT", "nan", 1);
+    setenv("TUTTI_TRANSPORTS", "^shm,tcp", 1);
+    const char *a[] = {"-n", "4", "/bin/sh", "-c", "echo started", NULL};
+    cr_assert_eq(wait_exit(launch(a), 10, &took), 2);
+    cr_assert(strstr(slurp("out"), "TUTTI_TIMEOUT='nan' is not a finite number of seconds"), "%s",
+              slurp("out"));
+    cr_assert(strstr(slurp("out"), "TUTTI_TRANSPORTS='^shm,tcp' names 'tcp'"), "%s", slurp("out"));
+    cr_assert_null(strstr(slurp("out"), "started"), "%s", slurp("out"));
+    cr_assert_lt(took, 5.0);
+}
+
+/* Too few file descriptors for the launcher's pipes and rendezvous: said so at once, as such
+ * (it used to end as "missing ranks" after the rendezvous timed out). */
+Test(launcher, fd_limit_named, .timeout = 30)
+{
+    struct rlimit rl = {40, 40};
+
+    make_dir();
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    const char *a[] = {"-n", "12", "/bin/true", NULL};
+    cr_assert_eq(wait_exit(launch(a), 10, NULL), 1);
+    cr_assert(strstr(slurp("out"), "file descriptors in tutti-run, but its limit is 40"), "%s",
+              slurp("out"));
+    cr_assert_null(strstr(slurp("out"), "missing"), "%s", slurp("out"));
 }
