@@ -111,6 +111,7 @@ static tutti_result_t exchange(const char *fn, const void *sendbuf, void *recvbu
     own = count_of(l->scounts, l->count, me) * es;
     self_copy = tt_own_copy_ok(stream, sendbuf, recvbuf, own);
     tutti_group_start();
+    tt_group_collective(fn);
     for (size_t j = 0; j < n && rc == TUTTI_SUCCESS; j++) {
         size_t sc = count_of(l->scounts, l->count, j), rcnt = count_of(l->rcounts, l->count, j);
         const char *s = sc ? (const char *)sendbuf + displ_of(l->sdispls, l->count, j) * es : NULL;

@@ -1,6 +1,13 @@
 /*
  * boot_root.c -- the rendezvous service: collects one hello per rank and answers each with
  * the table of listener addresses. See bootstrap.h for the protocol and its guarantees.
+ *
+ * Strangers cannot block it. A connection that has not said a valid hello (unauthenticated)
+ * gets ROOT_HELLO_WAIT seconds to say it, and at most ROOT_MAX_PENDING of them are kept: when
+ * that budget is full the oldest is dropped, never the newcomer (which may be a real rank; a
+ * rank whose connection is dropped before any answer connects again). A hello with a wrong
+ * secret is answered "wrong secret" and dropped. What was dropped and refused is logged (at
+ * most once a second) and named when the rendezvous times out, with the missing ranks.
  */
 #include "bootstrap.h"
 #include "config.h"
@@ -18,15 +25,24 @@
 #include <unistd.h>
 
 #define ROOT_MAX_PENDING 256
-#define ROOT_HELLO_WAIT 10.0 /* seconds a connection may take to say hello */
+#define ROOT_HELLO_WAIT 3.0 /* seconds a connection may take to say hello */
 
 struct root_conn {
     int fd;
     int rank; /* -1 until a valid hello */
     size_t got;
-    double deadline;
+    double since, deadline;
     unsigned char hello[TT_HELLO_ROOT_LEN];
     char peer[80];
+};
+
+/* What the rendezvous turned away, for its log and its failure's message. */
+struct refusals {
+    unsigned long idle, evicted, garbage, secret, refused, no_fd; /* counts */
+    char last_secret[80];    /* where the last wrong secret came from */
+    char first_refused[200]; /* the first refused hello of the right secret, and why */
+    unsigned long logged;    /* the total when last logged */
+    double log_at;           /* not before this */
 };
 
 struct root {
@@ -40,6 +56,7 @@ struct root {
     int joined;
     int left;     /* a rank that joined and then closed its connection (-1: none) */
     double stall; /* TUTTI_STALL_WARN: after this long, say who is missing */
+    struct refusals why;
     unsigned char *addrs;
     char where[80];
 };
@@ -81,6 +98,61 @@ static int rank_joined(const struct root *r, int rank)
     return 0;
 }
 
+static unsigned long refusal_total(const struct refusals *w)
+{
+    return w->idle + w->evicted + w->garbage + w->secret + w->refused + w->no_fd;
+}
+
+/* "; turned away: 3 with a wrong secret (the last from ...), ..." into msg at n. */
+static int list_refusals(const struct root *r, char *msg, int n, int size)
+{
+    const struct refusals *w = &r->why;
+
+    if (refusal_total(w) == 0 || n >= size - 1)
+        return n;
+    n += snprintf(msg + n, (size_t)(size - n), "; turned away meanwhile:");
+    if (w->secret && n < size - 1)
+        n += snprintf(msg + n, (size_t)(size - n),
+                      " %lu hello(s) with a wrong secret (the last from %s: another job's "
+                      "TUTTI_ID or TUTTI_SECRET?)",
+                      w->secret, w->last_secret);
+    if (w->garbage && n < size - 1)
+        n += snprintf(msg + n, (size_t)(size - n), " %lu connection(s) that sent no tutti hello",
+                      w->garbage);
+    if (w->refused && n < size - 1)
+        n += snprintf(msg + n, (size_t)(size - n), " %lu refused hello(s) (the first: %s)",
+                      w->refused, w->first_refused);
+    if (w->idle + w->evicted && n < size - 1)
+        n += snprintf(msg + n, (size_t)(size - n),
+                      " %lu connection(s) that said no hello within %.0f s, %lu dropped to keep "
+                      "at most %d waiting",
+                      w->idle, ROOT_HELLO_WAIT, w->evicted, ROOT_MAX_PENDING);
+    if (w->no_fd && n < size - 1)
+        n += snprintf(msg + n, (size_t)(size - n),
+                      " %lu connection(s) not accepted: this process is out of file descriptors "
+                      "(ulimit -n)",
+                      w->no_fd);
+    return n;
+}
+
+/* Log what was turned away since the last time, at most once a second. */
+static void log_refusals(struct root *r, int force)
+{
+    struct refusals *w = &r->why;
+    unsigned long total = refusal_total(w);
+    char msg[700];
+    int n;
+
+    if (total == w->logged || (!force && tt_now() < w->log_at))
+        return;
+    n = snprintf(msg, sizeof(msg), "rendezvous %s: %lu connection(s) turned away so far", r->where,
+                 total);
+    list_refusals(r, msg, n, (int)sizeof(msg));
+    TT_WARN(TT_SUB_BOOT, "%s", msg);
+    w->logged = total;
+    w->log_at = tt_now() + 1.0;
+}
+
 /* A complete hello from conn i: accept it, or answer/drop. Returns 1 if dropped. */
 static int hello_check(struct root *r, int i)
 {
@@ -90,8 +162,18 @@ static int hello_check(struct root *r, int i)
     struct tt_addr a;
 
     if (memcmp(c->hello, "TTBH", 4) != 0 || !tt_secret_equal(c->hello + 4, r->secret)) {
-        TT_WARN(TT_SUB_BOOT, "rendezvous %s: rejected connection from %s: wrong secret", r->where,
-                c->peer);
+        /* Said so: a rank of another job (or with another TUTTI_SECRET) learns why. */
+        if (memcmp(c->hello, "TTBH", 4) != 0) {
+            r->why.garbage++;
+        } else {
+            r->why.secret++;
+            snprintf(r->why.last_secret, sizeof(r->why.last_secret), "%s", c->peer);
+            reply_error(c, TUTTI_ERR_INVALID_ARG,
+                        "wrong secret: this rank's TUTTI_ID (or TUTTI_SECRET, which must be the "
+                        "same on every rank) is not this rendezvous's",
+                        tt_now() + 0.2);
+        }
+        log_refusals(r, 0);
         conn_drop(r, i);
         return 1;
     }
@@ -108,6 +190,9 @@ static int hello_check(struct root *r, int i)
         msg[0] = '\0';
     if (msg[0]) {
         TT_WARN(TT_SUB_BOOT, "rendezvous %s: refused %s: %s", r->where, c->peer, msg);
+        if (r->why.refused++ == 0)
+            snprintf(r->why.first_refused, sizeof(r->why.first_refused), "from %s: %s", c->peer,
+                     msg);
         reply_error(c, TUTTI_ERR_INVALID_ARG, msg, tt_now() + 1.0);
         conn_drop(r, i);
         return 1;
@@ -161,6 +246,21 @@ static void conn_read(struct root *r, int i)
     }
 }
 
+/* Drop the unauthenticated connection that has waited longest: room for a newcomer. */
+static int evict_oldest(struct root *r)
+{
+    int old = -1;
+
+    for (int i = 0; i < r->nc; i++)
+        if (r->c[i].rank < 0 && (old < 0 || r->c[i].since < r->c[old].since))
+            old = i;
+    if (old < 0)
+        return 0;
+    conn_drop(r, old);
+    r->why.evicted++;
+    return 1;
+}
+
 static void root_accept(struct root *r)
 {
     for (;;) {
@@ -168,14 +268,17 @@ static void root_accept(struct root *r)
         int fd = accept4(r->lfd, (struct sockaddr *)&a.ss, &a.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         int pending = 0;
 
-        if (fd < 0)
+        if (fd < 0) {
+            /* Out of descriptors: make room by the oldest stranger, else say so and stop
+             * accepting for this round (the listener stays readable; poll comes back). */
+            if ((errno == EMFILE || errno == ENFILE) && (r->why.no_fd++, evict_oldest(r)))
+                continue;
             return;
+        }
         for (int i = 0; i < r->nc; i++)
             pending += r->c[i].rank < 0;
-        if (pending >= ROOT_MAX_PENDING) {
-            close(fd);
-            continue;
-        }
+        if (pending >= ROOT_MAX_PENDING)
+            evict_oldest(r);
         if (r->nc == r->cap) {
             struct root_conn *grown = realloc(r->c, 2 * (size_t)r->cap * sizeof(*grown));
             if (!grown) {
@@ -189,7 +292,8 @@ static void root_accept(struct root *r)
         memset(c, 0, sizeof(*c));
         c->fd = fd;
         c->rank = -1;
-        c->deadline = tt_now() + ROOT_HELLO_WAIT;
+        c->since = tt_now();
+        c->deadline = c->since + ROOT_HELLO_WAIT;
         tt_addr_str(&a, c->peer, sizeof(c->peer));
     }
 }
@@ -226,21 +330,59 @@ static int list_missing(const struct root *r, char *msg, int n, int size)
     return n;
 }
 
+/* "; ranks 0 1 joined from 10.0.0.1" (their hosts: where the missing ones are not) into msg. */
+static int list_joined(const struct root *r, char *msg, int n, int size)
+{
+    int first = 1;
+
+    for (int i = 0; i < r->nc && n < size - 32; i++) {
+        char host[80];
+        const char *colon;
+        int seen = 0;
+        if (r->c[i].rank < 0)
+            continue;
+        colon = strrchr(r->c[i].peer, ':');
+        snprintf(host, sizeof(host), "%.*s", colon ? (int)(colon - r->c[i].peer) : 79,
+                 r->c[i].peer);
+        for (int k = 0; k < i && !seen; k++) /* one entry per host */
+            seen = r->c[k].rank >= 0 && strncmp(r->c[k].peer, host, strlen(host)) == 0 &&
+                   r->c[k].peer[strlen(host)] == ':';
+        if (seen)
+            continue;
+        n += snprintf(msg + n, (size_t)(size - n), "%s", first ? "; joined: ranks" : "; ranks");
+        first = 0;
+        for (int k = i; k < r->nc && n < size - 24; k++)
+            if (r->c[k].rank >= 0 && strncmp(r->c[k].peer, host, strlen(host)) == 0 &&
+                r->c[k].peer[strlen(host)] == ':')
+                n += snprintf(msg + n, (size_t)(size - n), " %d", r->c[k].rank);
+        n += snprintf(msg + n, (size_t)(size - n), " from %s", host);
+    }
+    return n;
+}
+
 static void root_give_up(struct root *r)
 {
-    char msg[512];
+    char msg[1000];
     tutti_result_t status = r->left >= 0 ? TUTTI_ERR_REMOTE : TUTTI_ERR_TIMEOUT;
-    int n =
-        r->left >= 0
-            ? snprintf(msg, sizeof(msg),
-                       "rank %d joined the rendezvous and then closed its connection (it "
-                       "exited or failed) before all %d ranks joined",
-                       r->left, r->nranks)
-            : snprintf(msg, sizeof(msg), "rendezvous timed out after %.0f s: %d of %d ranks joined",
-                       r->timeout, r->joined, r->nranks);
+    int n = r->left >= 0
+                ? snprintf(msg, sizeof(msg),
+                           "rank %d joined the rendezvous and then closed its connection (it "
+                           "exited or failed) before all %d ranks joined",
+                           r->left, r->nranks)
+            : r->nranks > 0
+                ? snprintf(msg, sizeof(msg),
+                           "rendezvous timed out after %.0f s (TUTTI_TIMEOUT): %d of %d ranks "
+                           "joined",
+                           r->timeout, r->joined, r->nranks)
+                : snprintf(msg, sizeof(msg),
+                           "rendezvous timed out after %.0f s (TUTTI_TIMEOUT): no rank joined",
+                           r->timeout);
 
-    if (r->left < 0)
-        list_missing(r, msg, n, (int)sizeof(msg));
+    if (r->left < 0) {
+        n = list_missing(r, msg, n, (int)sizeof(msg));
+        n = list_joined(r, msg, n, (int)sizeof(msg));
+        list_refusals(r, msg, n, (int)sizeof(msg));
+    }
     TT_WARN(TT_SUB_BOOT, "%s (%s)", msg, r->where);
     for (int i = 0; i < r->nc; i++)
         if (r->c[i].rank >= 0)
@@ -273,22 +415,27 @@ static void *root_main(void *arg)
         for (int i = r->nc - 1; i >= 0; i--) {
             if (p[1 + i].revents)
                 conn_read(r, i);
-            else if (r->c[i].rank < 0 && tt_now() > r->c[i].deadline)
+            else if (r->c[i].rank < 0 && tt_now() > r->c[i].deadline) {
                 conn_drop(r, i);
+                r->why.idle++;
+            }
         }
         if (p[0].revents)
             root_accept(r);
         if (!warned && r->stall > 0 && tt_now() - start > r->stall) {
-            char msg[512];
+            char msg[1000];
             int n = snprintf(msg, sizeof(msg),
                              "rendezvous %s: %d of %d ranks joined in %.0f s; it fails after "
                              "%.0f s (TUTTI_TIMEOUT)",
                              r->where, r->joined, r->nranks, tt_now() - start, r->timeout);
             warned = 1;
-            list_missing(r, msg, n, (int)sizeof(msg));
+            n = list_missing(r, msg, n, (int)sizeof(msg));
+            list_refusals(r, msg, n, (int)sizeof(msg));
             TT_WARN(TT_SUB_BOOT, "%s (TUTTI_STALL_WARN)", msg);
         }
+        log_refusals(r, 0);
     }
+    log_refusals(r, 1);
     if (r->nranks > 0 && r->joined == r->nranks)
         root_finish(r);
     else

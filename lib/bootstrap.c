@@ -7,14 +7,18 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
-#define BOOT_MAX_PENDING 256
-#define BOOT_HELLO_WAIT 10.0
+#define BOOT_MAX_PENDING                                                                           \
+    256 /* connections without a valid hello yet; when full, the oldest goes                       \
+         */
+#define BOOT_HELLO_WAIT 3.0
 
 enum { IN_HELLO, IN_HDR, IN_BODY };
 
@@ -58,6 +62,9 @@ struct tt_boot {
     const volatile int *abort;
     int told;     /* this rank has told the others it gave up (or was told) */
     double stall; /* TUTTI_STALL_WARN: a wait this long is logged */
+    /* Held by every public entry point: a communicator's error may be told (tt_boot_tell) from
+     * a stream's thread while the caller's thread waits in a connection's set-up. */
+    pthread_mutex_t lock;
 };
 
 void tt_boot_set_abort(struct tt_boot *b, const volatile int *flag)
@@ -221,15 +228,18 @@ static void accept_all(struct tt_boot *b)
 {
     for (;;) {
         int fd = accept4(b->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), pending = 0;
+        int oldest = -1;
 
         if (fd < 0)
             return;
         for (int i = 0; i < b->nin; i++)
-            pending += b->in[i].peer < 0;
-        if (pending >= BOOT_MAX_PENDING) {
-            close(fd);
-            continue;
-        }
+            if (b->in[i].peer < 0) {
+                pending++;
+                if (oldest < 0 || b->in[i].deadline < b->in[oldest].deadline)
+                    oldest = i;
+            }
+        if (pending >= BOOT_MAX_PENDING) /* the oldest stranger goes, not the newcomer */
+            in_drop(b, oldest);
         if (b->nin == b->incap) {
             int cap = b->incap ? 2 * b->incap : 16;
             struct boot_in *g = realloc(b->in, (size_t)cap * sizeof(*g));
@@ -286,38 +296,59 @@ static int boot_poll(struct tt_boot *b, int wfd, double deadline)
     return writable;
 }
 
+/* Seconds a rank waits past its own deadline for the rendezvous's answer: the service times
+ * out at the same moment (rank 0 started it just before joining), and its answer names the
+ * missing ranks, where a rank that gave up first would only know that nothing came. */
+#define ROOT_ANSWER_GRACE 2.0
+
 static tutti_result_t rendezvous(struct tt_boot *b, const struct tt_id_info *id, double deadline)
 {
     unsigned char hello[TT_HELLO_ROOT_LEN] = {0}, reply[TT_REPLY_HDR_LEN];
     char where[80];
     struct tt_addr local = {.len = sizeof(local.ss)};
-    int fd;
+    int fd, tries = 0;
     tutti_result_t rc;
     uint32_t status, count;
 
     tt_addr_str(&id->root, where, sizeof(where));
-    rc = tt_sock_connect(&id->root, deadline, &fd);
-    if (rc != TUTTI_SUCCESS)
-        return tt_fail(NULL, rc, "rank %d: cannot reach the rendezvous at %s: %s", b->rank, where,
-                       tt_thread_error());
-    /* Listen on the interface that faces the root. */
-    getsockname(fd, (struct sockaddr *)&local.ss, &local.len);
-    tt_addr_set_port(&local, 0);
-    b->self = local;
-    rc = tt_sock_listen(&b->self, 1024, &b->lfd);
-    if (rc != TUTTI_SUCCESS)
-        goto undo_fd;
-    memcpy(hello, "TTBH", 4);
-    memcpy(hello + 4, b->secret, TT_SECRET_BYTES);
-    tt_put32(hello + 36, (uint32_t)b->rank);
-    tt_put32(hello + 40, (uint32_t)b->nranks);
-    tt_addr_pack(&b->self, hello + 44);
-    rc = tt_sock_write(fd, hello, sizeof(hello), deadline);
-    if (rc == TUTTI_SUCCESS)
-        rc = tt_sock_read(fd, reply, sizeof(reply), deadline);
+    for (;;) {
+        rc = tt_sock_connect(&id->root, deadline, &fd);
+        if (rc != TUTTI_SUCCESS)
+            return tt_fail(NULL, rc, "rank %d: cannot reach the rendezvous at %s: %s", b->rank,
+                           where, tt_thread_error());
+        if (b->lfd < 0) { /* listen on the interface that faces the root */
+            getsockname(fd, (struct sockaddr *)&local.ss, &local.len);
+            tt_addr_set_port(&local, 0);
+            b->self = local;
+            rc = tt_sock_listen(&b->self, 1024, &b->lfd);
+            if (rc != TUTTI_SUCCESS)
+                goto undo_fd;
+            memcpy(hello, "TTBH", 4);
+            memcpy(hello + 4, b->secret, TT_SECRET_BYTES);
+            tt_put32(hello + 36, (uint32_t)b->rank);
+            tt_put32(hello + 40, (uint32_t)b->nranks);
+            tt_addr_pack(&b->self, hello + 44);
+        }
+        rc = tt_sock_write(fd, hello, sizeof(hello), deadline);
+        if (rc == TUTTI_SUCCESS)
+            rc = tt_sock_read(fd, reply, sizeof(reply), deadline + ROOT_ANSWER_GRACE);
+        /* Closed before any answer: the service dropped us unheard (a flood of strangers had
+         * its budget full); connect again while the deadline allows. */
+        if (rc != TUTTI_ERR_REMOTE || tt_now() >= deadline)
+            break;
+        close(fd);
+        if (tries++ == 0)
+            TT_INFO(TT_SUB_BOOT,
+                    "rank %d: the rendezvous at %s closed the connection before answering; "
+                    "connecting again",
+                    b->rank, where);
+        nanosleep(&(struct timespec){0, (20 + 10 * (tries < 20 ? tries : 20)) * 1000 * 1000}, NULL);
+    }
     if (rc != TUTTI_SUCCESS) {
-        rc = tt_fail(NULL, rc, "rank %d: rendezvous at %s failed: %s", b->rank, where,
-                     tt_thread_error());
+        rc = tt_fail(NULL, rc,
+                     "rank %d: rendezvous at %s failed: %s (no answer within TUTTI_TIMEOUT; "
+                     "is it served, and reachable from here?)",
+                     b->rank, where, tt_thread_error());
         goto undo_fd;
     }
     status = tt_get32(reply + 4);
@@ -330,7 +361,7 @@ static tutti_result_t rendezvous(struct tt_boot *b, const struct tt_id_info *id,
     if (status != TUTTI_SUCCESS) {
         char msg[1024] = {0};
         size_t n = count < sizeof(msg) - 1 ? count : sizeof(msg) - 1;
-        tt_sock_read(fd, msg, n, deadline);
+        tt_sock_read(fd, msg, n, deadline + ROOT_ANSWER_GRACE);
         rc = tt_fail(NULL, status < TUTTI_NUM_RESULTS ? (tutti_result_t)status : TUTTI_ERR_REMOTE,
                      "rank %d: rendezvous at %s refused: %s", b->rank, where, msg);
         goto undo_fd;
@@ -345,7 +376,7 @@ static tutti_result_t rendezvous(struct tt_boot *b, const struct tt_id_info *id,
         rc = tt_fail(NULL, TUTTI_ERR_SYSTEM, "rank %d: out of memory", b->rank);
         goto undo_fd;
     }
-    rc = tt_sock_read(fd, table, (size_t)count * TT_ADDR_PACKED, deadline);
+    rc = tt_sock_read(fd, table, (size_t)count * TT_ADDR_PACKED, deadline + ROOT_ANSWER_GRACE);
     for (uint32_t k = 0; rc == TUTTI_SUCCESS && k < count; k++)
         if (tt_addr_unpack(table + k * TT_ADDR_PACKED, &b->addrs[k]) != 0)
             rc = tt_fail(NULL, TUTTI_ERR_REMOTE, "rendezvous sent a bad address for rank %u", k);
@@ -368,6 +399,7 @@ tutti_result_t tt_boot_init(const struct tt_id_info *id, int rank, int nranks, d
 
     if (!b)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "bootstrap: out of memory");
+    pthread_mutex_init(&b->lock, NULL);
     b->rank = rank;
     b->nranks = nranks;
     b->timeout = timeout_s;
@@ -543,8 +575,14 @@ static tutti_result_t send_msg(struct tt_boot *b, int peer, uint32_t tag, const 
 
 tutti_result_t tt_boot_send(struct tt_boot *b, int peer, uint32_t tag, const void *data, size_t len)
 {
-    tutti_result_t rc = send_msg(b, peer, tag, data, len);
-    return rc == TUTTI_SUCCESS ? rc : give_up(b, rc);
+    tutti_result_t rc;
+
+    pthread_mutex_lock(&b->lock);
+    rc = send_msg(b, peer, tag, data, len);
+    if (rc != TUTTI_SUCCESS)
+        rc = give_up(b, rc);
+    pthread_mutex_unlock(&b->lock);
+    return rc;
 }
 
 static tutti_result_t recv_msg(struct tt_boot *b, int peer, uint32_t tag, void *data, size_t len)
@@ -601,8 +639,44 @@ static tutti_result_t recv_msg(struct tt_boot *b, int peer, uint32_t tag, void *
 
 tutti_result_t tt_boot_recv(struct tt_boot *b, int peer, uint32_t tag, void *data, size_t len)
 {
-    tutti_result_t rc = recv_msg(b, peer, tag, data, len);
-    return rc == TUTTI_SUCCESS ? rc : give_up(b, rc);
+    tutti_result_t rc;
+
+    pthread_mutex_lock(&b->lock);
+    rc = recv_msg(b, peer, tag, data, len);
+    if (rc != TUTTI_SUCCESS)
+        rc = give_up(b, rc);
+    pthread_mutex_unlock(&b->lock);
+    return rc;
+}
+
+void tt_boot_tell(struct tt_boot *b, const char *why)
+{
+    char was[1024], told[512];
+
+    if (!b || pthread_mutex_trylock(&b->lock) != 0)
+        return; /* busy in a set-up wait: the connections' failure still tells the peers */
+    snprintf(was, sizeof(was), "%s", tt_thread_error());
+    boot_poll(b, -1, tt_now()); /* a peer that told us first: no need to tell it back */
+    if (peer_gave_up(b, told, sizeof(told)) >= 0)
+        b->told = 1;
+    tell_peers(b, why);
+    tt_fail_quiet(NULL, TUTTI_ERR_REMOTE, "%s", was); /* telling may have written its own */
+    pthread_mutex_unlock(&b->lock);
+}
+
+int tt_boot_told(struct tt_boot *b, double wait_s, char *why, size_t size)
+{
+    double deadline = tt_now() + wait_s;
+    int who = -1;
+
+    if (!b || pthread_mutex_trylock(&b->lock) != 0)
+        return -1;
+    while ((who = peer_gave_up(b, why, size)) < 0 && tt_now() < deadline)
+        boot_poll(b, -1, deadline);
+    if (who >= 0)
+        b->told = 1;
+    pthread_mutex_unlock(&b->lock);
+    return who;
 }
 
 tutti_result_t tt_boot_allgather(struct tt_boot *b, void *data, size_t each)
@@ -641,6 +715,7 @@ struct tt_boot *tt_boot_fuzz_new(int nranks, const unsigned char *secret)
 
     if (!b)
         return NULL;
+    pthread_mutex_init(&b->lock, NULL);
     b->nranks = nranks;
     b->lfd = -1;
     b->tailp = &b->head;
@@ -701,5 +776,6 @@ void tt_boot_close(struct tt_boot *b)
     free(b->addrs);
     free(b->out_fd);
     free(b->peer_closed);
+    pthread_mutex_destroy(&b->lock);
     free(b);
 }

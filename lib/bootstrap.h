@@ -50,6 +50,17 @@ tutti_result_t tt_boot_recv(struct tt_boot *b, int peer, uint32_t tag, void *dat
 tutti_result_t tt_boot_allgather(struct tt_boot *b, void *data, size_t each);
 tutti_result_t tt_boot_barrier(struct tt_boot *b);
 
+/*
+ * This rank's communicator has failed for `why`: tell every other rank (once, best effort,
+ * about 2 s at most; not at all while another thread is inside the bootstrap), so a rank
+ * waiting in a connection's set-up fails now, and one that sees its connection to this rank
+ * fail can say why (tt_boot_told). The thread's error message is left as it was.
+ */
+void tt_boot_tell(struct tt_boot *b, const char *why);
+/* Has a rank told us it gave up (waiting up to wait_s for it)? Its rank, its reason in why;
+ * -1 if none did. */
+int tt_boot_told(struct tt_boot *b, double wait_s, char *why, size_t size);
+
 /* Waits also end (TUTTI_ERR_ABORTED) once *flag becomes non-zero (tutti_comm_abort). */
 void tt_boot_set_abort(struct tt_boot *b, const volatile int *flag);
 

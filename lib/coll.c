@@ -11,6 +11,7 @@
 #include "redop.h"
 #include "log.h"
 #include "stream.h"
+#include "tag.h"
 #include "trace.h"
 #include "wait.h"
 
@@ -82,14 +83,39 @@ static int overlaps(const void *a, size_t alen, const void *b, size_t blen)
     return alen && blen && x < y + blen && y < x + alen;
 }
 
-/* Validate a collective and say whether it is in place. */
-static tutti_result_t check_coll(struct tutti_comm *comm, const struct tt_call *c, int *inplace)
+/*
+ * A refusal this rank may make alone, where its peers cannot run the call with it (a
+ * point-to-point batch, a device-path or CUDA-stream call, a group): the communicator enters
+ * the error state and tells them (comm.c), so they fail now, naming this refusal, instead of
+ * waiting for it or succeeding with a message that their next call would read.
+ */
+tutti_result_t tt_coll_refuse_alone(struct tutti_comm *comm, tutti_result_t rc)
+{
+    if (comm->nranks == 1)
+        return rc;
+    tt_fail_quiet(comm, rc,
+                  "%s (rank %d alone can tell: the communicator is unusable now, and its "
+                  "other ranks' calls fail)",
+                  tt_thread_error(), comm->rank);
+    return tt_comm_set_error(comm, rc);
+}
+
+/*
+ * Validate a collective and say whether it is in place. Every rank makes the same checks of
+ * what it passes, used or not (a leaf's unused buffer too), so ranks that pass alike refuse
+ * alike. *own says a refusal is of this rank's own buffers (its reason, enum tt_refusal), which
+ * its peers may not share: the caller then runs the call refused (refused_call); other
+ * refusals (dtype, op, root, count) are of what every rank must pass alike.
+ */
+static tutti_result_t check_coll(struct tutti_comm *comm, const struct tt_call *c, int *inplace,
+                                 unsigned *own)
 {
     size_t es, n = (size_t)comm->nranks, elems = c->count, send_elems, recv_elems, total;
     int me = comm->rank, uses_send = 1, uses_recv = 1;
     const char *s = c->sendbuf;
     char *r = c->recvbuf;
 
+    *own = 0;
     TT_CHECK(tt_coll_check_dtype_op(comm, c,
                                     c->coll != TT_COLL_ALL_GATHER && c->coll != TT_COLL_BROADCAST));
     es = tutti_dtype_size(c->dtype);
@@ -106,22 +132,29 @@ static tutti_result_t check_coll(struct tutti_comm *comm, const struct tt_call *
                        elems, tutti_dtype_name(c->dtype), comm->nranks);
     send_elems = c->coll == TT_COLL_REDUCE_SCATTER ? elems * n : elems;
     recv_elems = c->coll == TT_COLL_ALL_GATHER ? elems * n : elems;
-    if (elems > 0 && uses_send && !s)
-        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: sendbuf is NULL with count %zu", c->fn,
-                       elems);
-    if (elems > 0 && uses_recv && !r)
-        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: recvbuf is NULL with count %zu", c->fn,
-                       elems);
     switch (c->coll) {
     case TT_COLL_ALL_GATHER: *inplace = s == r + (size_t)me * elems * es; break;
     case TT_COLL_REDUCE_SCATTER: *inplace = r == s + (size_t)me * elems * es; break;
     default: *inplace = s == r; break;
     }
-    if (uses_send && uses_recv && !*inplace && overlaps(s, send_elems * es, r, recv_elems * es))
+    if (elems > 0 && uses_send && !s) {
+        *own = TT_REFUSED_SENDBUF_NULL;
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: sendbuf is NULL with count %zu", c->fn,
+                       elems);
+    }
+    if (elems > 0 && uses_recv && !r) {
+        *own = TT_REFUSED_RECVBUF_NULL;
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: recvbuf is NULL with count %zu", c->fn,
+                       elems);
+    }
+    if (!*inplace && overlaps(s, send_elems * es, r, recv_elems * es)) {
+        *own = TT_REFUSED_OVERLAP;
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
                        "%s: sendbuf and recvbuf overlap but the call is not in place (see "
-                       "tutti.h for the in-place layout of each collective)",
+                       "tutti.h for the in-place layout of each collective; every rank checks "
+                       "what it passes, used or not)",
                        c->fn);
+    }
     if (!uses_send || !uses_recv)
         *inplace = 0;
     if (c->coll == TT_COLL_BROADCAST && me == c->root && s == r)
@@ -150,7 +183,8 @@ static tutti_result_t check_memory(struct tutti_comm *comm, struct tt_call *c)
     ks = c->sendbuf ? tt_cuda_kind(c->sendbuf) : TT_MEM_HOST;
     kr = c->recvbuf ? tt_cuda_kind(c->recvbuf) : TT_MEM_HOST;
     if (c->sendbuf && c->recvbuf && (ks == TT_MEM_HOST) != (kr == TT_MEM_HOST))
-        return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+        return c->refusal = TT_REFUSED_MEMORY,
+               tt_fail(comm, TUTTI_ERR_INVALID_ARG,
                        "%s: sendbuf is %s memory and recvbuf is %s memory: pass both on the "
                        "host or both on a device",
                        c->fn, mem_name(ks), mem_name(kr));
@@ -216,7 +250,13 @@ tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
         rc = tt_exec_init(&x, &comm->plan, bufs, dtype, op, comm->nranks,
                           device ? comm->dslot_bytes : comm->slot_bytes,
                           device ? &comm->dconns : &comm->conns, &comm->exec_mem);
+    comm->refused_by = -1;
     if (rc == TUTTI_SUCCESS) {
+        x.tag = what->tag;
+        x.tag_steps = what->coll == TT_LABEL_P2P;
+        x.poison = what->refused;
+        x.refusal = what->refusal;
+        x.refused_by = what->refused_by;
         x.regs = regs;
         x.mover = device ? &comm->cuda_mover : NULL;
         x.stream_slots = !device && comm->stream_slots;
@@ -246,6 +286,10 @@ tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
         tt_board_enter(&comm->board, local, comm->seq, what->coll);
         rc = tt_exec_run(&x, &w, what);
         tt_board_leave(&comm->board, local);
+        if (rc == TUTTI_SUCCESS && x.poison) {
+            comm->refused_by = x.refused_by;
+            comm->refused_why = x.refusal;
+        }
     }
     if (device) {
         end = tt_cuda_dev_end(comm, prev_dev);
@@ -289,11 +333,6 @@ static tutti_result_t check_match(struct tutti_comm *comm, const struct tt_call 
                            .count = c->count,
                            .seq = comm->seq};
     struct coll_desc *all = calloc((size_t)comm->nranks, sizeof(*all));
-    struct tt_coll_args a = {
-        .coll = TT_COLL_ALL_GATHER, .count = sizeof(me), .nchannels = 1, .topo = &comm->view};
-    struct tt_label label = {"collective check", TT_COLL_ALL_GATHER, comm->seq, sizeof(me),
-                             TUTTI_UINT8};
-    void *bufs[2] = {&me, all};
     char msg[TT_ERRMSG_LEN], one[128];
     int n = 0, bad = 0;
     tutti_result_t rc;
@@ -305,9 +344,7 @@ static tutti_result_t check_match(struct tutti_comm *comm, const struct tt_call 
         me.op = c->premul.on ? TUTTI_NUM_OPS : (uint32_t)c->op;
     if (c->coll == TT_COLL_BROADCAST || c->coll == TT_COLL_REDUCE)
         me.root = c->root;
-    tt_plan_reset(&comm->plan);
-    tt_allgather_ring(&comm->plan, comm->rings, &a);
-    rc = tt_coll_run_plan(comm, bufs, NULL, TUTTI_UINT8, TUTTI_SUM, &label, 0, NULL, NULL);
+    rc = tt_coll_allgather_own(comm, "collective check", 0, &me, sizeof(me), all);
     if (rc != TUTTI_SUCCESS) {
         free(all);
         return rc;
@@ -327,6 +364,39 @@ static tutti_result_t check_match(struct tutti_comm *comm, const struct tt_call 
     if (bad)
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s", msg);
     return TUTTI_SUCCESS;
+}
+
+/* The tag of a collective's messages (tag.h): what every rank must agree on. */
+static uint32_t call_tag(const struct tutti_comm *comm, const struct tt_call *c)
+{
+    int reduces = c->coll == TT_COLL_ALL_REDUCE || c->coll == TT_COLL_REDUCE_SCATTER ||
+                  c->coll == TT_COLL_REDUCE;
+    int rooted = c->coll == TT_COLL_BROADCAST || c->coll == TT_COLL_REDUCE;
+
+    return tt_tag_call((unsigned)c->coll, comm->seq, (unsigned)c->dtype,
+                       !reduces       ? 0
+                       : c->premul.on ? TUTTI_NUM_OPS
+                                      : (unsigned)c->op,
+                       c->count, rooted ? c->root : 0);
+}
+
+tutti_result_t tt_coll_allgather_own(struct tutti_comm *comm, const char *name, unsigned which,
+                                     const void *mine, size_t each, void *all)
+{
+    struct tt_coll_args a = {
+        .coll = TT_COLL_ALL_GATHER, .count = each, .nchannels = 1, .topo = &comm->view};
+    struct tt_label label = {.name = name,
+                             .coll = TT_COLL_ALL_GATHER,
+                             .seq = comm->seq,
+                             .count = each,
+                             .dtype = TUTTI_UINT8,
+                             .tag =
+                                 tt_tag_call(TT_TAG_OWN, comm->seq, TUTTI_UINT8, which, each, 0)};
+
+    tt_plan_reset(&comm->plan);
+    tt_allgather_ring(&comm->plan, comm->rings, &a);
+    return tt_coll_run_plan(comm, (void *[]){(void *)mine, all}, NULL, TUTTI_UINT8, TUTTI_SUM,
+                            &label, 0, NULL, NULL);
 }
 
 /* comm->plan := algo's plan for a, unless it holds it already (a loop of the same call). */
@@ -391,19 +461,23 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
     if (algo->scratch && c->device) /* the device path has no scratch buffer */
         algo = tt_algo_find(a.coll, "ring", comm->nranks, &comm->view);
     /* A premul-sum operator: a SUM over this rank's input, scaled as read or first (redop.c). */
-    if (c->premul.on)
+    if (c->premul.on && !c->refused)
         TT_CHECK(tt_redop_prepare(comm, c, c->device, bufs, &a.inplace, &pre));
-    label = (struct tt_label){tt_coll_name(a.coll), a.coll, comm->seq, c->count, c->dtype};
+    label = (struct tt_label){tt_coll_name(a.coll), a.coll,     comm->seq,  c->count,  c->dtype,
+                              call_tag(comm, c),    c->refused, c->refusal, comm->rank};
     if (tt_log_on(TT_LOG_TRACE, TT_SUB_COLL))
         TT_TRACE(TT_SUB_COLL, "%s #%llu: %zu x %s, %s, %d channel(s)%s", label.name,
                  (unsigned long long)label.seq, c->count, tutti_dtype_name(c->dtype), algo->name,
                  a.nchannels, a.inplace ? ", in place" : "");
     build_plan(comm, algo, &a);
-    if (algo->scratch &&
-        (rc = scratch_for(comm, tt_coll_in_elems(&a, comm->nranks) * tutti_dtype_size(c->dtype),
-                          c->fn, &bufs[TT_BUF_SCRATCH])) != TUTTI_SUCCESS)
+    if (c->refused) /* (refused_call: no buffer is touched) */
+        bufs[TT_BUF_SCRATCH] = (void *)c->sendbuf;
+    else if (algo->scratch &&
+             (rc =
+                  scratch_for(comm, tt_coll_in_elems(&a, comm->nranks) * tutti_dtype_size(c->dtype),
+                              c->fn, &bufs[TT_BUF_SCRATCH])) != TUTTI_SUCCESS)
         return rc;
-    if (comm->memregs) { /* tutti_comm_register: zero-copy sends where a transport can */
+    if (comm->memregs && !c->refused) { /* tutti_comm_register: zero-copy sends */
         size_t es = tutti_dtype_size(c->dtype), n = (size_t)comm->nranks;
         size_t sbytes = c->count * es * (c->coll == TT_COLL_REDUCE_SCATTER ? n : 1);
         size_t rbytes = c->count * es * (c->coll == TT_COLL_ALL_GATHER ? n : 1);
@@ -423,15 +497,28 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
         if (token >= 0 || token_sc >= 0)
             t_run = tt_now();
     }
-    rc = tt_coll_run_plan(comm, bufs, comm->memregs && !c->device ? regs : NULL, c->dtype, c->op,
-                          &label, c->device, c->after, c->premul.on ? &pre : NULL);
+    rc = tt_coll_run_plan(comm, bufs, comm->memregs && !c->device && !c->refused ? regs : NULL,
+                          c->dtype, c->op, &label, c->device, c->after,
+                          c->premul.on && !c->refused ? &pre : NULL);
     comm->stream_slots = 0;
+    int refused_by = comm->refused_by;
     double took = token >= 0 || token_sc >= 0 ? tt_now() - t_run : 0;
-    /* A trial's vote (coll_pick.c) runs only after a call that succeeded here. */
+    /* A trial's vote (coll_pick.c) runs only after a call that succeeded here; one that a rank
+     * refused ran to its end everywhere all the same, and counts alike on every rank. */
     tutti_result_t vrc = tt_coll_stream_done(comm, token, took, rc == TUTTI_SUCCESS);
     tutti_result_t src = tt_coll_single_copy_done(comm, token_sc, took, rc == TUTTI_SUCCESS, 1);
     if (rc == TUTTI_SUCCESS)
         rc = vrc != TUTTI_SUCCESS ? vrc : src;
+    if (rc == TUTTI_SUCCESS && refused_by >= 0 && !c->refused) {
+        char name[96], who[32] = "a rank";
+        tt_label_format(&label, name, sizeof(name));
+        if (comm->nranks <= 256)
+            snprintf(who, sizeof(who), "rank %d", refused_by);
+        rc = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                     "%s: %s refused its part of this call: %s. No rank's call completes (this "
+                     "rank's output may be partly written); the communicator is still usable",
+                     name, who, tt_refusal_text(comm->refused_why));
+    }
     if (tt_trace_on) {
         char args[160];
         snprintf(args, sizeof(args),
@@ -463,7 +550,7 @@ tutti_result_t tt_coll_exec_work(const struct tt_work *w)
     if (w->kind == TT_WORK_COLL)
         rc = coll_exec(w->comm, &w->call);
     else
-        rc = tt_p2p_exec(w->comm, w->ops, w->nops, w->call.after);
+        rc = tt_p2p_exec(w->comm, w->ops, w->nops, w->call.after, w->collective);
     pthread_mutex_unlock(&w->comm->run_lock);
     return rc;
 }
@@ -488,13 +575,63 @@ tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w)
     return tt_coll_exec_work(w);
 }
 
+/* Where a call refused for its own buffers is run without them (tag.h), `c` being valid in
+ * what every rank must pass alike: not on a CUDA stream or the device path (its peers may be
+ * on device connections), and not inside a group (whose calls pack by their buffers). */
+static int can_run_refused(const struct tutti_comm *comm, tutti_stream_t stream)
+{
+    return !tt_group_open() && !tt_stream_is_cuda(stream) && !comm->cuda_direct;
+}
+
+/*
+ * This rank refused c for its own buffers (reason `why`; the message is set). Its peers may
+ * not have: they would wait for its part, or send it messages its next call would read. So it
+ * runs the call all the same, refused (exec.h poison): no buffer touched, its messages empty
+ * and marked, which fails every peer that hears of it at once, naming this rank and the
+ * reason, and consumes what they send; the communicator stays usable and in step. Where that
+ * cannot run, the communicator enters the error state instead (tt_coll_refuse_alone). Either
+ * way this call returns its refusal.
+ */
+static tutti_result_t refused_call(struct tutti_comm *comm, const struct tt_call *c,
+                                   tutti_stream_t stream, tutti_result_t rc, unsigned why)
+{
+    static char nothing[64]; /* where the unused buffers point: never read or written */
+    char msg[TT_ERRMSG_LEN];
+    struct tt_call p = *c;
+    tutti_result_t run;
+
+    if (comm->nranks == 1)
+        return rc;
+    if (!can_run_refused(comm, stream))
+        return tt_coll_refuse_alone(comm, rc);
+    snprintf(msg, sizeof(msg), "%s", tt_thread_error());
+    p.refused = 1;
+    p.refusal = why;
+    p.sendbuf = p.recvbuf = nothing;
+    p.inplace = p.device = 0;
+    p.premul.on = tt_redop_is_custom(c->op); /* named in the tag; never applied */
+    p.op = p.premul.on ? TUTTI_SUM : c->op;
+    run = tt_coll_dispatch(comm, &p, stream);
+    if (run != TUTTI_SUCCESS) /* the run itself failed (a peer gone): that is the news */
+        return run;
+    return tt_fail_quiet(comm, rc, "%s", msg);
+}
+
 static tutti_result_t coll_run(struct tutti_comm *comm, struct tt_call *c, tutti_stream_t stream)
 {
+    unsigned own = 0;
+    tutti_result_t rc;
+
     TT_CHECK(tt_coll_check_comm(comm, stream, c->fn));
-    TT_CHECK(check_coll(comm, c, &c->inplace));
+    rc = check_coll(comm, c, &c->inplace, &own);
+    if (rc != TUTTI_SUCCESS)
+        return own ? refused_call(comm, c, stream, rc, own) : rc;
     if (tt_redop_is_custom(c->op)) /* bound now: the op may be destroyed once this returns */
         TT_CHECK(tt_redop_bind(comm, c));
-    TT_CHECK(check_memory(comm, c));
+    c->refusal = 0;
+    rc = check_memory(comm, c);
+    if (rc != TUTTI_SUCCESS)
+        return c->refusal ? refused_call(comm, c, stream, rc, c->refusal) : rc;
     TT_CHECK(tt_cuda_direct_check(comm, c));
     if (tt_group_open()) /* checked: tutti_group_end runs it (coll_group.c) */
         return tt_group_add_coll(comm, c, stream);

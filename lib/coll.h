@@ -13,6 +13,9 @@
 tutti_result_t tt_coll_check_health(struct tutti_comm *comm, const char *fn);
 /* Checks shared by every call: handle, health, stream. */
 tutti_result_t tt_coll_check_comm(struct tutti_comm *comm, tutti_stream_t stream, const char *fn);
+/* A refusal only this rank can make (a buffer only the root passes): the communicator enters
+ * the error state and tells its peers, which would otherwise run the call without it. */
+tutti_result_t tt_coll_refuse_alone(struct tutti_comm *comm, tutti_result_t rc);
 /* c->dtype (and c->op when has_op) are valid. */
 tutti_result_t tt_coll_check_dtype_op(struct tutti_comm *comm, const struct tt_call *c, int has_op);
 /*
@@ -45,7 +48,8 @@ tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w)
 
 /* Run a batch of point-to-point operations (p2p.c); comm's run lock is held. `after`: where
  * its device-path operations start (a cudaEvent_t; NULL: after CUDA's default stream). */
-tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops, void *after);
+tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops, void *after,
+                           const char *collective);
 /* The order a batch runs in: its device-path operations (tt_cuda_direct_p2p) first, then the
  * others, each part in call order, into out (nops entries; NULL: only count). Returns how
  * many take the device path. Every rank splits alike, so each part meets its peers'. */
@@ -53,6 +57,15 @@ int tt_p2p_split(const struct tutti_comm *comm, const struct tt_p2p_op *ops, int
                  struct tt_p2p_op *out);
 /* Is a group open on this thread (between tutti_group_start and tutti_group_end)? */
 int tt_group_open(void);
+/* The group just opened is collective fn's own batch (gather, scatter, all-to-all): under
+ * TUTTI_CHECK_COLL its ranks agree on the check's verdict (p2p.c). Nothing where the caller
+ * opened a group around the collective. */
+void tt_group_collective(const char *fn);
+/* The library's own small exchange among all ranks (a check, a vote): `each` bytes from every
+ * rank into all (nranks blocks), as an all-gather tagged as the library's (`which` tells its
+ * kinds apart, tag.h). */
+tutti_result_t tt_coll_allgather_own(struct tutti_comm *comm, const char *name, unsigned which,
+                                     const void *mine, size_t each, void *all);
 /* A checked collective call inside the open group: recorded for tutti_group_end (p2p.c). */
 tutti_result_t tt_group_add_coll(struct tutti_comm *comm, const struct tt_call *c,
                                  tutti_stream_t stream);

@@ -33,9 +33,6 @@ static tutti_result_t pick_vote(struct tutti_comm *comm, const struct tt_pick_cl
                                 float med[2], int *agreed)
 {
     struct pick_vote me = {{k->med[0], k->med[1]}, k->way, token}, *all;
-    struct tt_coll_args a = {
-        .coll = TT_COLL_ALL_GATHER, .count = sizeof(me), .nchannels = 1, .topo = &comm->view};
-    struct tt_label label = {"trial vote", TT_COLL_ALL_GATHER, comm->seq, sizeof(me), TUTTI_UINT8};
     double sum[2] = {0, 0};
     tutti_result_t rc;
 
@@ -43,10 +40,7 @@ static tutti_result_t pick_vote(struct tutti_comm *comm, const struct tt_pick_cl
     all = calloc((size_t)comm->nranks, sizeof(*all));
     if (!all)
         return tt_fail(comm, TUTTI_ERR_SYSTEM, "out of memory for a trial's vote");
-    tt_plan_reset(&comm->plan);
-    tt_allgather_ring(&comm->plan, comm->rings, &a);
-    rc = tt_coll_run_plan(comm, (void *[]){&me, all}, NULL, TUTTI_UINT8, TUTTI_SUM, &label, 0, NULL,
-                          NULL);
+    rc = tt_coll_allgather_own(comm, "trial vote", 1, &me, sizeof(me), all);
     if (rc == TUTTI_SUCCESS) {
         *agreed = 1;
         for (int r = 0; r < comm->nranks; r++) {

@@ -129,11 +129,22 @@ tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc)
     if (!__atomic_compare_exchange_n(&comm->error_claimed, &unclaimed, 1, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
         return rc;
+    /* A peer gave up (its connection failed, or it said so over bootstrap): the reason it
+     * gave there, which its connections cannot carry, names the root cause here too. */
+    if (rc == TUTTI_ERR_REMOTE && comm->nranks > 1 && comm->boot) {
+        char why[512];
+        int who = tt_boot_told(comm->boot, 0.3, why, sizeof(why));
+        if (who >= 0 && !strstr(tt_thread_error(), why))
+            tt_fail_quiet(comm, rc, "%s (rank %d had failed: %s)", tt_thread_error(), who, why);
+    }
     snprintf(comm->fatal, sizeof(comm->fatal), "%s", tt_thread_error());
     __atomic_store_n(&comm->error, rc, __ATOMIC_RELEASE);
     /* Tell every peer we are connected to: their waits on us end now, not at their deadline,
-     * and the error spreads through the whole communicator in a few hops. */
+     * and the error spreads through the whole communicator in a few hops. Then every rank,
+     * over bootstrap: one waiting to connect to us fails now too, and all can say why. */
     each_conn(comm, 0);
+    if (comm->nranks > 1 && comm->boot)
+        tt_boot_tell(comm->boot, comm->fatal);
     return rc;
 }
 

@@ -59,7 +59,11 @@ struct tutti_comm {
                                 * before `error` is published */
     volatile int abort_flag;   /* set by tutti_comm_abort, from any thread */
     int32_t *pids;             /* process id of every rank */
-    uint64_t seq;              /* collectives started */
+    uint64_t seq;              /* collectives started (the same count on every rank) */
+    uint64_t p2p_seq;          /* point-to-point batches run (this rank's own count) */
+    int refused_by;       /* the last plan run ended under poison (exec.h): the rank that refused
+                           * (mod 256), else -1 */
+    unsigned refused_why; /* and why (enum tt_refusal) */
     char last_error[TT_ERRMSG_LEN];
 
     /* Streams (stream.c): one operation runs at a time; NULL-stream calls wait for the work

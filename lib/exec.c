@@ -2,6 +2,7 @@
 #include "exec.h"
 #include "copy.h"
 #include "error.h"
+#include "tag.h"
 #include "trace.h"
 #include "wait.h"
 
@@ -110,6 +111,12 @@ tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void 
     x->regs = NULL;
     x->ahead = NULL;
     x->single_send = 0;
+    x->tag = 0;
+    x->tag_steps = 0;
+    x->label = NULL;
+    x->poison = 0;
+    x->refused_by = -1;
+    x->refusal = 0;
     x->drain = 0;
     x->mover = NULL;
     x->stream_slots = 0;
@@ -143,14 +150,14 @@ static struct tt_conn *conn_at(struct tt_conn **table, const struct tt_exec_conn
 }
 
 /* Peek / get a slot; pump the connection once if the transport says "not yet". */
-static tutti_result_t poll_peek(struct tt_conn *c, const void **slot, size_t *bytes)
+static tutti_result_t poll_peek(struct tt_conn *c, const void **slot, size_t *bytes, uint32_t *tag)
 {
-    tutti_result_t r = c->tp->recv_peek(c, slot, bytes);
+    tutti_result_t r = c->tp->recv_peek(c, slot, bytes, tag);
 
     if (r == TUTTI_IN_PROGRESS) {
         r = c->tp->progress(c);
         if (r == TUTTI_SUCCESS)
-            r = c->tp->recv_peek(c, slot, bytes);
+            r = c->tp->recv_peek(c, slot, bytes, tag);
     }
     return r;
 }
@@ -282,6 +289,52 @@ static int source_final(const struct tt_exec *x, const struct tt_lane *lane,
     return 1;
 }
 
+/* A received message whose tag is not this step's (tag.h): fail, naming both calls. A message
+ * of a point-to-point operation of another size keeps its own message (bytes). */
+static tutti_result_t tag_mismatch(const struct tt_exec *x, int peer, uint32_t want, uint32_t got,
+                                   size_t rbytes, size_t bytes)
+{
+    char what[96] = "this call", why[400];
+
+    if (x->label)
+        tt_label_format(x->label, what, sizeof(what));
+    if (tt_tag_kind(want) == TT_TAG_P2P && tt_tag_kind(got) == TT_TAG_P2P && rbytes != bytes)
+        return tt_fail(NULL, TUTTI_ERR_REMOTE,
+                       "%s: rank %d sent %zu bytes where %zu were expected: do both ends name the "
+                       "same count and dtype?",
+                       what, peer, rbytes, bytes);
+    tt_tag_explain(want, got, x->label ? x->label->seq : 0, why, sizeof(why));
+    return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                   "%s: rank %d sent a message of %s: do all ranks make the same calls in the same "
+                   "order, with the same count, dtype, op and root?",
+                   what, peer, why);
+}
+
+/* The rest of a chunk under poison (exec.h): no byte moves; sends go empty, tagged refused;
+ * a message by address is released unread (its sender's flush needs only the release). */
+static tutti_result_t poison_chunk(struct tt_exec *x, const struct tt_step *s, struct tt_conn *rc,
+                                   struct tt_conn *sc, int pull, size_t *ahead)
+{
+    tutti_result_t r;
+
+    if (pull == 3)
+        ahead[0] = s->count;
+    if (sc) {
+        r = sc->tp->send_commit(sc, 0, tt_tag_refused(x->tag, x->refusal, x->refused_by));
+        if (r != TUTTI_SUCCESS)
+            return r;
+        pend_add(x, sc);
+    }
+    if (rc) {
+        r = rc->tp->recv_release(rc);
+        if (r != TUTTI_SUCCESS)
+            return r;
+        if (x->mover)
+            pend_add(x, rc);
+    }
+    return TUTTI_SUCCESS;
+}
+
 /* One chunk of step gi (s) of a lane: elements [lo, lo + n) of the step's range. */
 static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
                                  const struct tt_lane_state *ls, size_t gi, size_t lo, size_t n)
@@ -300,6 +353,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
     struct tt_memreg *zc_reg = NULL;
     const char *zc_src = NULL;
     int pull = 0; /* by address: 1 a chunk into dst, 2 into its slot, 3 the whole rest */
+    uint32_t tag = x->tag_steps ? tt_tag_p2p(s->count) : x->tag, rtag = 0;
     tutti_result_t r;
 
     if (x->nzc && tt_prim_writes(s->prim) && !in_dst) {
@@ -312,7 +366,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
         if (!rc)
             return tt_fail(NULL, TUTTI_ERR_INTERNAL, "no connection from rank %d on channel %d",
                            s->recv_peer, channel);
-        r = poll_peek(rc, &rslot, &rbytes);
+        r = poll_peek(rc, &rslot, &rbytes, &rtag);
         if (r == TUTTI_IN_PROGRESS) {
             x->wait_conn = rc;
             x->wait_peer = s->recv_peer;
@@ -320,6 +374,15 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
         }
         if (r != TUTTI_SUCCESS)
             return r;
+        if (rtag != tag) {
+            if (!tt_tag_refuses(rtag, tag))
+                return tag_mismatch(x, s->recv_peer, tag, rtag, rbytes, bytes);
+            if (!x->poison) { /* a rank refused the call: go on without the buffers */
+                x->poison = 1;
+                x->refused_by = (int)(rtag & 0xffu);
+                x->refusal = tt_tag_refusal(rtag);
+            }
+        }
         /* By address (single copy): a step that only copies the bytes out takes them
          * straight into place (the sender's whole rest, or a chunk), any other into its slot;
          * pulled below, once nothing can make the chunk wait (no side effects before). */
@@ -329,7 +392,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
             pull = 3;
             if (x->nzc && (r = zc_wait(x, dst, rest)) != TUTTI_SUCCESS)
                 return r;
-        } else if (rbytes != bytes) {
+        } else if (rbytes != bytes && !x->poison) {
             return tt_fail(NULL, TUTTI_ERR_REMOTE,
                            "rank %d sent %zu bytes where %zu were expected: do all ranks pass the "
                            "same count, dtype and root?",
@@ -350,6 +413,8 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
         if (r != TUTTI_SUCCESS)
             return r;
     }
+    if (x->poison)
+        return poison_chunk(x, s, rc, sc, pull, ahead);
     if (pull) {
         r = rc->tp->recv_pull(rc, pull == 2 ? (void *)rslot : dst, pull == 3 ? rest : bytes);
         if (r != TUTTI_SUCCESS)
@@ -409,7 +474,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
         r = TUTTI_ERR_UNSUPPORTED;
         if (zc_src) {
             uint64_t ticket;
-            r = sc->tp->send_commit_from(sc, zc_src, zc_bytes, zc_reg, &ticket);
+            r = sc->tp->send_commit_from(sc, zc_src, zc_bytes, tag, zc_reg, &ticket);
             if (r == TUTTI_SUCCESS) {
                 r = zc_note(x, zc_src, zc_bytes, sc, ticket);
                 if (zc_bytes != bytes)
@@ -419,7 +484,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
             }
         }
         if (r == TUTTI_ERR_UNSUPPORTED)
-            r = sc->tp->send_commit(sc, bytes);
+            r = sc->tp->send_commit(sc, bytes, tag);
         if (r != TUTTI_SUCCESS)
             return r;
         pend_add(x, sc);
@@ -546,6 +611,7 @@ tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
     int stalled = 0;
     char name[96];
 
+    x->label = what;
     tt_backoff_init(&b, w->spin, w->yield_s);
     for (;;) {
         tutti_result_t r = tt_exec_progress(x);

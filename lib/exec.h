@@ -96,6 +96,19 @@ struct tt_exec {
      * chunk walk (2 per step), or NULL. */
     size_t *ahead;
     int single_send; /* tt_exec_single_copy: this rank sends by address where it can */
+    /* The tag every message of the call carries (tag.h); a point-to-point batch's messages
+     * (tag_steps) carry their operation's instead (tt_tag_p2p of its step's count). A received
+     * message of another tag fails the call naming both. Set after tt_exec_init (0: none). */
+    uint32_t tag;
+    int tag_steps;
+    const struct tt_label *label; /* what the call is, for that message (NULL: not named) */
+    /* Poison (tag.h): run the plan without touching any buffer, every message sent empty and
+     * tagged refused (by rank refused_by, reason `refusal`). Set by the caller for a rank that
+     * refused its own arguments, or here when a refused message arrives. The call then ends
+     * like any other, every message consumed. */
+    int poison;
+    int refused_by;
+    unsigned refusal;
     /* The call is timed to choose between one copy and two (stream_pick.h): it ends only once
      * the receivers have taken every message it sent (transport.h drained), either way, so
      * that two copies' early return (the last slots still in the FIFO) does not flatter them. */
@@ -160,6 +173,10 @@ struct tt_label {
     unsigned long long seq;
     size_t count;        /* elements, or operations for point-to-point */
     tutti_dtype_t dtype; /* TUTTI_NUM_DTYPES: count is operations */
+    uint32_t tag;        /* its messages' tag (tag.h) */
+    int refused;         /* this rank (refused_by) refused its part (exec.h poison) ... */
+    unsigned refusal;    /* ... for this reason (enum tt_refusal) */
+    int refused_by;
 };
 
 /* "all_reduce #12 (1000 x float32)" */

@@ -41,16 +41,19 @@ static tutti_result_t check_rooted(struct tutti_comm *comm, const struct sides *
                        sd->one, count);
     if (comm->rank != root)
         return TUTTI_SUCCESS;
+    /* The root's own buffer: only it can refuse it (tt_coll_refuse_alone). */
     if (!whole)
-        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: %s is NULL on the root with count %zu",
-                       sd->fn, sd->whole, count);
+        return tt_coll_refuse_alone(comm, tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                                                  "%s: %s is NULL on the root with count %zu",
+                                                  sd->fn, sd->whole, count));
     *inplace = one == whole + (size_t)root * bytes;
     if (!*inplace && (uintptr_t)one < (uintptr_t)whole + all &&
         (uintptr_t)whole < (uintptr_t)one + bytes)
-        return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
-                       "%s: %s and %s overlap on the root but the call is not in place (in "
-                       "place: %s == %s + root * count elements)",
-                       sd->fn, sd->whole, sd->one, sd->one, sd->whole);
+        return tt_coll_refuse_alone(
+            comm, tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                          "%s: %s and %s overlap on the root but the call is not in place (in "
+                          "place: %s == %s + root * count elements)",
+                          sd->fn, sd->whole, sd->one, sd->one, sd->whole));
     return TUTTI_SUCCESS;
 }
 
@@ -74,6 +77,7 @@ static tutti_result_t rooted(const struct sides *sd, int gather, char *whole, ch
         own_copy = tt_own_copy_ok(stream, gather ? one : whole + (size_t)me * bytes,
                                   gather ? whole + (size_t)me * bytes : one, bytes);
     tutti_group_start();
+    tt_group_collective(sd->fn);
     if (me != root) {
         rc = gather ? tutti_send(one, count, dtype, root, comm, stream)
                     : tutti_recv(one, count, dtype, root, comm, stream);

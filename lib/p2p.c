@@ -11,6 +11,7 @@
 #include "error.h"
 #include "memreg.h"
 #include "stream.h"
+#include "tag.h"
 #include "trace.h"
 #include "wait.h"
 
@@ -29,6 +30,7 @@ static _Thread_local struct group {
     int nops, cap;
     struct tt_call *colls; /* collectives, in call order (coll_group.c runs them) */
     int ncolls, ccap;
+    const char *collective; /* the group is this collective's batch (tt_group_collective) */
     tutti_result_t err;
     struct tt_p2p_op small[GROUP_INLINE];
 } group;
@@ -36,6 +38,12 @@ static _Thread_local struct group {
 int tt_group_open(void)
 {
     return group.depth > 0;
+}
+
+void tt_group_collective(const char *fn)
+{
+    if (group.depth == 1) /* its own group, not one the caller opened around it */
+        group.collective = fn;
 }
 
 /*
@@ -138,11 +146,15 @@ static tutti_result_t run_batch(struct tutti_comm *comm, struct tt_p2p_op *ops, 
         if (rc != TUTTI_SUCCESS)
             return rc;
     }
-    comm->seq++;
+    comm->p2p_seq++; /* not comm->seq: point-to-point among some ranks is no collective of all */
     /* On the device path a peer that passed host memory waits on its other connection: the
      * name says which path this side took, for the timeout's message. */
-    label = (struct tt_label){device ? "point-to-point (device path)" : "point-to-point",
-                              TT_LABEL_P2P, comm->seq, (size_t)nops, TUTTI_NUM_DTYPES};
+    label = (struct tt_label){.name = device ? "point-to-point (device path)" : "point-to-point",
+                              .coll = TT_LABEL_P2P,
+                              .seq = comm->p2p_seq,
+                              .count = (size_t)nops,
+                              .dtype = TUTTI_NUM_DTYPES,
+                              .tag = tt_tag_p2p(0)};
     double t0 = tt_trace_on ? tt_trace_us() : 0;
     /* Over shm, how this rank sends (stream_pick.h): whole messages by address, for the
      * receiver to copy out of this process, or through the FIFO; picked by the size of its
@@ -175,6 +187,29 @@ struct msg_desc {
     uint32_t device_path; /* takes the device path (tt_cuda_direct_p2p) */
 };
 
+/*
+ * A collective's batch under TUTTI_CHECK_COLL: every rank learns every rank's verdict (the peer
+ * it disagrees with, or -1) and all refuse if any does. `rc` is this rank's own.
+ */
+static tutti_result_t agree(struct tutti_comm *comm, const char *fn, int peer, tutti_result_t rc)
+{
+    int32_t mine = peer, *all = calloc((size_t)comm->nranks, sizeof(*all));
+    tutti_result_t arc;
+
+    if (!all)
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory for TUTTI_CHECK_COLL", fn);
+    arc = tt_coll_allgather_own(comm, "collective batch check", 2, &mine, sizeof(mine), all);
+    for (int r = 0; arc == TUTTI_SUCCESS && rc == TUTTI_SUCCESS && r < comm->nranks; r++)
+        if (all[r] >= 0)
+            rc = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                         "%s: TUTTI_CHECK_COLL: rank %d and rank %d disagree on a message of "
+                         "this call (their errors name it): every rank refuses it, nothing of "
+                         "it is sent",
+                         fn, r, (int)all[r]);
+    free(all);
+    return arc != TUTTI_SUCCESS ? arc : rc;
+}
+
 static struct msg_desc describe(const struct tutti_comm *comm, const struct tt_p2p_op *op)
 {
     return (struct msg_desc){op->bytes, (uint32_t)op->is_send,
@@ -195,9 +230,13 @@ static const char *desc_str(const struct msg_desc *d, char *buf, size_t size)
  * k-th receive from this rank. A pair that disagrees (size, or one end on the device path
  * and the other not, which would wait on different connections) fails the batch on both
  * ends, before anything of it is sent, with TUTTI_ERR_INVALID_ARG naming both; ends that
- * list different numbers of operations fail the check's own exchange (its sizes differ).
+ * list different numbers of operations fail the check's own exchange (its sizes differ). The
+ * batch of a collective (gather, scatter, all-to-all: `collective` names it) is every rank's:
+ * its ranks then agree on the verdict (a small all-gather), so a rank whose own messages
+ * match refuses too, sending nothing its peers would leave unread.
  */
-static tutti_result_t check_p2p(struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops)
+static tutti_result_t check_p2p(struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
+                                const char *collective)
 {
     size_t n = (size_t)comm->nranks, nn = (size_t)nops;
     size_t *off = calloc(n + 1, sizeof(*off)), *fill = calloc(n, sizeof(*fill));
@@ -254,11 +293,13 @@ static tutti_result_t check_p2p(struct tutti_comm *comm, const struct tt_p2p_op 
         char a[96], b[96];
         struct msg_desc me = describe(comm, &ops[first]);
         rc = tt_fail(comm, TUTTI_ERR_INVALID_ARG,
-                     "point-to-point: TUTTI_CHECK_COLL: this rank's %s with rank %d meets that "
+                     "%s: TUTTI_CHECK_COLL: this rank's %s with rank %d meets that "
                      "rank's %s (%d of this rank's %d operation(s) disagree with their peer's)",
-                     desc_str(&me, a, sizeof(a)), ops[first].peer,
-                     desc_str(&in[at[first]], b, sizeof(b)), bad, nops);
+                     collective ? collective : "point-to-point", desc_str(&me, a, sizeof(a)),
+                     ops[first].peer, desc_str(&in[at[first]], b, sizeof(b)), bad, nops);
     }
+    if (collective)
+        rc = agree(comm, collective, bad ? ops[first].peer : -1, rc);
 out:
     free(off);
     free(fill);
@@ -284,14 +325,15 @@ int tt_p2p_split(const struct tutti_comm *comm, const struct tt_p2p_op *ops, int
 }
 
 /* A batch: its device-path operations first, then the others (tt_p2p_split). */
-tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops, void *after)
+tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops, void *after,
+                           const char *collective)
 {
     struct tt_p2p_op *split;
     int ndev;
     tutti_result_t rc;
 
     if (comm->check_coll)
-        TT_CHECK(check_p2p(comm, ops, nops));
+        TT_CHECK(check_p2p(comm, ops, nops, collective));
     ndev = tt_p2p_split(comm, ops, nops, NULL);
     if (ndev == 0 || ndev == nops)
         return run_batch(comm, ops, nops, ndev > 0, ndev > 0 ? after : NULL);
@@ -308,7 +350,8 @@ tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int n
 
 /* Run a batch now on this thread. Only the fields a P2P item uses are set: zeroing the whole
  * item was most of tutti_group_end's time in a loop of small exchanges. */
-static tutti_result_t run_now(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops)
+static tutti_result_t run_now(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops,
+                              const char *collective)
 {
     struct tt_work w;
 
@@ -316,6 +359,7 @@ static tutti_result_t run_now(struct tutti_comm *comm, struct tt_p2p_op *ops, in
     w.comm = comm;
     w.ops = ops;
     w.nops = nops;
+    w.collective = collective;
     w.call.after = NULL;
     return tt_coll_run_now(comm, &w);
 }
@@ -367,7 +411,7 @@ static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype
                            "one tutti_group_start/end",
                            fn, peer);
         if (!stream)
-            return run_now(comm, &op, 1);
+            return run_now(comm, &op, 1, NULL);
         if (tt_stream_is_cuda(stream))
             return tt_cuda_enqueue_p2p(comm, &op, 1, stream);
         struct tt_work w = {
@@ -442,6 +486,7 @@ tutti_result_t tutti_group_start(void)
         g->comm = NULL;
         g->stream = NULL;
         g->err = TUTTI_SUCCESS;
+        g->collective = NULL;
     }
     g->depth++;
     return TUTTI_SUCCESS;
@@ -468,8 +513,11 @@ tutti_result_t tutti_group_end(void)
             rc = tt_cuda_enqueue_p2p(g->comm, g->ops, g->nops, g->stream);
         } else if (g->stream) {
             /* The stream owns what it is given: the heap array, or a heap copy of small[]. */
-            struct tt_work w = {
-                .kind = TT_WORK_P2P, .comm = g->comm, .ops = g->ops, .nops = g->nops};
+            struct tt_work w = {.kind = TT_WORK_P2P,
+                                .comm = g->comm,
+                                .ops = g->ops,
+                                .nops = g->nops,
+                                .collective = g->collective};
             if (w.ops == g->small && (w.ops = malloc((size_t)w.nops * sizeof(*w.ops))))
                 memcpy(w.ops, g->small, (size_t)w.nops * sizeof(*w.ops));
             rc = w.ops ? tt_stream_push(g->stream, &w)
@@ -479,7 +527,7 @@ tutti_result_t tutti_group_end(void)
             else if (w.ops != g->ops)
                 free(w.ops); /* a copy the stream did not take */
         } else {
-            rc = run_now(g->comm, g->ops, g->nops);
+            rc = run_now(g->comm, g->ops, g->nops, g->collective);
         }
     }
     if (rc == TUTTI_SUCCESS && g->ncolls > 0)
@@ -494,5 +542,6 @@ tutti_result_t tutti_group_end(void)
     g->cap = GROUP_INLINE;
     g->comm = NULL;
     g->stream = NULL;
+    g->collective = NULL;
     return rc;
 }

@@ -23,7 +23,11 @@ struct tt_call {
     tutti_op_t op;
     int root;
     int inplace;
-    int device;  /* the buffers are CUDA device memory (cuda.c, cuda_dev.c) */
+    int device; /* the buffers are CUDA device memory (cuda.c, cuda_dev.c) */
+    /* This rank refused its own arguments for this reason (enum tt_refusal): the call runs
+     * without its buffers, to tell its peers and consume their messages (exec.h poison). */
+    int refused;
+    unsigned refusal;
     void *after; /* device path: a cudaEvent_t on the caller's CUDA stream to start after
                   * (NULL: after CUDA's default stream) */
     struct {     /* a premul-sum operator, bound when the call was made (redop.c); op is SUM */
@@ -51,7 +55,9 @@ struct tt_work {
     struct tt_call call;     /* COLL; P2P: only call.after (the device path's start) */
     struct tt_p2p_op *ops;   /* P2P: owned by the item */
     int nops;
-    tutti_host_fn_t fn; /* HOST */
+    const char *collective; /* P2P: the collective this batch is (gather, scatter, all-to-all),
+                             * whose ranks agree on TUTTI_CHECK_COLL's verdict; NULL if none */
+    tutti_host_fn_t fn;     /* HOST */
     void *arg;
     struct tutti_stream *wait_stream; /* WAIT: until that stream's ticket is done */
     unsigned long long wait_ticket;

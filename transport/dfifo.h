@@ -26,6 +26,7 @@
 struct tt_dfifo_ctrl {
     _Alignas(64) _Atomic uint64_t tail; /* slots filled and published by the sender */
     uint64_t bytes[TT_MAX_SLOTS];       /* byte count of each slot's message */
+    uint32_t tags[TT_MAX_SLOTS];        /* and its tag (transport.h) */
     _Alignas(64) _Atomic uint64_t head; /* slots freed by the receiver */
     _Alignas(64) _Atomic uint32_t failed;
     _Atomic uint32_t attached;
@@ -46,6 +47,7 @@ struct tt_dfifo {
     uint64_t pub;    /* of those, published to the other side */
     uint64_t cached; /* sender: last value read of head */
     size_t pend_bytes[TT_MAX_SLOTS];
+    uint32_t pend_tags[TT_MAX_SLOTS];
     int (*mark)(void *arg, uint32_t k);
     int (*passed)(void *arg, uint32_t k);
     void *arg;
@@ -86,6 +88,7 @@ static inline int tt_dfifo_publish(struct tt_dfifo *f)
             atomic_store_explicit(&f->ctrl->head, f->pub, memory_order_release);
         } else {
             f->ctrl->bytes[k] = f->pend_bytes[k];
+            f->ctrl->tags[k] = f->pend_tags[k];
             atomic_store_explicit(&f->ctrl->tail, f->pub, memory_order_release);
         }
     }
@@ -103,8 +106,9 @@ static inline void *tt_dfifo_send_slot(struct tt_dfifo *f)
     return f->slots + (size_t)(f->pos % f->nslots) * f->slot_bytes;
 }
 
-/* Sender: the slot from send_slot holds `bytes` once the work queued so far is done. */
-static inline int tt_dfifo_send_commit(struct tt_dfifo *f, size_t bytes)
+/* Sender: the slot from send_slot holds `bytes` (labelled `tag`) once the work queued so far
+ * is done. */
+static inline int tt_dfifo_send_commit(struct tt_dfifo *f, size_t bytes, uint32_t tag)
 {
     uint32_t k = (uint32_t)(f->pos % f->nslots);
     int e = f->mark(f->arg, k);
@@ -112,16 +116,18 @@ static inline int tt_dfifo_send_commit(struct tt_dfifo *f, size_t bytes)
     if (e != 0)
         return e;
     f->pend_bytes[k] = bytes;
+    f->pend_tags[k] = tag;
     f->pos++;
     return tt_dfifo_publish(f);
 }
 
 /* Receiver: the oldest published slot not yet released, or NULL. */
-static inline const void *tt_dfifo_recv_peek(struct tt_dfifo *f, size_t *bytes)
+static inline const void *tt_dfifo_recv_peek(struct tt_dfifo *f, size_t *bytes, uint32_t *tag)
 {
     if (atomic_load_explicit(&f->ctrl->tail, memory_order_acquire) <= f->pos)
         return NULL;
     *bytes = f->ctrl->bytes[f->pos % f->nslots];
+    *tag = f->ctrl->tags[f->pos % f->nslots];
     return f->slots + (size_t)(f->pos % f->nslots) * f->slot_bytes;
 }
 

@@ -10,7 +10,9 @@
  * (256) small messages can be in flight (a sender runs that far ahead). A medium message (up
  * to TT_FIFO_SIDE bytes) goes in side area pos % TT_FIFO_SIDES, free once the cell
  * TT_FIFO_SIDES before it is released: 64 in flight. A larger message also takes the next
- * data slot, in order, so at most nslots large messages are in flight. Why so many: where
+ * data slot, in order, so at most nslots large messages are in flight. The cell also carries
+ * the message's tag (transport.h), written with the payload, before the sequence number. Why
+ * so many: where
  * ranks outnumber cores, every time a sender fills the queue or a receiver drains it, it
  * yields its core, and those context switches were most of a small broadcast's cost (4 ranks
  * on 2 cores, 8 bytes: about one switch per 14 calls with 64 cells; with only nslots in
@@ -63,7 +65,8 @@
 #define TT_FIFO_AHEAD 8 /* the sender prefetches the cell this many messages ahead */
 
 struct tt_fifo_cell {
-    _Atomic uint64_t seq; /* message number + 1 once committed */
+    _Atomic uint32_t seq; /* message number + 1 (mod 2^32) once committed */
+    uint32_t tag;         /* the sender's label of the operation (transport.h) */
     uint64_t bytes;       /* | TT_FIFO_REMOTE: the payload is still in the sender's memory */
     unsigned char data[TT_FIFO_INLINE];
 };
@@ -235,15 +238,16 @@ static inline void tt_fifo_wake(_Atomic uint32_t *sleeping, _Atomic uint32_t *wo
     }
 }
 
-static inline void tt_fifo_commit(struct tt_fifo *f, size_t bytes, uint64_t flags)
+static inline void tt_fifo_commit(struct tt_fifo *f, size_t bytes, uint64_t flags, uint32_t tag)
 {
     struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
 
     c->bytes = bytes | flags;
+    c->tag = tag;
     if (!tt_fifo_cell_payload(f, f->pos, bytes))
         f->data_pos++;
     f->pos++;
-    atomic_store_explicit(&c->seq, f->pos, memory_order_release);
+    atomic_store_explicit(&c->seq, (uint32_t)f->pos, memory_order_release);
     tt_fifo_prefetch_write(&f->ctrl->cells[(f->pos + TT_FIFO_AHEAD) % TT_FIFO_CELLS]);
     if (f->side_bytes) /* its first line: where a message of 49-64 bytes goes */
         tt_fifo_prefetch_write(f->side +
@@ -252,9 +256,9 @@ static inline void tt_fifo_commit(struct tt_fifo *f, size_t bytes, uint64_t flag
         tt_fifo_wake(&f->ctrl->sleeping, &f->ctrl->wake);
 }
 
-static inline void tt_fifo_send_commit(struct tt_fifo *f, size_t bytes)
+static inline void tt_fifo_send_commit(struct tt_fifo *f, size_t bytes, uint32_t tag)
 {
-    tt_fifo_commit(f, bytes, 0);
+    tt_fifo_commit(f, bytes, 0, tag);
 }
 
 /* May a message of `bytes` go by address now? Only one that takes a data slot (which it
@@ -267,12 +271,13 @@ static inline int tt_fifo_remote_fits(struct tt_fifo *f, size_t bytes)
 /* Commit the message of `bytes` by address (tt_fifo_remote_fits said yes): the receiver
  * copies it from src in the sender's memory. Returns its ticket: the message is read once
  * tail reaches it. */
-static inline uint64_t tt_fifo_send_commit_remote(struct tt_fifo *f, const void *src, size_t bytes)
+static inline uint64_t tt_fifo_send_commit_remote(struct tt_fifo *f, const void *src, size_t bytes,
+                                                  uint32_t tag)
 {
     uint64_t addr = (uint64_t)(uintptr_t)src;
 
     memcpy(f->ctrl->cells[f->pos % TT_FIFO_CELLS].data, &addr, sizeof(addr));
-    tt_fifo_commit(f, bytes, TT_FIFO_REMOTE);
+    tt_fifo_commit(f, bytes, TT_FIFO_REMOTE, tag);
     return f->pos;
 }
 
@@ -285,17 +290,18 @@ static inline void tt_fifo_show_tail(struct tt_fifo *f)
         tt_fifo_wake(&f->ctrl->send_sleeping, &f->ctrl->send_wake);
 }
 
-static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes)
+static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes, uint32_t *tag)
 {
     struct tt_fifo_cell *c = &f->ctrl->cells[f->pos % TT_FIFO_CELLS];
     const void *p;
 
-    if (atomic_load_explicit(&c->seq, memory_order_acquire) != f->pos + 1) {
+    if (atomic_load_explicit(&c->seq, memory_order_acquire) != (uint32_t)(f->pos + 1)) {
         if (f->shown != f->pos) /* nothing to read: a waiting sender gets every cell */
             tt_fifo_show_tail(f);
         return NULL;
     }
     *bytes = c->bytes & ~TT_FIFO_REMOTE;
+    *tag = c->tag;
     if ((p = tt_fifo_cell_payload(f, f->pos, *bytes)))
         return p;
     return f->data + (size_t)(f->data_pos % f->nslots) * f->slot_bytes;
@@ -323,7 +329,7 @@ static inline void tt_fifo_recv_wait(struct tt_fifo *f, long ns)
 
     atomic_store_explicit(&f->ctrl->sleeping, 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&c->seq, memory_order_acquire) == f->pos + 1) {
+    if (atomic_load_explicit(&c->seq, memory_order_acquire) == (uint32_t)(f->pos + 1)) {
         atomic_store_explicit(&f->ctrl->sleeping, 0, memory_order_relaxed);
         return;
     }

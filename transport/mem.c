@@ -79,17 +79,18 @@ static tutti_result_t mem_send_slot(struct tt_conn *conn, size_t bytes, void **s
                              : TUTTI_IN_PROGRESS;
 }
 
-static tutti_result_t mem_send_commit(struct tt_conn *conn, size_t bytes)
+static tutti_result_t mem_send_commit(struct tt_conn *conn, size_t bytes, uint32_t tag)
 {
-    tt_fifo_send_commit(&((struct mem_conn *)conn)->fifo, bytes);
+    tt_fifo_send_commit(&((struct mem_conn *)conn)->fifo, bytes, tag);
     return TUTTI_SUCCESS;
 }
 
-static tutti_result_t mem_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes)
+static tutti_result_t mem_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes,
+                                    uint32_t *tag)
 {
     struct tt_fifo *f = &((struct mem_conn *)conn)->fifo;
 
-    *slot = tt_fifo_recv_peek(f, bytes);
+    *slot = tt_fifo_recv_peek(f, bytes, tag);
     if (*slot)
         return TUTTI_SUCCESS;
     return tt_fifo_failed(f) ? tt_fail(NULL, TUTTI_ERR_REMOTE, "mem: the peer gave up")
@@ -106,7 +107,7 @@ static tutti_result_t mem_recv_release(struct tt_conn *conn)
  * they lie. Messages that take a data slot go by address (at any size, so the schedule
  * simulator runs the executor's single-copy walk at its small sizes). */
 static tutti_result_t mem_send_commit_from(struct tt_conn *conn, const void *src, size_t bytes,
-                                           struct tt_memreg *reg, uint64_t *ticket)
+                                           uint32_t tag, struct tt_memreg *reg, uint64_t *ticket)
 {
     struct tt_fifo *f = &((struct mem_conn *)conn)->fifo;
 
@@ -115,7 +116,8 @@ static tutti_result_t mem_send_commit_from(struct tt_conn *conn, const void *src
      * runs mixes of whole sends and chunks. */
     if (f->pos % 3 == 2 || !tt_fifo_remote_fits(f, bytes))
         return TUTTI_ERR_UNSUPPORTED;
-    *ticket = ((struct mem_conn *)conn)->last_remote = tt_fifo_send_commit_remote(f, src, bytes);
+    *ticket = ((struct mem_conn *)conn)->last_remote =
+        tt_fifo_send_commit_remote(f, src, bytes, tag);
     return TUTTI_SUCCESS;
 }
 

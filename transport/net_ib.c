@@ -12,7 +12,8 @@
  *     and for slot m - nslots's local completion   write-with-immediate consumes one)
  *   fill its own registered staging slot           progress: a RECV_RDMA_WITH_IMM completion
  *   send_commit: RDMA write with immediate           on QP q is that QP's next message
- *     (imm = bytes) into remote slot m mod nslots    (q, q + nqps, ...): mark it, repost
+ *     (imm = tag) into remote slot m mod nslots      (q, q + nqps, ...): mark it (its length:
+ *                                                    the completion's byte_len), repost
  *   progress: poll completions (local reuse)       recv_release: tail++, RDMA-write
  *                                                    granted = tail + nslots to the sender
  *
@@ -195,7 +196,8 @@ static tutti_result_t ib_progress(struct tt_conn *conn)
                                        wc[i].qp_num);
                 m = c->recv_next[q];
                 c->recv_next[q] += (uint64_t)c->nqps;
-                c->lens[m % c->nslots] = ntohl(wc[i].imm_data);
+                c->lens[m % c->nslots] = wc[i].byte_len;
+                c->tags[m % c->nslots] = ntohl(wc[i].imm_data);
                 c->ready[m % c->nslots] = m + 1;
                 TT_CHECK(tt_ib_post_recv(c, q));
             } else if (wc[i].wr_id == UINT64_MAX) {
@@ -241,8 +243,10 @@ static tutti_result_t ib_send_slot(struct tt_conn *conn, size_t bytes, void **sl
     return TUTTI_SUCCESS;
 }
 
-/* RDMA write with immediate of bytes at addr (lkey) into the remote slot of message head. */
-static tutti_result_t post_write(struct ib_conn *c, uintptr_t addr, uint32_t lkey, size_t bytes)
+/* RDMA write with immediate (the tag) of bytes at addr (lkey) into the remote slot of message
+ * head. */
+static tutti_result_t post_write(struct ib_conn *c, uintptr_t addr, uint32_t lkey, size_t bytes,
+                                 uint32_t tag)
 {
     uint32_t s = (uint32_t)(c->head % c->nslots);
     int q = (int)(c->head % (uint64_t)c->nqps), e;
@@ -255,7 +259,7 @@ static tutti_result_t post_write(struct ib_conn *c, uintptr_t addr, uint32_t lke
     wr.num_sge = bytes ? 1 : 0;
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data = htonl((uint32_t)bytes);
+    wr.imm_data = htonl(tag);
     wr.wr.rdma.remote_addr = c->r_addr + (uint64_t)s * c->base.slot_bytes;
     wr.wr.rdma.rkey = c->r_key;
     e = ibv_post_send(c->qp[q], &wr, &bad);
@@ -268,18 +272,18 @@ static tutti_result_t post_write(struct ib_conn *c, uintptr_t addr, uint32_t lke
     return TUTTI_SUCCESS;
 }
 
-static tutti_result_t ib_send_commit(struct tt_conn *conn, size_t bytes)
+static tutti_result_t ib_send_commit(struct tt_conn *conn, size_t bytes, uint32_t tag)
 {
     struct ib_conn *c = (struct ib_conn *)conn;
     uint32_t s = (uint32_t)(c->head % c->nslots);
 
     return post_write(c, (uintptr_t)(c->ring + (size_t)s * c->base.slot_bytes), c->ring_mr->lkey,
-                      bytes);
+                      bytes, tag);
 }
 
 /* Zero copy: the write reads the user's registered memory instead of the staging slot. */
 static tutti_result_t ib_send_commit_from(struct tt_conn *conn, const void *src, size_t bytes,
-                                          struct tt_memreg *reg, uint64_t *ticket)
+                                          uint32_t tag, struct tt_memreg *reg, uint64_t *ticket)
 {
     struct ib_conn *c = (struct ib_conn *)conn;
     struct ibv_mr *mr = tt_ib_reg_get(reg);
@@ -287,7 +291,7 @@ static tutti_result_t ib_send_commit_from(struct tt_conn *conn, const void *src,
     if (!mr)
         return TUTTI_ERR_UNSUPPORTED;
     *ticket = c->head;
-    TT_CHECK(post_write(c, (uintptr_t)src, mr->lkey, bytes));
+    TT_CHECK(post_write(c, (uintptr_t)src, mr->lkey, bytes, tag));
     c->nzc++;
     return TUTTI_SUCCESS;
 }
@@ -310,7 +314,8 @@ static tutti_result_t ib_flush(struct tt_conn *conn)
     return c->ninflight ? TUTTI_IN_PROGRESS : TUTTI_SUCCESS;
 }
 
-static tutti_result_t ib_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes)
+static tutti_result_t ib_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes,
+                                   uint32_t *tag)
 {
     struct ib_conn *c = (struct ib_conn *)conn;
     uint32_t s = (uint32_t)(c->tail % c->nslots);
@@ -323,6 +328,7 @@ static tutti_result_t ib_recv_peek(struct tt_conn *conn, const void **slot, size
             return TUTTI_IN_PROGRESS;
     }
     *bytes = c->lens[s];
+    *tag = c->tags[s];
     *slot = c->ring + (size_t)s * c->base.slot_bytes;
     return TUTTI_SUCCESS;
 }

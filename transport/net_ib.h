@@ -131,6 +131,7 @@ struct ib_conn {
     uint64_t tail;
     uint64_t *ready; /* per slot: message number + 1 once it has landed */
     uint32_t *lens;
+    uint32_t *tags; /* each slot's message tag (its write's immediate) */
     uint64_t recv_next[QP_MAX];
     int credit_posted; /* credit writes not yet completed */
     int credit_dirty;

@@ -124,6 +124,7 @@ void tt_ib_conn_free(struct ib_conn *c)
     free(c->inflight);
     free(c->ready);
     free(c->lens);
+    free(c->tags);
     if (c->fd >= 0)
         close(c->fd);
     if (c->lfd >= 0)
@@ -165,7 +166,8 @@ static tutti_result_t conn_new(const struct tt_transport_ctx *ctx, int peer, int
     c->inflight = calloc(c->nslots, 1);
     c->ready = calloc(c->nslots, sizeof(*c->ready));
     c->lens = calloc(c->nslots, sizeof(*c->lens));
-    if (!c->credit || !c->inflight || !c->ready || !c->lens) {
+    c->tags = calloc(c->nslots, sizeof(*c->tags));
+    if (!c->credit || !c->inflight || !c->ready || !c->lens || !c->tags) {
         tt_ib_conn_free(c);
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "net_ib: out of memory");
     }

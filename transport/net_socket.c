@@ -2,7 +2,7 @@
  * net_socket.c -- TCP transport between hosts.
  *
  * A connection is TUTTI_NSOCKS nonblocking TCP sockets. Message k (one FIFO slot: a header
- * with its length, then the payload) travels on socket k mod nsocks, so each socket carries
+ * with its length and tag, then the payload) travels on socket k mod nsocks, so each socket carries
  * its messages in order and consecutive chunks of a large transfer move in parallel.
  *
  * Sender: send_slot() hands out a local staging slot; send_commit() queues it and writes what
@@ -38,7 +38,7 @@
 
 #define SOCK_MAX 16
 #define HELLO_LEN 16 /* "TTNS", index, nonce */
-#define HDR_LEN 8
+#define HDR_LEN 12   /* length (64 bit), tag */
 
 struct sock_conn {
     struct tt_conn base;
@@ -50,6 +50,7 @@ struct sock_conn {
     uint32_t nslots;
     char *slots;
     uint64_t *lens;
+    uint32_t *tags;
     uint64_t head;           /* sender: messages committed */
     uint64_t tail;           /* receiver: messages released */
     uint64_t next[SOCK_MAX]; /* per socket: next message it carries (== s mod nsocks) */
@@ -85,9 +86,11 @@ static struct sock_conn *conn_new(const struct tt_transport_ctx *ctx, int peer, 
     }
     c->slots = malloc((size_t)c->nslots * ctx->slot_bytes);
     c->lens = calloc(c->nslots, sizeof(*c->lens));
-    if (!c->slots || !c->lens) {
+    c->tags = calloc(c->nslots, sizeof(*c->tags));
+    if (!c->slots || !c->lens || !c->tags) {
         free(c->slots);
         free(c->lens);
+        free(c->tags);
         free(c);
         return NULL;
     }
@@ -104,6 +107,7 @@ static void conn_free(struct sock_conn *c)
         close(c->lfd);
     free(c->slots);
     free(c->lens);
+    free(c->tags);
     free(c);
 }
 
@@ -276,6 +280,7 @@ static tutti_result_t send_pump(struct sock_conn *c)
             ssize_t w;
 
             tt_put64(hdr, len);
+            tt_put32(hdr + 8, c->tags[m % c->nslots]);
             if (c->done[s] < HDR_LEN)
                 iov[n++] = (struct iovec){hdr + c->done[s], HDR_LEN - c->done[s]};
             size_t poff = c->done[s] > HDR_LEN ? c->done[s] - HDR_LEN : 0;
@@ -328,6 +333,7 @@ static tutti_result_t recv_pump(struct sock_conn *c)
                     continue;
             }
             c->lens[m % c->nslots] = len;
+            c->tags[m % c->nslots] = tt_get32(c->hdr[s] + 8);
             c->done[s] = 0;
             c->next[s] += (uint64_t)c->nsocks;
             continue;
@@ -374,11 +380,12 @@ static tutti_result_t sock_send_slot(struct tt_conn *conn, size_t bytes, void **
     return TUTTI_SUCCESS;
 }
 
-static tutti_result_t sock_send_commit(struct tt_conn *conn, size_t bytes)
+static tutti_result_t sock_send_commit(struct tt_conn *conn, size_t bytes, uint32_t tag)
 {
     struct sock_conn *c = (struct sock_conn *)conn;
 
     c->lens[c->head % c->nslots] = bytes;
+    c->tags[c->head % c->nslots] = tag;
     c->head++;
     return send_pump(c);
 }
@@ -396,7 +403,8 @@ static tutti_result_t sock_flush(struct tt_conn *conn)
     return TUTTI_SUCCESS;
 }
 
-static tutti_result_t sock_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes)
+static tutti_result_t sock_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes,
+                                     uint32_t *tag)
 {
     struct sock_conn *c = (struct sock_conn *)conn;
 
@@ -412,6 +420,7 @@ static tutti_result_t sock_recv_peek(struct tt_conn *conn, const void **slot, si
         }
     }
     *bytes = c->lens[c->tail % c->nslots];
+    *tag = c->tags[c->tail % c->nslots];
     *slot = c->slots + (c->tail % c->nslots) * c->base.slot_bytes;
     return TUTTI_SUCCESS;
 }

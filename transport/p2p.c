@@ -248,17 +248,18 @@ static tutti_result_t p2p_send_slot(struct tt_conn *conn, size_t bytes, void **s
     return tt_dfifo_failed(&c->f) ? gave_up(c) : TUTTI_IN_PROGRESS;
 }
 
-static tutti_result_t p2p_send_commit(struct tt_conn *conn, size_t bytes)
+static tutti_result_t p2p_send_commit(struct tt_conn *conn, size_t bytes, uint32_t tag)
 {
     struct p2p_conn *c = (struct p2p_conn *)conn;
-    return tt_dfifo_send_commit(&c->f, bytes) == 0 ? TUTTI_SUCCESS : dfifo_fail(c);
+    return tt_dfifo_send_commit(&c->f, bytes, tag) == 0 ? TUTTI_SUCCESS : dfifo_fail(c);
 }
 
-static tutti_result_t p2p_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes)
+static tutti_result_t p2p_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes,
+                                    uint32_t *tag)
 {
     struct p2p_conn *c = (struct p2p_conn *)conn;
 
-    *slot = tt_dfifo_recv_peek(&c->f, bytes);
+    *slot = tt_dfifo_recv_peek(&c->f, bytes, tag);
     if (*slot)
         return TUTTI_SUCCESS;
     return tt_dfifo_failed(&c->f) ? gave_up(c) : TUTTI_IN_PROGRESS;

@@ -240,26 +240,27 @@ static tutti_result_t shm_send_slot(struct tt_conn *conn, size_t bytes, void **s
     return tt_fifo_failed(&c->fifo) ? gave_up(c) : TUTTI_IN_PROGRESS;
 }
 
-static tutti_result_t shm_send_commit(struct tt_conn *conn, size_t bytes)
+static tutti_result_t shm_send_commit(struct tt_conn *conn, size_t bytes, uint32_t tag)
 {
-    tt_fifo_send_commit(&((struct shm_conn *)conn)->fifo, bytes);
+    tt_fifo_send_commit(&((struct shm_conn *)conn)->fifo, bytes, tag);
     return TUTTI_SUCCESS;
 }
 
-static tutti_result_t shm_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes)
+static tutti_result_t shm_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes,
+                                    uint32_t *tag)
 {
     struct shm_conn *c = (struct shm_conn *)conn;
 
     if (c->remote)
         remote_probe(c);
-    *slot = tt_fifo_recv_peek(&c->fifo, bytes);
+    *slot = tt_fifo_recv_peek(&c->fifo, bytes, tag);
     if (*slot)
         return TUTTI_SUCCESS;
     return tt_fifo_failed(&c->fifo) ? gave_up(c) : TUTTI_IN_PROGRESS;
 }
 
 static tutti_result_t shm_send_commit_from(struct tt_conn *conn, const void *src, size_t bytes,
-                                           struct tt_memreg *reg, uint64_t *ticket)
+                                           uint32_t tag, struct tt_memreg *reg, uint64_t *ticket)
 {
     struct shm_conn *c = (struct shm_conn *)conn;
 
@@ -268,7 +269,7 @@ static tutti_result_t shm_send_commit_from(struct tt_conn *conn, const void *src
         atomic_load_explicit(&c->fifo.ctrl->remote_ok, memory_order_acquire) != 1 ||
         !tt_fifo_remote_fits(&c->fifo, bytes))
         return TUTTI_ERR_UNSUPPORTED;
-    *ticket = c->last_remote = tt_fifo_send_commit_remote(&c->fifo, src, bytes);
+    *ticket = c->last_remote = tt_fifo_send_commit_remote(&c->fifo, src, bytes, tag);
     return TUTTI_SUCCESS;
 }
 

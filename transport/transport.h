@@ -5,8 +5,13 @@
  * channel. Setup: the receiver creates the FIFO and describes it in a small blob; the
  * communicator carries the blob to the sender over bootstrap; the sender attaches.
  * Data path (never blocks; "not yet" is TUTTI_IN_PROGRESS):
- *   sender:   send_slot(bytes) -> where to write bytes (<= slot_bytes), fill, send_commit(bytes)
- *   receiver: recv_peek() -> oldest committed slot and its byte count, use it, recv_release()
+ *   sender:   send_slot(bytes) -> where to write bytes (<= slot_bytes), fill,
+ *             send_commit(bytes, tag)
+ *   receiver: recv_peek() -> oldest committed slot, its byte count and tag, use it,
+ *             recv_release()
+ * The tag is the sender's 32-bit label of the operation the message belongs to (lib/tag.h):
+ * every transport carries it beside the message, unchanged, so a receiver can tell a message
+ * of another call (a stale one, or a rank that called something else) from its data.
  * progress() pumps transports that need it (sockets, verbs); shm's is a no-op.
  * Operations table begins with its size so it can grow (libfabric's rule).
  */
@@ -60,10 +65,11 @@ struct tt_transport {
     /* After every sender has connected: complete the receiving side (sockets: accept). */
     tutti_result_t (*finish)(struct tt_conn *conn, double deadline);
     tutti_result_t (*send_slot)(struct tt_conn *conn, size_t bytes, void **slot);
-    tutti_result_t (*send_commit)(struct tt_conn *conn, size_t bytes);
+    tutti_result_t (*send_commit)(struct tt_conn *conn, size_t bytes, uint32_t tag);
     /* Push committed messages on; TUTTI_SUCCESS once none is left in this process. */
     tutti_result_t (*flush)(struct tt_conn *conn);
-    tutti_result_t (*recv_peek)(struct tt_conn *conn, const void **slot, size_t *bytes);
+    tutti_result_t (*recv_peek)(struct tt_conn *conn, const void **slot, size_t *bytes,
+                                uint32_t *tag);
     tutti_result_t (*recv_release)(struct tt_conn *conn);
     tutti_result_t (*progress)(struct tt_conn *conn);
     /* Block up to ns nanoseconds or until the connection may have moved (a hint: it may
@@ -84,7 +90,7 @@ struct tt_transport {
      * every one. unregister forgets what the transport keeps for reg (it may be freed next).
      */
     tutti_result_t (*send_commit_from)(struct tt_conn *conn, const void *src, size_t bytes,
-                                       struct tt_memreg *reg, uint64_t *ticket);
+                                       uint32_t tag, struct tt_memreg *reg, uint64_t *ticket);
     int (*sent)(struct tt_conn *conn, uint64_t ticket);
     void (*unregister)(struct tt_memreg *reg);
     /* Optional: can send_commit_from read reg's memory where it lies, device memory

@@ -185,15 +185,16 @@ static tutti_result_t dmem_send_slot(struct tt_conn *conn, size_t bytes, void **
     return *slot ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
 }
 
-static tutti_result_t dmem_send_commit(struct tt_conn *conn, size_t bytes)
+static tutti_result_t dmem_send_commit(struct tt_conn *conn, size_t bytes, uint32_t tag)
 {
-    tt_dfifo_send_commit(&((struct dmem_conn *)conn)->f, bytes);
+    tt_dfifo_send_commit(&((struct dmem_conn *)conn)->f, bytes, tag);
     return TUTTI_SUCCESS;
 }
 
-static tutti_result_t dmem_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes)
+static tutti_result_t dmem_recv_peek(struct tt_conn *conn, const void **slot, size_t *bytes,
+                                     uint32_t *tag)
 {
-    *slot = tt_dfifo_recv_peek(&((struct dmem_conn *)conn)->f, bytes);
+    *slot = tt_dfifo_recv_peek(&((struct dmem_conn *)conn)->f, bytes, tag);
     return *slot ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
 }
 

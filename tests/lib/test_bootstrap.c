@@ -10,6 +10,7 @@
 
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -94,12 +95,18 @@ Test(bootstrap, strangers_at_the_rendezvous_do_not_join_or_stall_it, .timeout = 
     cr_assert_eq(j[0].rc, TUTTI_SUCCESS, "rank 0: %s", j[0].msg);
     cr_assert_eq(j[1].rc, TUTTI_SUCCESS, "rank 1: %s", j[1].msg);
 
-    /* The ranks talk to each other; the impostor got nothing but a closed socket. */
+    /* The ranks talk to each other; the impostor got "wrong secret", then a closed socket. */
     char got[6] = {0};
     cr_assert_eq(tt_boot_send(j[1].b, 0, 7, "hello", 6), TUTTI_SUCCESS);
     cr_assert_eq(tt_boot_recv(j[0].b, 1, 7, got, 6), TUTTI_SUCCESS, "%s", tutti_last_error());
     cr_assert_str_eq(got, "hello");
-    char c;
+    unsigned char reply[TT_REPLY_HDR_LEN];
+    char why[256] = {0}, c;
+    cr_assert_eq(tt_sock_read(fds[3], reply, sizeof(reply), tt_now() + 5), TUTTI_SUCCESS);
+    cr_assert(memcmp(reply, "TTBR", 4) == 0 && tt_get32(reply + 4) == TUTTI_ERR_INVALID_ARG);
+    cr_assert(tt_get32(reply + 8) < sizeof(why));
+    cr_assert_eq(tt_sock_read(fds[3], why, tt_get32(reply + 8), tt_now() + 5), TUTTI_SUCCESS);
+    cr_assert(strstr(why, "wrong secret"), "%s", why);
     cr_assert_eq(tt_sock_read(fds[3], &c, 1, tt_now() + 5), TUTTI_ERR_REMOTE);
     for (int i = 0; i < 4; i++)
         if (i != 2)
@@ -316,4 +323,81 @@ Test(bootstrap, first_host_of_a_slurm_node_list)
     cr_assert_str_eq(tiny, "abc");
     cr_assert_eq(tt_hostlist_first("abcd", tiny, sizeof(tiny)), -1, "a name too long was cut");
     cr_assert_eq(tt_hostlist_first("ab[123]", tiny, sizeof(tiny)), -1, "a name too long was cut");
+}
+
+/* More strangers than the service keeps waiting (ROOT_MAX_PENDING, 256), holding their
+ * connections open and silent, plus garbage: the oldest stranger is dropped for each newcomer,
+ * and the real ranks, which connect again if dropped unheard, still join. */
+Test(bootstrap, a_flood_of_idle_connections_does_not_block_the_rendezvous, .timeout = 60)
+{
+    enum { IDLE = 400 };
+    struct rlimit rl;
+    struct tt_id_info id;
+    struct joiner j[2];
+    pthread_t t[2];
+    static int fds[IDLE];
+    unsigned char garbage[TT_HELLO_ROOT_LEN];
+
+    getrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < 4 * IDLE && rl.rlim_max >= 4 * IDLE) {
+        rl.rlim_cur = 4 * IDLE;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    new_root(&id);
+    memset(garbage, 0x41, sizeof(garbage));
+    for (int i = 0; i < IDLE; i++) {
+        fds[i] = dial(&id.root);
+        if (i % 8 == 0)
+            send_bytes(fds[i], garbage, 20); /* part of something that is no hello */
+    }
+    start(&j[0], &t[0], &id, 0, 2, 20);
+    start(&j[1], &t[1], &id, 1, 2, 20);
+    pthread_join(t[0], NULL);
+    pthread_join(t[1], NULL);
+    cr_assert_eq(j[0].rc, TUTTI_SUCCESS, "rank 0: %s", j[0].msg);
+    cr_assert_eq(j[1].rc, TUTTI_SUCCESS, "rank 1: %s", j[1].msg);
+    for (int i = 0; i < IDLE; i++)
+        close(fds[i]);
+    tt_boot_close(j[0].b);
+    tt_boot_close(j[1].b);
+}
+
+/* A rank with another secret (another job's id, another TUTTI_SECRET) is told so. */
+Test(bootstrap, a_wrong_secret_is_named_to_the_refused_rank, .timeout = 30)
+{
+    struct tt_id_info id, wrong;
+    struct joiner j;
+    pthread_t t;
+
+    new_root(&id);
+    wrong = id;
+    wrong.secret[0] ^= 1;
+    start(&j, &t, &wrong, 0, 2, 5);
+    pthread_join(t, NULL);
+    cr_assert_eq(j.rc, TUTTI_ERR_INVALID_ARG, "%s", j.msg);
+    cr_assert(strstr(j.msg, "refused: wrong secret"), "%s", j.msg);
+}
+
+/* The service and a rank that started together time out together: the rank still learns the
+ * service's verdict (the missing ranks, who joined from where, whom it turned away), not just
+ * that its own wait ran out. */
+Test(bootstrap, missing_ranks_are_named_when_the_waits_end_together, .timeout = 30)
+{
+    struct tt_id_info id, wrong;
+    struct joiner j[2];
+    pthread_t t[2];
+
+    cr_assert_eq(tt_addr_resolve("127.0.0.1", 0, &id.root), TUTTI_SUCCESS);
+    memset(id.secret, 7, TT_SECRET_BYTES);
+    cr_assert_eq(tt_boot_root_start(&id.root, id.secret, 2.0), TUTTI_SUCCESS);
+    start(&j[0], &t[0], &id, 0, 4, 2.0);
+    wrong = id;
+    wrong.secret[5] ^= 1;
+    start(&j[1], &t[1], &wrong, 2, 4, 2.0);
+    pthread_join(t[0], NULL);
+    pthread_join(t[1], NULL);
+    cr_assert_eq(j[0].rc, TUTTI_ERR_TIMEOUT, "%s", j[0].msg);
+    cr_assert(strstr(j[0].msg, "missing ranks: 1 2 3"), "%s", j[0].msg);
+    cr_assert(strstr(j[0].msg, "joined: ranks 0 from 127.0.0.1"), "%s", j[0].msg);
+    cr_assert(strstr(j[0].msg, "1 hello(s) with a wrong secret"), "%s", j[0].msg);
 }

@@ -43,7 +43,7 @@ static int try_send(struct pair *p, size_t bytes, unsigned k)
     if (!slot)
         return 0;
     fill(slot, bytes, k);
-    tt_fifo_send_commit(&p->tx, bytes);
+    tt_fifo_send_commit(&p->tx, bytes, k * 2654435761u);
     return 1;
 }
 
@@ -51,10 +51,12 @@ static void recv_check(struct pair *p, size_t bytes, unsigned k)
 {
     static unsigned char want[SLOT];
     size_t got = 0;
-    const void *slot = tt_fifo_recv_peek(&p->rx, &got);
+    uint32_t tag = 0;
+    const void *slot = tt_fifo_recv_peek(&p->rx, &got, &tag);
 
     cr_assert_not_null(slot, "message %u is not there", k);
     cr_assert_eq(got, bytes, "message %u: %zu bytes, want %zu", k, got, bytes);
+    cr_assert_eq(tag, k * 2654435761u, "message %u: tag %#x, want %#x", k, tag, k * 2654435761u);
     fill(want, bytes, k);
     cr_assert(memcmp(slot, want, bytes) == 0, "message %u (%zu bytes) corrupted", k, bytes);
     tt_fifo_recv_release(&p->rx);
@@ -102,7 +104,7 @@ Test(fifo, in_flight_limits_per_kind)
             for (unsigned j = step; j < n + step; j++)
                 recv_check(&p, kinds[i].bytes, k + j);
             /* found empty: every release shows, so the next round fills to the limit */
-            cr_assert_null(tt_fifo_recv_peek(&p.rx, &(size_t){0}));
+            cr_assert_null(tt_fifo_recv_peek(&p.rx, &(size_t){0}, &(uint32_t){0}));
             k += n + step;
         }
     free(p.region);
@@ -195,7 +197,7 @@ static void both_sides(struct sleepy *s, void *(*thread)(void *), void (*here)(s
 static void slow_receiver(struct sleepy *s)
 {
     for (unsigned k = 0; k < SLEEPY_MSGS; k++) {
-        while (!tt_fifo_recv_peek(&s->p.rx, &(size_t){0}))
+        while (!tt_fifo_recv_peek(&s->p.rx, &(size_t){0}, &(uint32_t){0}))
             tt_fifo_recv_wait(&s->p.rx, 1000000); /* the sender is never slow here */
         usleep(200); /* long enough for the sender to fill the slots and block */
         recv_check(&s->p, SLOT, k);
@@ -220,7 +222,7 @@ static void *waiting_receiver(void *arg)
     for (unsigned k = 0; k < SLEEPY_MSGS; k++) {
         const void *slot;
         size_t got = 0;
-        while (!(slot = tt_fifo_recv_peek(&s->p.rx, &got)))
+        while (!(slot = tt_fifo_recv_peek(&s->p.rx, &got, &(uint32_t){0})))
             s->waits++, tt_fifo_recv_wait(&s->p.rx, SLEEPY_WAIT_NS);
         fill(want, SLOT, k);
         if (got != SLOT || memcmp(slot, want, SLOT) != 0)
