@@ -14,7 +14,9 @@
  *   extra             extra_len bytes of the application's
  *   checksum          uint64, FNV-1a of everything before it
  * Rank 0 writes PATH.tmp, fsyncs it and renames it over PATH; loading reads the whole file on
- * rank 0, checks it, and broadcasts it, so ranks need no shared file system.
+ * rank 0, checks it, and broadcasts it, so ranks need no shared file system. A PATH.tmp that a
+ * save killed midway left behind is removed by the next load of PATH (and replaced by the
+ * next save).
  */
 #include "ddp_int.h"
 
@@ -361,6 +363,12 @@ tutti_result_t tutti_ddp_load(tutti_ddp_t d, const char *path, void *extra, size
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
                         "tutti_ddp_load: call it between steps, on a healthy ddp");
     if (d->rank == 0) {
+        char tmpname[4200];
+        snprintf(tmpname, sizeof(tmpname), "%s.tmp", path);
+        if (unlink(tmpname) == 0 &&
+            !(getenv("TUTTI_DEBUG") && !strcmp(getenv("TUTTI_DEBUG"), "NONE")))
+            fprintf(stderr, "tutti DDP rank 0: removed %s, left by a save that did not finish\n",
+                    tmpname);
         rc = read_file(d, path, &buf, &got);
         size = got;
     }

@@ -13,7 +13,9 @@
 #include "error.h"
 #include "log.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +90,34 @@ static void derive_secret(const char *text, unsigned char *secret)
         h *= 0xbf58476d1ce4e5b9ull;
         secret[i] = (unsigned char)(h >> 32);
     }
+}
+
+/*
+ * A rendezvous reachable from the network with a secret derived from what everyone can see
+ * (address, port, rank count) admits anyone who computes it. Say so, once a host (the rank
+ * that is local rank 0, or rank 0 where the launcher gives none), unless TUTTI_SECRET is set.
+ * On loopback only this machine's users can reach it: nothing is said.
+ */
+static void warn_derived_secret(const struct tt_addr *root, int rank)
+{
+    const char *lr = env("TUTTI_LOCAL_RANK") ? env("TUTTI_LOCAL_RANK")
+                     : env("LOCAL_RANK")     ? env("LOCAL_RANK")
+                                             : env("SLURM_LOCALID");
+    const struct sockaddr_in *v4 = (const struct sockaddr_in *)&root->ss;
+    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)&root->ss;
+    char where[80];
+
+    if (env("TUTTI_SECRET") || (lr ? atoi(lr) != 0 : rank != 0))
+        return;
+    if ((root->ss.ss_family == AF_INET && (ntohl(v4->sin_addr.s_addr) >> 24) == 127) ||
+        (root->ss.ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr)))
+        return;
+    TT_WARN(TT_SUB_BOOT,
+            "TUTTI_SECRET is not set: the rendezvous at %s admits ranks by a secret derived from "
+            "its address, port and rank count, which anyone who can reach it can compute (a "
+            "stranger could join as a rank). Set TUTTI_SECRET to the same random string on "
+            "every host",
+            tt_addr_str(root, where, sizeof(where)));
 }
 
 /* This Slurm step: its key ("JOB.STEP", or the job id alone), node count and node list (the
@@ -232,6 +262,7 @@ static tutti_result_t rendezvous_from_env(int rank, int size, tutti_id_t *id)
         TT_CHECK(tt_addr_resolve(host, port, &info.root));
         snprintf(text, sizeof(text), "%s|%s|%d|%d", env("TUTTI_SECRET") ? env("TUTTI_SECRET") : "",
                  host, port, size);
+        warn_derived_secret(&info.root, rank);
     } else if ((job = local_job_id(size, &st)) != NULL) {
         port = job_port(job);
         TT_CHECK(tt_addr_resolve("127.0.0.1", port, &info.root));
@@ -257,6 +288,7 @@ static tutti_result_t rendezvous_from_env(int rank, int size, tutti_id_t *id)
                            st.list_name, first, tutti_last_error());
         snprintf(text, sizeof(text), "%s|slurm|%s|%s|%d",
                  env("TUTTI_SECRET") ? env("TUTTI_SECRET") : "", st.key, first, size);
+        warn_derived_secret(&info.root, rank);
         TT_INFO(TT_SUB_BOOT, "Slurm step %s on %d nodes: rendezvous at %s:%d, its first node",
                 st.key, st.nodes, first, port);
         snprintf(why, sizeof(why),

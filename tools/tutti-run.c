@@ -460,6 +460,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "tutti-run: %s\n", tutti_last_error());
         return 2;
     }
+    if (master && !(getenv("TUTTI_SECRET") && *getenv("TUTTI_SECRET")))
+        fprintf(stderr,
+                "tutti-run: WARNING: TUTTI_SECRET is not set. The rendezvous at %s:%s then "
+                "admits ranks by a secret derived from that address, port and rank count, which "
+                "anyone who can reach it can compute: a stranger could join as a rank and "
+                "receive the job's data. Set TUTTI_SECRET to the same random string on every "
+                "host, e.g. TUTTI_SECRET=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')\n",
+                master, port);
     lfirst = block_first(host_rank, nhosts);
     nlocal = block_first(host_rank + 1, nhosts) - lfirst;
     if (fds_for(nlocal) != 0)

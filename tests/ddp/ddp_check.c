@@ -29,7 +29,8 @@
  *   ddp_check damaged              damaged checkpoints (cut, a byte flipped, resealed with
  *                                  another version, parameter count or name, missing, and 60
  *                                  random damages) are refused on every rank naming why, and
- *                                  leave the parameters alone; the good file loads after them
+ *                                  leave the parameters alone; the good file loads after them,
+ *                                  removing the PATH.tmp a killed save left
  *
  * Also checked in every mode that gets that far: init gives every rank rank 0's values.
  * Exit status 0 means every check on this rank passed.
@@ -299,11 +300,18 @@ static void mode_damaged(tutti_comm_t comm)
             fail("%s: a refused load changed the parameters", named ? cases[k].what : "damage");
         tutti_barrier(comm, NULL);
     }
+    /* What a save killed midway leaves: PATH.tmp, half written. The next load removes it. */
+    char stale[80];
+    snprintf(stale, sizeof(stale), "%s.tmp", path);
+    if (rank == 0 && good)
+        spit(stale, good, len / 2);
     vals[3][0] = -7.0f;
     if (tutti_ddp_load(d, path, NULL, 0, NULL) != TUTTI_SUCCESS)
         fail("the good checkpoint after the damaged ones: %s", tutti_ddp_last_error(d));
     else if (vals[3][0] != keep0)
         fail("the good checkpoint gave l1.bias[0] = %g, saved %g", vals[3][0], keep0);
+    if (rank == 0 && access(stale, F_OK) == 0)
+        fail("%s, left by a killed save, is still there after a load", stale);
     if (backward(d, 0, 0, 0, -1) != TUTTI_SUCCESS || tutti_ddp_finish(d) != TUTTI_SUCCESS)
         fail("a step after the damaged loads: %s", tutti_ddp_last_error(d));
     else

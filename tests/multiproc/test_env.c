@@ -7,8 +7,11 @@
 #include "../scratch_dir.h"
 #include "../free_port.h"
 
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +115,55 @@ Test(env, torchrun_variables, .init = setup, .timeout = 60)
         e[k] = NULL;
     }
     expect_ok(3, env);
+}
+
+/* This machine's first IPv4 address that is up and not loopback, into buf; 0 if none. */
+static int network_address(char *buf, size_t size)
+{
+    struct ifaddrs *ifs;
+    int found = 0;
+
+    if (getifaddrs(&ifs) != 0)
+        return 0;
+    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+            !(i->ifa_flags & IFF_LOOPBACK))
+            found = inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, buf,
+                              (socklen_t)size) != NULL;
+    freeifaddrs(ifs);
+    return found;
+}
+
+/* MASTER_ADDR on the network without TUTTI_SECRET: the derived secret is no secret, and each
+ * host's first rank says so (only it); with TUTTI_SECRET, nobody does. */
+Test(env, a_derived_secret_on_the_network_is_warned_about, .init = setup, .timeout = 60)
+{
+    static char master[64];
+    char *env[2][12], addr[INET_ADDRSTRLEN];
+
+    if (!network_address(addr, sizeof(addr)))
+        cr_skip_test("no IPv4 interface but loopback here");
+    snprintf(master, sizeof(master), "MASTER_ADDR=%s", addr);
+    for (int with = 0; with < 2; with++) {
+        int port = free_port();
+        for (int r = 0; r < 2; r++) {
+            char **e = env[r];
+            int k = 0;
+            e[k++] = fmt("RANK=%d", r);
+            e[k++] = "WORLD_SIZE=2";
+            e[k++] = fmt("LOCAL_RANK=%d", r);
+            e[k++] = master;
+            e[k++] = fmt("MASTER_PORT=%d", port);
+            e[k++] = "TUTTI_TIMEOUT=30";
+            if (with)
+                e[k++] = "TUTTI_SECRET=s3cr3t-for-the-test";
+            e[k] = NULL;
+        }
+        expect_ok(2, env);
+        cr_assert_eq(strstr(output(0), "TUTTI_SECRET is not set") != NULL, !with, "rank 0: %s",
+                     output(0));
+        cr_assert_null(strstr(output(1), "TUTTI_SECRET is not set"), "rank 1: %s", output(1));
+    }
 }
 
 Test(env, slurm_on_one_node, .init = setup, .timeout = 60)

@@ -309,6 +309,25 @@ Test(launcher, two_hosts, .timeout = 60)
         for (int k = 0; k < 3 && want[h][k]; k++)
             cr_assert(strstr(slurp(h ? "out.1" : "out.0"), want[h][k]), "host %d lacks '%s':\n%s",
                       h, want[h][k], slurp(h ? "out.1" : "out.0"));
+    /* No TUTTI_SECRET: every host's launcher says what that exposes. */
+    for (int h = 0; h < 2; h++)
+        cr_assert(strstr(slurp(h ? "out.1" : "out.0"), "WARNING: TUTTI_SECRET is not set"),
+                  "host %d did not warn:\n%s", h, slurp(h ? "out.1" : "out.0"));
+}
+
+/* With TUTTI_SECRET the hosts join as before, and nobody warns. */
+Test(launcher, two_hosts_with_a_secret, .timeout = 60)
+{
+    pid_t l[2];
+
+    make_dir();
+    setenv("TUTTI_SECRET", "a-test-secret-8d1f", 1);
+    launch_two_hosts(4, "ok", NULL, NULL, l);
+    cr_assert_eq(wait_exit(l[0], 30, NULL), 0, "%s", slurp("out.0"));
+    cr_assert_eq(wait_exit(l[1], 30, NULL), 0, "%s", slurp("out.1"));
+    for (int h = 0; h < 2; h++)
+        cr_assert_null(strstr(slurp(h ? "out.1" : "out.0"), "TUTTI_SECRET"), "host %d:\n%s", h,
+                       slurp(h ? "out.1" : "out.0"));
 }
 
 /* A rank of the second host exits with status 7: its launcher stops its other rank and exits
