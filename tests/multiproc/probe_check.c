@@ -24,6 +24,12 @@
  *   probe_check gather-count       (TUTTI_CHECK_COLL=1, 3+ ranks) rank 1 gathers one element more:
  *                                  every rank refuses, nothing is left in flight, the next
  *                                  all-reduce is right
+ * And for the rendezvous and timeout cases:
+ *   probe_check ok                 two right all-reduces (a rank of a job that must work)
+ *   probe_check loop               all-reduces until one fails; exit 0 if it failed by timeout
+ *                                  or a peer's loss, after saying after how long and why
+ *   probe_check serve SECONDS      (not a rank) start a rendezvous (tutti_get_id), print
+ *                                  "ID <id>" and serve it for SECONDS
  * Prints "RESULT rank R: ..." lines; exits 0 when this rank saw what it should.
  */
 #include "tutti.h"
@@ -217,10 +223,46 @@ static void gather_count(void)
     all_reduce_right("another all-reduce");
 }
 
+/* All-reduces until one fails: by TUTTI_TIMEOUT (a stopped rank) or a lost peer. */
+static void loop(void)
+{
+    enum { N = 1 << 16 };
+    static float x[N], y[N];
+    double last = now();
+    tutti_result_t rc;
+
+    printf("RESULT rank %d: looping\n", rank);
+    fflush(stdout);
+    while ((rc = tutti_all_reduce(x, y, N, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL)) == TUTTI_SUCCESS)
+        last = now();
+    printf("RESULT rank %d: failed %.2f s after the last success: %s: %s\n", rank, now() - last,
+           tutti_strerror(rc), tutti_last_error());
+    CHECK(rc == TUTTI_ERR_TIMEOUT || rc == TUTTI_ERR_REMOTE, "the loop ended with %s",
+          tutti_strerror(rc));
+}
+
+/* A rendezvous served from here, for ranks started with TUTTI_ID by hand. */
+static int serve(double seconds)
+{
+    tutti_id_t id;
+    char s[TUTTI_ID_STRLEN];
+
+    if (tutti_get_id(&id) != TUTTI_SUCCESS || tutti_id_to_string(&id, s, sizeof(s)) != 0) {
+        fprintf(stderr, "probe_check serve: %s\n", tutti_last_error());
+        return 2;
+    }
+    printf("ID %s\n", s);
+    fflush(stdout);
+    nanosleep(&(struct timespec){(time_t)seconds, 0}, NULL);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
 
+    if (strcmp(mode, "serve") == 0)
+        return serve(argc > 2 ? atof(argv[2]) : 10);
     if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS) {
         fprintf(stderr, "probe_check: init: %s\n", tutti_last_error());
         return 2;
@@ -244,12 +286,17 @@ int main(int argc, char **argv)
         p2p_then_all();
     else if (strcmp(mode, "gather-count") == 0)
         gather_count();
+    else if (strcmp(mode, "ok") == 0) {
+        all_reduce_right("an all-reduce");
+        all_reduce_right("another all-reduce");
+    } else if (strcmp(mode, "loop") == 0)
+        loop();
     else {
         fprintf(stderr, "probe_check: unknown mode '%s'\n", mode);
         return 2;
     }
-    CHECK(now() - t0 < 15, "the case took %.1f s (TUTTI_TIMEOUT is 60: somebody waited for it)",
-          now() - t0);
+    CHECK(strcmp(mode, "loop") == 0 || now() - t0 < 15,
+          "the case took %.1f s (TUTTI_TIMEOUT is 60: somebody waited for it)", now() - t0);
     tutti_comm_destroy(comm);
     return failures ? 1 : 0;
 }
