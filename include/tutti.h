@@ -285,9 +285,18 @@ TUTTI_API const char *tutti_last_error(void);
  *   reduce:         sendbuf == recvbuf (recvbuf is only written on root)
  * With stream == NULL each call returns when this rank's part is complete: recvbuf holds the
  * result and sendbuf may be reused. With a host stream the call returns once it is queued and
- * the same holds when the stream has run it. Errors: TUTTI_ERR_INVALID_ARG before anything is sent;
- * TUTTI_ERR_TIMEOUT/REMOTE/SYSTEM during the operation, after which comm is in an error
- * state and later calls fail at once.
+ * the same holds when the stream has run it. Every rank checks every buffer it passes, used
+ * or not (a non-root's unused sendbuf of a broadcast too), against these rules.
+ * Errors: TUTTI_ERR_INVALID_ARG before anything of this rank's data is sent. A rank refused
+ * for its own buffers (NULL, overlapping, host and device mixed) still takes part in the call
+ * without them, so its peers fail it at once with TUTTI_ERR_INVALID_ARG naming that rank and
+ * the reason (a rank that only sends in the call, as a reduce's non-root, may finish it) and
+ * comm stays usable; on a CUDA stream, the device path or in a group the refusing rank puts
+ * comm in the error state instead. Ranks whose calls differ (another collective, count,
+ * dtype, op or root, or one call missing) fail with TUTTI_ERR_INVALID_ARG where their
+ * messages meet, naming both calls, and comm is then in an error state; no call completes
+ * with data of another. TUTTI_ERR_TIMEOUT/REMOTE/SYSTEM during the operation, after which
+ * comm is in an error state and later calls fail at once.
  */
 
 /* recvbuf[i] = op over ranks of sendbuf[i], for i < count, on every rank. */
