@@ -310,6 +310,16 @@ static tutti_result_t tag_mismatch(const struct tt_exec *x, int peer, uint32_t w
                    what, peer, why);
 }
 
+/* Done with the peeked message of rc. */
+static tutti_result_t release(struct tt_exec *x, struct tt_conn *rc)
+{
+    tutti_result_t r = rc->tp->recv_release(rc);
+
+    if (r == TUTTI_SUCCESS && x->mover) /* published once the device has used the slot */
+        pend_add(x, rc);
+    return r;
+}
+
 /* The rest of a chunk under poison (exec.h): no byte moves; sends go empty, tagged refused;
  * a message by address is released unread (its sender's flush needs only the release). */
 static tutti_result_t poison_chunk(struct tt_exec *x, const struct tt_step *s, struct tt_conn *rc,
@@ -325,14 +335,7 @@ static tutti_result_t poison_chunk(struct tt_exec *x, const struct tt_step *s, s
             return r;
         pend_add(x, sc);
     }
-    if (rc) {
-        r = rc->tp->recv_release(rc);
-        if (r != TUTTI_SUCCESS)
-            return r;
-        if (x->mover)
-            pend_add(x, rc);
-    }
-    return TUTTI_SUCCESS;
+    return rc ? release(x, rc) : TUTTI_SUCCESS;
 }
 
 /* One chunk of step gi (s) of a lane: elements [lo, lo + n) of the step's range. */
@@ -489,14 +492,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
             return r;
         pend_add(x, sc);
     }
-    if (rc) {
-        r = rc->tp->recv_release(rc);
-        if (r != TUTTI_SUCCESS)
-            return r;
-        if (x->mover) /* the release is published once the device has used the slot */
-            pend_add(x, rc);
-    }
-    return TUTTI_SUCCESS;
+    return rc ? release(x, rc) : TUTTI_SUCCESS;
 }
 
 /* TUTTI_TRACE: the phase just finished, as a span on its lane's track. */

@@ -4,6 +4,7 @@
  * rendezvous from the job id); and the errors that name a missing or malformed variable.
  * Each rank is a process started here with exactly those variables (no tutti-run).
  */
+#include "../child.h"
 #include "../scratch_dir.h"
 #include "../free_port.h"
 
@@ -49,17 +50,9 @@ static const char *output(int r)
 {
     static char buf[4096];
     char path[128];
-    FILE *f;
-    size_t n;
 
     snprintf(path, sizeof(path), "%s/out.%d", dir, r);
-    f = fopen(path, "r");
-    if (!f)
-        return "";
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    return child_read(path, buf, sizeof(buf));
 }
 
 static void expect_init_error(char **e, const char *word);

@@ -6,6 +6,7 @@
  * later call must fail at once, destroy must return, and nothing may be left in /dev/shm.
  * Ranks are started here directly (MASTER_ADDR rendezvous).
  */
+#include "../child.h"
 #include "../scratch_dir.h"
 #include "../free_port.h"
 
@@ -22,12 +23,7 @@
 
 static char dir[64];
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#define now child_now
 
 static const char *extra_env; /* VAR=value words, space-separated (at most 6) */
 
@@ -47,7 +43,7 @@ static pid_t start_prog(int rank, int n, int port, const char *const *prog, cons
     snprintf(vp, sizeof(vp), "MASTER_PORT=%d", port);
     snprintf(vt, sizeof(vt), "TUTTI_JOB_TAG=fault%d", (int)getpid());
     snprintf(vh, sizeof(vh), "TUTTI_HOSTID=%s", hostid ? hostid : "");
-    argv[k++] = "env";
+    argv[k++] = "/usr/bin/env";
     argv[k++] = "-u";
     argv[k++] = "TUTTI_TIMEOUT"; /* the defaults are what is tested */
     argv[k++] = vr;
@@ -67,15 +63,8 @@ static pid_t start_prog(int rank, int n, int port, const char *const *prog, cons
     for (int i = 0; prog[i] && i < 6; i++)
         argv[k++] = prog[i];
     argv[k] = NULL;
-    pid = fork();
+    pid = child_start(out, argv);
     cr_assert(pid >= 0);
-    if (pid == 0) {
-        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execv("/usr/bin/env", (char *const *)argv);
-        _exit(126);
-    }
     return pid;
 }
 
@@ -100,17 +89,9 @@ static const char *output(int r)
 {
     static char buf[8192];
     char path[128];
-    FILE *f;
-    size_t k;
 
     snprintf(path, sizeof(path), "%s/out.%d", dir, r);
-    f = fopen(path, "r");
-    if (!f)
-        return "";
-    k = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[k] = '\0';
-    fclose(f);
-    return buf;
+    return child_read(path, buf, sizeof(buf));
 }
 
 /* text from the first `word` on, or all of it if word is not there (never NULL). */
@@ -135,18 +116,7 @@ static void wait_ready(int n)
 
 static int wait_exit(pid_t pid, double limit)
 {
-    double t0 = now();
-    int st;
-
-    while (waitpid(pid, &st, WNOHANG) != pid) {
-        if (now() - t0 > limit) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            return -1;
-        }
-        usleep(10000);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return child_wait(pid, limit, NULL);
 }
 
 /* Names this test's jobs left in /dev/shm: removed, and (remove == 0) asserted absent; remove:

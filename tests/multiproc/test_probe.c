@@ -20,29 +20,22 @@
  *                      garbage through tutti-run: the job runs, or ends at once naming the
  *                      knob; never a hang
  */
+#include "../child.h"
 #include "../free_port.h"
 #include "../scratch_dir.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 static char dir[64];
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#define now child_now
 
 static void setup(void)
 {
@@ -53,66 +46,39 @@ static void setup(void)
 }
 
 /* Start `words` (VAR=value words, then the program and its arguments; NULL-terminated) under
- * env(1), output to DIR/out.NAME. The child only opens, dups and execs. */
+ * env(1), output to DIR/out.NAME. */
 static pid_t start(const char *name, const char *const *words)
 {
     char out[128];
-    const char *argv[48];
-    int k = 0;
+    const char *argv[48] = {"/usr/bin/env"};
+    int k = 1;
     pid_t pid;
 
     snprintf(out, sizeof(out), "%s/out.%s", dir, name);
-    argv[k++] = "env";
-    for (int i = 0; words[i] && k < 46; i++)
+    for (int i = 0; words[i] && k < 47; i++)
         argv[k++] = words[i];
     argv[k] = NULL;
-    pid = fork();
+    pid = child_start(out, argv);
     cr_assert(pid >= 0);
-    if (pid == 0) {
-        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execv("/usr/bin/env", (char *const *)argv);
-        _exit(126);
-    }
     return pid;
 }
 
 /* Wait for pid at most `limit` seconds (then kill it and fail); its exit code (128 + signal). */
 static int finish(pid_t pid, double limit, const char *what)
 {
-    double t0 = now();
-    int st;
+    int code = child_wait(pid, limit, NULL);
 
-    for (;;) {
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid)
-            break;
-        if (now() - t0 > limit) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            cr_assert_fail("%s: still running after %.0f s", what, limit);
-        }
-        usleep(5000);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    cr_assert_neq(code, -1, "%s: still running after %.0f s", what, limit);
+    return code;
 }
 
 static const char *output(const char *name)
 {
     static char buf[65536];
     char path[128];
-    FILE *f;
-    size_t n;
 
     snprintf(path, sizeof(path), "%s/out.%s", dir, name);
-    f = fopen(path, "r");
-    if (!f)
-        return "";
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    return child_read(path, buf, sizeof(buf));
 }
 
 /* ---- collectives ---- */

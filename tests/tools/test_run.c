@@ -4,6 +4,7 @@
  * usage errors; one launcher per host (--nnodes, --node-rank, --master), two of them here
  * posing as two hosts. Paths come from the environment meson sets (TUTTI_RUN, RANK_HELPER).
  */
+#include "../child.h"
 #include "../scratch_dir.h"
 #include "../free_port.h"
 
@@ -20,12 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#define now child_now
 
 static char dir[64];
 
@@ -51,15 +47,8 @@ static pid_t launch_to(const char *const *args, const char *out_name)
     argv[n] = NULL;
     cr_assert_not_null(argv[0], "TUTTI_RUN is not set");
     snprintf(out, sizeof(out), "%s/%s", dir, out_name);
-    pid = fork();
+    pid = child_start(out, argv);
     cr_assert(pid >= 0);
-    if (pid == 0) {
-        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(126);
-    }
     return pid;
 }
 
@@ -71,40 +60,19 @@ static pid_t launch(const char *const *args)
 /* Wait for pid; fail after limit seconds. Returns the exit code (128+sig for signals). */
 static int wait_exit(pid_t pid, double limit, double *took)
 {
-    double t0 = now();
-    int st;
+    int code = child_wait(pid, limit, took);
 
-    for (;;) {
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid)
-            break;
-        if (now() - t0 > limit) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            cr_assert_fail("tutti-run still running after %.0f s", limit);
-        }
-        usleep(10000);
-    }
-    if (took)
-        *took = now() - t0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    cr_assert_neq(code, -1, "tutti-run still running after %.0f s", limit);
+    return code;
 }
 
 static char *slurp(const char *name)
 {
     static char buf[65536];
     char path[128];
-    FILE *f;
-    size_t n;
 
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    f = fopen(path, "r");
-    if (!f)
-        return NULL;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    return (char *)child_read(path, buf, sizeof(buf));
 }
 
 /* Wait until n ranks wrote their pid files; return the pids. */
