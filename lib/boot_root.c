@@ -384,9 +384,12 @@ static void root_give_up(struct root *r)
         list_refusals(r, msg, n, (int)sizeof(msg));
     }
     TT_WARN(TT_SUB_BOOT, "%s (%s)", msg, r->where);
-    for (int i = 0; i < r->nc; i++)
-        if (r->c[i].rank >= 0)
-            reply_error(&r->c[i], status, msg, tt_now() + 1.0);
+    /* Rank 0 last: with MASTER_ADDR this service runs in its process, which exits once it has
+     * its answer, and the others must have theirs by then. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < r->nc; i++)
+            if (r->c[i].rank >= 0 && (r->c[i].rank == 0) == pass)
+                reply_error(&r->c[i], status, msg, tt_now() + 1.0);
 }
 
 static void *root_main(void *arg)

@@ -345,10 +345,13 @@ static tutti_result_t rendezvous(struct tt_boot *b, const struct tt_id_info *id,
         nanosleep(&(struct timespec){0, (20 + 10 * (tries < 20 ? tries : 20)) * 1000 * 1000}, NULL);
     }
     if (rc != TUTTI_SUCCESS) {
-        rc = tt_fail(NULL, rc,
-                     "rank %d: rendezvous at %s failed: %s (no answer within TUTTI_TIMEOUT; "
-                     "is it served, and reachable from here?)",
-                     b->rank, where, tt_thread_error());
+        rc = tt_fail(NULL, rc, "rank %d: rendezvous at %s failed: %s (%s)", b->rank, where,
+                     tt_thread_error(),
+                     rc == TUTTI_ERR_REMOTE
+                         ? "it closed the connection without an answer: did the process "
+                           "serving it (rank 0's, with MASTER_ADDR) exit?"
+                         : "no answer within TUTTI_TIMEOUT: is it served, and reachable from "
+                           "here?");
         goto undo_fd;
     }
     status = tt_get32(reply + 4);
@@ -427,17 +430,34 @@ undo_boot:
     return rc;
 }
 
-/* A queued TT_TAG_GAVE_UP message from any rank: its sender, the reason in why; else -1. */
+/* A queued TT_TAG_GAVE_UP message from any rank: its sender, the reason in why; else -1.
+ * Where several ranks told, the first whose reason is its own (not "rank R gave up" or "had
+ * failed", a failure that followed another's): the root cause. */
 static int peer_gave_up(const struct tt_boot *b, char *why, size_t size)
 {
-    for (const struct boot_msg *m = b->head; m; m = m->next)
-        if (m->tag == TT_TAG_GAVE_UP) {
-            size_t n = m->len < size - 1 ? m->len : size - 1;
-            memcpy(why, m->data, n);
-            why[n] = '\0';
-            return m->from;
+    const struct boot_msg *first = NULL;
+
+    for (const struct boot_msg *m = b->head; m; m = m->next) {
+        char text[512];
+        size_t n;
+        if (m->tag != TT_TAG_GAVE_UP)
+            continue;
+        n = m->len < sizeof(text) - 1 ? m->len : sizeof(text) - 1;
+        memcpy(text, m->data, n);
+        text[n] = '\0';
+        if (!first)
+            first = m;
+        if (!strstr(text, "gave up") && !strstr(text, "had failed")) {
+            first = m;
+            break;
         }
-    return -1;
+    }
+    if (!first)
+        return -1;
+    size_t n = first->len < size - 1 ? first->len : size - 1;
+    memcpy(why, first->data, n);
+    why[n] = '\0';
+    return first->from;
 }
 
 /* A rank told us it gave up: fail with its reason, and do not tell the others again (it did). */
@@ -535,9 +555,19 @@ static void tell_peers(struct tt_boot *b, const char *why)
  * message is put back as it was (telling may have failed and written its own). */
 static tutti_result_t give_up(struct tt_boot *b, tutti_result_t rc)
 {
-    char why[512];
+    char why[512], told[512];
+    int who;
 
     snprintf(why, sizeof(why), "%s", tt_thread_error());
+    /* A rank that failed first may be why (a send to it broke): name it, and tell nobody: it
+     * told them. */
+    if (!b->told) {
+        boot_poll(b, -1, tt_now() + 0.05);
+        if ((who = peer_gave_up(b, told, sizeof(told))) >= 0) {
+            b->told = 1;
+            return tt_fail_quiet(NULL, rc, "%s (rank %d had failed: %s)", why, who, told);
+        }
+    }
     tell_peers(b, why);
     return tt_fail_quiet(NULL, rc, "%s", why);
 }

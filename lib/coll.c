@@ -85,7 +85,7 @@ static int overlaps(const void *a, size_t alen, const void *b, size_t blen)
 
 /*
  * A refusal this rank may make alone, where its peers cannot run the call with it (a
- * point-to-point batch, a device-path or CUDA-stream call, a group): the communicator enters
+ * point-to-point batch, a device-path or CUDA-stream call): the communicator enters
  * the error state and tells them (comm.c), so they fail now, naming this refusal, instead of
  * waiting for it or succeeding with a message that their next call would read.
  */
@@ -577,10 +577,10 @@ tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w)
 
 /* Where a call refused for its own buffers is run without them (tag.h), `c` being valid in
  * what every rank must pass alike: not on a CUDA stream or the device path (its peers may be
- * on device connections), and not inside a group (whose calls pack by their buffers). */
+ * on device connections). In a group it is recorded, never packed (coll_group.c). */
 static int can_run_refused(const struct tutti_comm *comm, tutti_stream_t stream)
 {
-    return !tt_group_open() && !tt_stream_is_cuda(stream) && !comm->cuda_direct;
+    return !tt_stream_is_cuda(stream) && !comm->cuda_direct;
 }
 
 /*
@@ -611,7 +611,8 @@ static tutti_result_t refused_call(struct tutti_comm *comm, const struct tt_call
     p.inplace = p.device = 0;
     p.premul.on = tt_redop_is_custom(c->op); /* named in the tag; never applied */
     p.op = p.premul.on ? TUTTI_SUM : c->op;
-    run = tt_coll_dispatch(comm, &p, stream);
+    run =
+        tt_group_open() ? tt_group_add_coll(comm, &p, stream) : tt_coll_dispatch(comm, &p, stream);
     if (run != TUTTI_SUCCESS) /* the run itself failed (a peer gone): that is the news */
         return run;
     return tt_fail_quiet(comm, rc, "%s", msg);

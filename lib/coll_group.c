@@ -51,15 +51,16 @@ static size_t footprint(const struct tutti_comm *comm, const struct tt_call *c)
 /*
  * May c travel packed with first's run? The same kind (all-reduce, all-gather or
  * reduce-scatter, whose every rank reads its input, so that every rank of a program without
- * dependences decides alike), dtype and op.
+ * dependences decides alike), dtype and op; never a call this rank refused (coll.c
+ * refused_call), which runs alone.
  */
 static int fusable(const struct tutti_comm *comm, const struct tt_call *c,
                    const struct tt_call *first)
 {
     return (c->coll == TT_COLL_ALL_REDUCE || c->coll == TT_COLL_ALL_GATHER ||
             c->coll == TT_COLL_REDUCE_SCATTER) &&
-           c->coll == first->coll && !c->device && !c->premul.on && c->dtype == first->dtype &&
-           c->op == first->op && footprint(comm, c) <= FUSE_CALL_BYTES;
+           c->coll == first->coll && !c->device && !c->premul.on && !c->refused &&
+           c->dtype == first->dtype && c->op == first->op && footprint(comm, c) <= FUSE_CALL_BYTES;
 }
 
 static int overlap(const void *a, size_t na, const void *b, size_t nb)

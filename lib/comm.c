@@ -129,11 +129,12 @@ tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc)
     if (!__atomic_compare_exchange_n(&comm->error_claimed, &unclaimed, 1, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
         return rc;
-    /* A peer gave up (its connection failed, or it said so over bootstrap): the reason it
-     * gave there, which its connections cannot carry, names the root cause here too. */
-    if (rc == TUTTI_ERR_REMOTE && comm->nranks > 1 && comm->boot) {
+    /* A peer gave up (its connection failed, or it said so over bootstrap; a system call
+     * that failed may be its doing too): the reason it gave there, which its connections
+     * cannot carry, names the root cause here too. */
+    if ((rc == TUTTI_ERR_REMOTE || rc == TUTTI_ERR_SYSTEM) && comm->nranks > 1 && comm->boot) {
         char why[512];
-        int who = tt_boot_told(comm->boot, 0.3, why, sizeof(why));
+        int who = tt_boot_told(comm->boot, rc == TUTTI_ERR_REMOTE ? 0.3 : 0.05, why, sizeof(why));
         if (who >= 0 && !strstr(tt_thread_error(), why))
             tt_fail_quiet(comm, rc, "%s (rank %d had failed: %s)", tt_thread_error(), who, why);
     }

@@ -67,6 +67,10 @@ tutti_result_t tt_shm_map(const char *name, int create, size_t len, void **out)
         shm_unlink(name);
         fd = shm_open(name, flags, 0600);
     }
+    if (fd < 0 && !create && errno == ENOENT) /* its maker removes it when it gives up */
+        return tt_fail(NULL, TUTTI_ERR_REMOTE,
+                       "shm: the segment %s is gone: the rank that offered it gave up or exited",
+                       name);
     if (fd < 0)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "shm: shm_open(%s) failed: %m", name);
     if (create && ftruncate(fd, (off_t)len) != 0) {
