@@ -399,13 +399,15 @@ Test(probe, stopped_rank, .init = setup, .timeout = 60)
 Test(probe, knobs, .init = setup, .timeout = 600)
 {
     static const char *values[] = {"nan", "inf", "-1", "0", "99999999999999999999", "x!2"};
-    char cmd[512], line[512];
+    char cmd[4200], line[512];
     FILE *env;
     int knobs = 0, refused = 0, ran = 0;
     double t0 = now();
 
+    char run[4096], probe[4096];
+    cr_assert(realpath(getenv("TUTTI_RUN"), run) && realpath(getenv("PROBE_CHECK"), probe));
     cr_assert_eq(chdir(dir), 0); /* TUTTI_TRACE=nan and the like write files here */
-    snprintf(cmd, sizeof(cmd), "'%s' --env", getenv("TUTTI_RUN"));
+    snprintf(cmd, sizeof(cmd), "'%s' --env", run);
     env = popen(cmd, "r");
     cr_assert_not_null(env);
     while (fgets(line, sizeof(line), env)) {
@@ -416,14 +418,7 @@ Test(probe, knobs, .init = setup, .timeout = 600)
         for (size_t v = 0; v < sizeof(values) / sizeof(values[0]); v++) {
             char set[128];
             snprintf(set, sizeof(set), "%s=%s", knob, values[v]);
-            const char *w[] = {"TUTTI_TIMEOUT=20",
-                               set,
-                               getenv("TUTTI_RUN"),
-                               "-n",
-                               "2",
-                               getenv("PROBE_CHECK"),
-                               "ok",
-                               NULL};
+            const char *w[] = {"TUTTI_TIMEOUT=20", set, run, "-n", "2", probe, "ok", NULL};
             double t = now();
             int code = finish(start("knob", w), 60, set);
             if (code == 0) {
