@@ -13,9 +13,22 @@
 tutti_result_t tt_coll_check_health(struct tutti_comm *comm, const char *fn);
 /* Checks shared by every call: handle, health, stream. */
 tutti_result_t tt_coll_check_comm(struct tutti_comm *comm, tutti_stream_t stream, const char *fn);
-/* A refusal only this rank can make (a buffer only the root passes): the communicator enters
- * the error state and tells its peers, which would otherwise run the call without it. */
+/* A refusal this rank may make alone where its peers cannot run the call with it: the
+ * communicator enters the error state and tells them (coll_check.c). */
 tutti_result_t tt_coll_refuse_alone(struct tutti_comm *comm, tutti_result_t rc);
+/* A collective's arguments (coll_check.c): TUTTI_SUCCESS and whether it is in place, or the
+ * refusal (message set) and in *own its reason (enum tt_refusal) where it concerns this rank's
+ * own buffers (0: something every rank passes alike). */
+tutti_result_t tt_coll_check_args(struct tutti_comm *comm, const struct tt_call *c, int *inplace,
+                                  unsigned *own);
+/* Host and device buffers are not mixed; sets c->device (c->refusal where they are). */
+tutti_result_t tt_coll_check_memory(struct tutti_comm *comm, struct tt_call *c);
+/* TUTTI_CHECK_COLL: every rank makes the same call (an all-gather of its description). */
+tutti_result_t tt_coll_check_match(struct tutti_comm *comm, const struct tt_call *c);
+/* This rank refused c (rc, message set) for its own buffers (why): run it refused where it
+ * can, else enter the error state; returns the refusal (or the refused run's failure). */
+tutti_result_t tt_coll_refused(struct tutti_comm *comm, const struct tt_call *c,
+                               tutti_stream_t stream, tutti_result_t rc, unsigned why);
 /* c->dtype (and c->op when has_op) are valid. */
 tutti_result_t tt_coll_check_dtype_op(struct tutti_comm *comm, const struct tt_call *c, int has_op);
 /*
