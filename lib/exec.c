@@ -382,7 +382,7 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
                 return tag_mismatch(x, s->recv_peer, tag, rtag, rbytes, bytes);
             if (!x->poison) { /* a rank refused the call: go on without the buffers */
                 x->poison = 1;
-                x->refused_by = (int)(rtag & 0xffu);
+                x->refused_by = tt_tag_refuser(rtag);
                 x->refusal = tt_tag_refusal(rtag);
             }
         }

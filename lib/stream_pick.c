@@ -6,7 +6,6 @@
 #include "stream_pick.h"
 
 #include "config.h"
-#include "log.h"
 
 #include <string.h>
 

@@ -84,11 +84,10 @@ static inline unsigned tt_tag_refusal(uint32_t tag)
     return tag >> 8 & 7u;
 }
 
-/* The refusing rank a refused message names: `nranks` ranks, the one nearest (mod 256) the
- * relaying peer (exact up to 256 ranks). */
-static inline int tt_tag_refuser(uint32_t tag, int nranks)
+/* The refusing rank a refused message names, mod 256 (exact up to 256 ranks). */
+static inline int tt_tag_refuser(uint32_t tag)
 {
-    return nranks <= 256 ? (int)(tag & 0xffu) : -1;
+    return (int)(tag & 0xffu);
 }
 
 /* Is `got` a refused rank's message of the call whose tag is `want`? */
