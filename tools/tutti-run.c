@@ -6,7 +6,9 @@
  *   tutti-run -n N --nnodes H --node-rank I --master ADDRESS:PORT [options] program [args...]
  *   tutti-run --env
  *
- * Each rank gets TUTTI_ID, TUTTI_RANK, TUTTI_WORLD_SIZE and TUTTI_LOCAL_RANK; the rendezvous
+ * Each rank gets TUTTI_ID, TUTTI_RANK, TUTTI_WORLD_SIZE and TUTTI_LOCAL_RANK (and torchrun's
+ * RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, with MASTER_ADDR/MASTER_PORT a free loopback
+ * port for a PyTorch program's store, so init_process_group works unchanged); the rendezvous
  * runs inside tutti-run. Output lines are prefixed "[rank] ". When a rank fails (non-zero
  * exit or a signal), the others get SIGTERM, then SIGKILL after the grace period, and
  * tutti-run exits with the failed rank's status (128 + signal for a signal). --nodes K makes
@@ -26,9 +28,9 @@
  * see their connections to it fail and exit, which stops those launchers. Sockets use the
  * interface TUTTI_SOCKET_IFNAME names, loopback only when --master is a loopback address.
  */
+#include "run_env.h"
 #include "tutti.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -37,9 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -158,86 +158,21 @@ static void signal_all(int sig)
             kill(-ranks[r].pid, sig); /* its process group: the rank and its children */
 }
 
-/* Remove shared-memory names of this job that ranks could not remove (killed in setup). */
-static void shm_cleanup(const char *tag)
-{
-    char prefix_name[96];
-    DIR *d = opendir("/dev/shm");
-    struct dirent *e;
-
-    if (!d)
-        return;
-    snprintf(prefix_name, sizeof(prefix_name), "tutti-%s-", tag);
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix_name, strlen(prefix_name)) == 0) {
-            char path[512];
-            snprintf(path, sizeof(path), "/%s", e->d_name);
-            shm_unlink(path);
-        }
-    }
-    closedir(d);
-}
-
-/*
- * The program's path, as execvp would find it (NULL and errno set if not). Looked up before
- * fork, like everything a child needs: see spawn.
- */
-static char *find_program(const char *name)
-{
-    const char *path = getenv("PATH"), *p;
-    size_t len = strlen(name);
-
-    if (strchr(name, '/'))
-        return access(name, X_OK) == 0 ? strdup(name) : NULL;
-    errno = ENOENT;
-    for (p = path && *path ? path : "/bin:/usr/bin"; p;
-         p = strchr(p, ':') ? strchr(p, ':') + 1 : NULL) {
-        size_t dl = strcspn(p, ":");
-        char *full = malloc(dl + len + 2);
-        if (!full)
-            return NULL;
-        snprintf(full, dl + len + 2, "%.*s%s%s", (int)dl, dl ? p : "", dl ? "/" : "", name);
-        if (access(full, X_OK) == 0)
-            return full;
-        free(full);
-    }
-    errno = ENOENT;
-    return NULL;
-}
-
 /* Node (or host) k of K holds ranks [ceil(k*n/K), ceil((k+1)*n/K)). */
 static int block_first(int k, int of)
 {
-    return (int)(((long long)k * nranks + of - 1) / of);
+    return run_block_first(k, of, nranks);
 }
 
-/* The environment of local rank li: ours with its TUTTI_RANK, TUTTI_LOCAL_RANK (and
- * TUTTI_HOSTID). One allocation (pointers, then the three new strings): free() releases it. */
+/* The environment of local rank li (run_env.c). */
 static char **rank_env(int li)
 {
-    extern char **environ;
-    size_t n = 0, k = 0;
-    char **env, *own;
     int r = lfirst + li;
     int node = (int)(((long long)r * nnodes) / nranks);
     int local = nnodes > 1 ? r - block_first(node, nnodes) : li;
+    int lsize = nnodes > 1 ? block_first(node + 1, nnodes) - block_first(node, nnodes) : nlocal;
 
-    while (environ[n])
-        n++;
-    env = calloc(1, (n + 4) * sizeof(*env) + 3 * 64);
-    if (!env)
-        return NULL;
-    own = (char *)(env + n + 4);
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "TUTTI_RANK=", 11) != 0 &&
-            strncmp(environ[i], "TUTTI_LOCAL_RANK=", 17) != 0 &&
-            (nnodes == 1 || strncmp(environ[i], "TUTTI_HOSTID=", 13) != 0))
-            env[k++] = environ[i];
-    snprintf(env[k++] = own, 64, "TUTTI_RANK=%d", r);
-    snprintf(env[k++] = own + 64, 64, "TUTTI_LOCAL_RANK=%d", local);
-    if (nnodes > 1)
-        snprintf(env[k++] = own + 128, 64, "TUTTI_HOSTID=node%d", node);
-    return env;
+    return run_rank_env(r, local, lsize, nnodes > 1 ? node : -1);
 }
 
 /*
@@ -304,37 +239,6 @@ static pid_t spawn(int r, const char *path, char **argv, const sigset_t *oldmask
         return -1;
     }
     return pid;
-}
-
-/*
- * File descriptors: tutti-run holds two pipes per local rank, and its rendezvous (one host) a
- * connection per rank. Raise the soft limit toward the hard one where it is short; where even
- * the hard limit is, say so now (a launcher that ran out halfway would leave its ranks waiting
- * for a rendezvous that cannot accept them).
- */
-static int fds_for(int n)
-{
-    struct rlimit rl;
-    rlim_t need = (rlim_t)(5 * (long)n + 64);
-
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
-        return 0;
-    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
-        fprintf(stderr,
-                "tutti-run: %d local ranks need about %lu file descriptors in tutti-run, but "
-                "its limit is %lu (hard limit %lu): raise it (ulimit -n %lu) or start fewer "
-                "ranks\n",
-                n, (unsigned long)need, (unsigned long)rl.rlim_cur, (unsigned long)rl.rlim_max,
-                (unsigned long)need);
-        return -1;
-    }
-    rl.rlim_cur = need;
-    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
-        fprintf(stderr, "tutti-run: cannot raise the file descriptor limit to %lu: %s\n",
-                (unsigned long)need, strerror(errno));
-        return -1;
-    }
-    return 0;
 }
 
 static int status_code(int st)
@@ -470,7 +374,7 @@ int main(int argc, char **argv)
                 master, port);
     lfirst = block_first(host_rank, nhosts);
     nlocal = block_first(host_rank + 1, nhosts) - lfirst;
-    if (fds_for(nlocal) != 0)
+    if (run_fds_for(nlocal) != 0)
         return 1;
     if (bind_core) {
         cpu_set_t mine;
@@ -484,7 +388,7 @@ int main(int argc, char **argv)
             if (CPU_ISSET(c, &mine))
                 cpus[ncpus++] = c;
     }
-    program = find_program(argv[argi]);
+    program = run_find_program(argv[argi]);
     if (!program) {
         fprintf(stderr, "tutti-run: cannot run %s: %s\n", argv[argi], strerror(errno));
         free(cpus);
@@ -522,6 +426,11 @@ int main(int argc, char **argv)
     }
     snprintf(val, sizeof(val), "%d", nranks);
     setenv("TUTTI_WORLD_SIZE", val, 1);
+    setenv("WORLD_SIZE", val, 1); /* torchrun's names too: PyTorch's env:// reads them */
+    if (!master && run_torch_store_port(val, sizeof(val)) == 0) {
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("MASTER_PORT", val, 1);
+    }
 
     sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     ranks = calloc((size_t)nlocal, sizeof(*ranks));
@@ -636,7 +545,7 @@ int main(int argc, char **argv)
             }
         }
     }
-    shm_cleanup(tag);
+    run_shm_cleanup(tag);
     if (interrupted && first < 0)
         result = 128 + interrupted;
     for (int r = 0; r < nlocal; r++) {

@@ -31,4 +31,15 @@ if [ -n "$extra" ]; then
     echo "$extra"
     exit 1
 fi
+# The PyTorch backend, where it was built: importable from where it was installed, and working.
+mod=$(find "$dest" -name '_tutti_torch*.so' | head -n 1)
+if [ -n "$mod" ]; then
+    pydir=$(dirname "$mod")
+    [ -f "$pydir/tutti_torch/__init__.py" ] || { echo "tutti_torch/__init__.py was not installed"; exit 1; }
+    PYTHONPATH="$pydir" /usr/bin/python3 -c '
+import torch, torch.distributed as dist, tutti_torch
+dist.init_process_group("tutti", init_method="file://'"$dest"'/store", rank=0, world_size=1)
+x = torch.arange(4.0); dist.all_reduce(x); assert x.tolist() == [0, 1, 2, 3]
+print("tutti_torch installed: ok")' || { echo "the installed tutti_torch does not work"; exit 1; }
+fi
 echo "install check passed"
