@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The reference peer of tutti-train: the same MLP, data, batch split and optimizer in
-PyTorch, with DistributedDataParallel over the gloo backend, one thread per rank.
+PyTorch, with DistributedDataParallel over the gloo backend (or --backend tutti: PyTorch's
+DDP over tutti_torch, which must be importable), one thread per rank.
 
     train_torch.py --ranks 2 --steps 40            samples/s at 1 and N ranks, E(N)
     train_torch.py --ranks 2 --epochs 3 --train    accuracy after training
@@ -51,7 +52,9 @@ def worker(rank, n, args, port, out):
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.manual_seed(args.seed)
     if n > 1:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+        if args.backend == "tutti":
+            import tutti_torch  # noqa: F401  registers the backend
+        dist.init_process_group(args.backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                                 world_size=n)
     xtr, ytr = load("train", args.data)
     net = model(args.hidden, args.layers)
@@ -134,16 +137,17 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--train", action="store_true")
     ap.add_argument("--data", default=DATA)
+    ap.add_argument("--backend", default="gloo", choices=["gloo", "tutti"])
     args = ap.parse_args()
     if args.train:
         kind, acc, secs = run(args.ranks, args)
-        print(f"torch: {args.ranks} ranks, {args.epochs} epochs: test accuracy {acc:.4f} "
+        print(f"torch ({args.backend}): {args.ranks} ranks, {args.epochs} epochs: test accuracy {acc:.4f} "
               f"({secs:.1f} s)")
         return
     _, t1 = run(1, args)
     _, tn = run(args.ranks, args)
     n = args.ranks
-    print(f"torch: T1 {t1*1e3:.2f} ms/step ({args.batch/t1:.0f} samples/s), T{n} {tn*1e3:.2f} "
+    print(f"torch ({args.backend}): T1 {t1*1e3:.2f} ms/step ({args.batch/t1:.0f} samples/s), T{n} {tn*1e3:.2f} "
           f"ms/step ({args.batch/tn:.0f} samples/s), E({n}) = {t1/(n*tn):.3f}")
 
 
