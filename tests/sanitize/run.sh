@@ -18,11 +18,13 @@ asan|tsan)
     dir=$build/san-$mode
     opt=$([ "$mode" = asan ] && echo "address,undefined" || echo "thread")
     # Without CUDA: the sanitizers would see into the CUDA runtime (and the asan build is the
-    # suite's -Dcuda=disabled build). The tsan build also leaves out verbs and hwloc (its
-    # checks use neither): the suite's build without any optional library, which must compile.
+    # suite's -Dcuda=disabled build). Without the PyTorch backend: none of these checks use
+    # it, and its three C++ files with libtorch's headers compile slowly. The tsan build also
+    # leaves out verbs and hwloc (its checks use neither): the suite's build without any
+    # optional library, which must compile.
     less=$([ "$mode" = tsan ] && echo "-Dibverbs=disabled -Dhwloc=disabled" || true)
     [ -f "$dir/build.ninja" ] || meson setup "$dir" "$src" -Db_sanitize="$opt" -Db_lundef=false \
-        -Dbuildtype=debugoptimized -Dcuda=disabled $less >/dev/null
+        -Dbuildtype=debugoptimized -Dcuda=disabled -Dtorch=disabled $less >/dev/null
     # The outer meson test points LD_LIBRARY_PATH at the plain build: the inner one must not
     # inherit it, or the instrumented tests would load the uninstrumented library.
     unset LD_LIBRARY_PATH
