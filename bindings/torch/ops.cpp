@@ -196,6 +196,25 @@ int64_t total(const std::vector<at::Tensor> &ts)
     return n;
 }
 
+/* The root's list of a gather (outputs) or scatter (inputs): n tensors like ref, and a
+ * staging tensor for all of them; other ranks pass none and get an undefined one. */
+at::Tensor rootList(const std::vector<std::vector<at::Tensor>> &lists, const at::Tensor &ref, int n,
+                    bool is_root, int root, const char *fn, const char *what,
+                    std::vector<at::Tensor> &list)
+{
+    if (!is_root) {
+        TORCH_CHECK(lists.empty() || (lists.size() == 1 && lists[0].empty()), "tutti: ", fn,
+                    " takes ", what, " tensors on the root only (rank ", root, ")");
+        return at::Tensor();
+    }
+    TORCH_CHECK(lists.size() == 1 && lists[0].size() == static_cast<size_t>(n), "tutti: ", fn,
+                " wants, on the root, one list of ", n, " ", what, " tensors");
+    for (const at::Tensor &t : lists[0])
+        like(t, ref, ref.numel(), fn, what);
+    list = lists[0];
+    return at::empty({ref.numel() * n}, ref.options());
+}
+
 } // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::broadcast(std::vector<at::Tensor> &tensors,
@@ -379,18 +398,7 @@ ProcessGroupTutti::gather(std::vector<std::vector<at::Tensor>> &outputs,
     rootIn(opts.rootRank, n, "gather");
     int root = static_cast<int>(opts.rootRank);
     std::vector<at::Tensor> outs;
-    at::Tensor flat;
-    if (getRank() == root) {
-        TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(n),
-                    "tutti: gather wants, on the root, one list of ", n, " output tensors");
-        for (const at::Tensor &o : outputs[0])
-            like(o, in, in.numel(), "gather", "output");
-        outs = outputs[0];
-        flat = at::empty({in.numel() * n}, in.options());
-    } else {
-        TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
-                    "tutti: gather takes output tensors on the root only (rank ", root, ")");
-    }
+    at::Tensor flat = rootList(outputs, in, n, getRank() == root, root, "gather", "output", outs);
     tutti_comm_t c = comm_;
     return submit({"gather",
                    [=] {
@@ -416,18 +424,7 @@ ProcessGroupTutti::scatter(std::vector<at::Tensor> &outputs,
     rootIn(opts.rootRank, n, "scatter");
     int root = static_cast<int>(opts.rootRank);
     std::vector<at::Tensor> ins;
-    at::Tensor flat;
-    if (getRank() == root) {
-        TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(n),
-                    "tutti: scatter wants, on the root, one list of ", n, " input tensors");
-        for (const at::Tensor &i : inputs[0])
-            like(i, out, out.numel(), "scatter", "input");
-        ins = inputs[0];
-        flat = at::empty({out.numel() * n}, out.options());
-    } else {
-        TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
-                    "tutti: scatter takes input tensors on the root only (rank ", root, ")");
-    }
+    at::Tensor flat = rootList(inputs, out, n, getRank() == root, root, "scatter", "input", ins);
     tutti_comm_t c = comm_;
     return submit({"scatter",
                    [=]() mutable {

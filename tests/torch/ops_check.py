@@ -288,14 +288,27 @@ def mismatch():
         return
     g = dist.new_group(list(range(N)), backend="tutti")
     x = torch.zeros(4 if RANK == 0 else 5)
+    global checks
     try:
         dist.all_reduce(x, group=g)
     except RuntimeError as e:
-        assert "tutti" in str(e), str(e)
-        global checks
+        assert "tutti" in str(e) and "differ" in str(e), str(e)
         checks += 1
     else:
         raise AssertionError("a count mismatch between ranks was not reported")
+    # abort: rank 0 aborts a group; its calls fail at once, the peers' fail too, and no hang
+    g = dist.new_group(list(range(N)), backend="tutti")
+    assert g.error_state() == ""
+    if RANK == 0:
+        g.abort()
+        assert "aborted" in g.error_state(), g.error_state()
+    try:
+        dist.all_reduce(torch.ones(3), group=g)
+    except RuntimeError as e:
+        assert "tutti" in str(e), str(e)
+        checks += 1
+    else:
+        raise AssertionError("a call on an aborted group completed")
     # the world group is untouched
     y = inp(RANK, torch.float32)
     dist.all_reduce(y)
