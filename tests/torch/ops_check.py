@@ -7,7 +7,7 @@ Also: subgroups, async work waited out of order, p2p exchanges, the refusals (de
 dtype, operator, sizes, receive from any source), and a mismatch between ranks surfacing as a
 RuntimeError with tutti's message. Prints "ops_check: OK <n> checks" on success.
 """
-import os, sys, warnings
+import os, sys, time, warnings
 from datetime import timedelta
 
 import torch
@@ -238,6 +238,20 @@ def async_out_of_order():
         same(xs[k], ref_reduce("sum", torch.float32, 1000 * (k + 1)), "async out of order")
     for k, f in enumerate(futs):
         same(f.wait()[0], ref_reduce("sum", torch.float32, 1000 * (k + 1)), "future value")
+    # wait with a timeout: long enough, it returns True with the result in place
+    x = inp(RANK, torch.float32)
+    assert dist.all_reduce(x, async_op=True).wait(timedelta(seconds=30)) is True
+    same(x, ref_reduce("sum", torch.float32), "wait(timeout)")
+    if N >= 2:  # too short: it raises, and the call completes all the same
+        x = inp(RANK, torch.float32)
+        if RANK == 1:
+            time.sleep(1.0)
+        w = dist.all_reduce(x, async_op=True)
+        if RANK == 0:
+            refused(lambda: w.wait(timedelta(milliseconds=200)), ["tutti", "ran out"],
+                    "wait(200 ms) for a rank 1 s late")
+        w.wait()
+        same(x, ref_reduce("sum", torch.float32), "wait after a wait ran out")
     # a chained future, as DDP's communication hooks do
     x = inp(RANK, torch.float64)
     fut = dist.all_reduce(x, async_op=True).get_future().then(lambda f: f.value()[0] * 2)
