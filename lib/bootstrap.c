@@ -701,6 +701,7 @@ int tt_boot_told(struct tt_boot *b, double wait_s, char *why, size_t size)
 
     if (!b || pthread_mutex_trylock(&b->lock) != 0)
         return -1;
+    boot_poll(b, -1, tt_now()); /* what has arrived, also when wait_s is 0 */
     while ((who = peer_gave_up(b, why, size)) < 0 && tt_now() < deadline)
         boot_poll(b, -1, deadline);
     if (who >= 0)

@@ -3,6 +3,7 @@
  * run it. Nothing of a rank's data is sent before every argument has been checked.
  * Point-to-point calls and groups: p2p.c.
  */
+#include "bootstrap.h"
 #include "coll.h"
 #include "comm.h"
 #include "cuda.h"
@@ -77,6 +78,14 @@ static void stall_report(void *arg, const struct tt_exec *x, double waited)
     TT_WARN(TT_SUB_COLL, "%s (TUTTI_STALL_WARN)", msg);
 }
 
+/* The wait policy's gave_up: a rank's notice over bootstrap that its communicator failed. */
+static int gave_up_notice(void *arg, char *why, size_t size)
+{
+    struct tutti_comm *c = arg;
+
+    return c->nranks > 1 && c->boot ? tt_boot_told(c->boot, 0, why, size) : -1;
+}
+
 tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
                                 struct tt_memreg *const *regs, tutti_dtype_t dtype, tutti_op_t op,
                                 const struct tt_label *what, int device, void *after,
@@ -130,7 +139,9 @@ tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
                                    .abort_flag = &comm->abort_flag,
                                    .stall_s = comm->stall_s,
                                    .stall = stall_report,
-                                   .stall_arg = &sc};
+                                   .stall_arg = &sc,
+                                   .gave_up = gave_up_notice,
+                                   .gave_up_arg = comm};
         int local = comm->topo.local_of[comm->rank];
 
         tt_board_enter(&comm->board, local, comm->seq, what->coll);

@@ -603,7 +603,8 @@ tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
                            const struct tt_label *what)
 {
     struct tt_backoff b;
-    double last_move = 0, last_alive = 0; /* set at the first wait: most calls never wait */
+    /* Set at the first wait: most calls never wait. */
+    double last_move = 0, last_alive = 0, last_told = 0;
     int stalled = 0;
     char name[96];
 
@@ -645,7 +646,7 @@ tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
         if (last_move == 0)
             last_move = now;
         if (last_alive == 0)
-            last_alive = now;
+            last_alive = last_told = now;
         /* Every 20 ms of waiting, ask whether the peer we wait for is still there. */
         if (x->wait_conn && now - last_alive > 0.02) {
             tutti_result_t a = x->wait_conn->tp->alive(x->wait_conn);
@@ -670,6 +671,17 @@ tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
         if (w->abort_flag && __atomic_load_n(w->abort_flag, __ATOMIC_ACQUIRE)) {
             tt_label_format(what, name, sizeof(name));
             return tt_fail(NULL, TUTTI_ERR_ABORTED, "%s: aborted", name);
+        }
+        if (w->gave_up && now - last_told > 0.1) {
+            char why[512];
+            int who = w->gave_up(w->gave_up_arg, why, sizeof(why));
+            last_told = now;
+            if (who >= 0) {
+                tt_label_format(what, name, sizeof(name));
+                for (size_t i = 0; i < x->npend; i++)
+                    x->pend[i]->queued = 0;
+                return tt_fail(NULL, TUTTI_ERR_REMOTE, "%s: rank %d gave up: %s", name, who, why);
+            }
         }
         if (w->stall_s > 0 && !stalled && now - last_move > w->stall_s) {
             stalled = 1; /* once per operation */

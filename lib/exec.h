@@ -192,12 +192,18 @@ struct tt_wait_policy {
     double stall_s; /* after this long without progress, call stall() once (0: never) */
     void (*stall)(void *arg, const struct tt_exec *x, double waited);
     void *stall_arg;
+    /* Every 100 ms of waiting: has a rank said it gave up (its rank, its reason in why; -1 if
+     * none)? A rank that failed before it connected to the one we wait on can tell no
+     * connection of ours; NULL: never asked. */
+    int (*gave_up)(void *arg, char *why, size_t size);
+    void *gave_up_arg;
 };
 
 /*
  * Run to completion. Fails with TUTTI_ERR_TIMEOUT when nothing moves for timeout_s seconds,
  * TUTTI_ERR_ABORTED when *abort_flag becomes non-zero, TUTTI_ERR_REMOTE when the peer waited
- * on is gone (checked every 20 ms). `what` names the operation in messages.
+ * on is gone (checked every 20 ms) or any rank gave up (w->gave_up, every 100 ms). `what`
+ * names the operation in messages.
  */
 tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
                            const struct tt_label *what);

@@ -310,6 +310,18 @@ def mismatch():
         checks += 1
     else:
         raise AssertionError("a count mismatch between ranks was not reported")
+    # The same at a new communicator's first call, three times: on 4 ranks rank 0 used to wait
+    # for rank 1 until the timeout (rank 2 found the mismatch while rank 1 was still
+    # connecting; rank 1 then failed before it could tell rank 0 over a connection).
+    for _ in range(3):
+        g = dist.new_group(list(range(N)), timeout=timedelta(seconds=60))
+        try:
+            dist.all_reduce(torch.zeros(4 if RANK == 0 else 5), group=g)
+        except RuntimeError as e:
+            assert "tutti" in str(e) and "timed out" not in str(e), str(e)
+            checks += 1
+        else:
+            raise AssertionError("a count mismatch between ranks was not reported")
     # abort: rank 0 aborts a group; its calls fail at once, the peers' fail too, and no hang
     g = dist.new_group(list(range(N)), backend="tutti")
     assert g.error_state() == ""
