@@ -19,16 +19,18 @@ import torch.nn as nn
 DATA = "/usr/share/datasets/fashion-mnist"
 
 
-def load(prefix, data):
+def load(prefix, data, limit=None):
+    """The set's images (normalised) and labels; with limit, only its first limit images."""
     def opened(name):
         path = os.path.join(data, name)
         return gzip.open(path + ".gz") if os.path.exists(path + ".gz") else open(path, "rb")
     with opened(f"{prefix}-images-idx3-ubyte") as f:
         magic, n, rows, cols = struct.unpack(">IIII", f.read(16))
-        x = np.frombuffer(f.read(), dtype=np.uint8).reshape(n, rows * cols)
+        n = n if limit is None else min(n, limit)
+        x = np.frombuffer(f.read(n * rows * cols), dtype=np.uint8).reshape(n, rows * cols)
     with opened(f"{prefix}-labels-idx1-ubyte") as f:
         f.read(8)
-        y = np.frombuffer(f.read(), dtype=np.uint8)
+        y = np.frombuffer(f.read(n), dtype=np.uint8)
     x = (x.astype(np.float32) / 255.0 - 0.2860) / 0.3530
     return torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
 

@@ -50,7 +50,7 @@ if mode == "timeout" and n > 1:
         else:
             raise AssertionError("an all_reduce that rank 1 never made completed")
     else:
-        time.sleep(6)  # past rank 0's timeout, then leave without the call
+        time.sleep(4.5)  # past rank 0's timeout, then leave without the call
     os._exit(0)
 dist.barrier()
 dist.destroy_process_group()
