@@ -54,6 +54,9 @@ if mode == "timeout" and n > 1:
     os._exit(0)
 dist.barrier()
 dist.destroy_process_group()
-if mode == "file" and rank == 0 and os.path.exists(path):
-    os.unlink(path)
+if mode == "file" and rank == 0:
+    try:  # PyTorch's FileStore removes it itself once its last user is gone
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 print(f"launch_check: rank {rank}/{n} ({mode}): OK", flush=True)
