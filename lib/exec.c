@@ -599,6 +599,13 @@ tutti_result_t tt_exec_progress(struct tt_exec *x)
     return x->npend == 0 ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
 }
 
+/* A failed run clears the queued mark of the sends it still had pending. */
+static void unqueue(struct tt_exec *x)
+{
+    for (size_t i = 0; i < x->npend; i++)
+        x->pend[i]->queued = 0;
+}
+
 tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
                            const struct tt_label *what)
 {
@@ -616,8 +623,7 @@ tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
 
         if (r != TUTTI_IN_PROGRESS) {
             if (r != TUTTI_SUCCESS)
-                for (size_t i = 0; i < x->npend; i++)
-                    x->pend[i]->queued = 0;
+                unqueue(x);
             return r;
         }
         if (x->moved) {
@@ -663,8 +669,7 @@ tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
                     continue;
                 }
                 tt_label_format(what, name, sizeof(name));
-                for (size_t i = 0; i < x->npend; i++)
-                    x->pend[i]->queued = 0;
+                unqueue(x);
                 return tt_fail(NULL, a, "%s: %s", name, tt_thread_error());
             }
         }
@@ -678,8 +683,7 @@ tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
             last_told = now;
             if (who >= 0) {
                 tt_label_format(what, name, sizeof(name));
-                for (size_t i = 0; i < x->npend; i++)
-                    x->pend[i]->queued = 0;
+                unqueue(x);
                 return tt_fail(NULL, TUTTI_ERR_REMOTE, "%s: rank %d gave up: %s", name, who, why);
             }
         }
