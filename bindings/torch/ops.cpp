@@ -14,6 +14,7 @@ namespace tutti_torch
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::broadcast(std::vector<at::Tensor> &tensors,
                                                             const c10d::BroadcastOptions &opts)
 {
+    RefusalGuard guard(*this, "broadcast");
     at::Tensor t = single(tensors, "broadcast");
     Dt d = checked(t, "broadcast");
     rootIn(opts.rootRank, getSize(), "broadcast");
@@ -32,6 +33,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::broadcast(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce(std::vector<at::Tensor> &tensors,
                                                             const c10d::AllreduceOptions &opts)
 {
+    RefusalGuard guard(*this, "allreduce");
     at::Tensor t = single(tensors, "allreduce");
     Dt d = checked(t, "allreduce");
     Red r = reduction(opts.reduceOp, t, "allreduce");
@@ -50,6 +52,7 @@ c10::intrusive_ptr<c10d::Work>
 ProcessGroupTutti::allreduce_coalesced(std::vector<at::Tensor> &tensors,
                                        const c10d::AllreduceCoalescedOptions &opts)
 {
+    RefusalGuard guard(*this, "allreduce_coalesced");
     TORCH_CHECK(!tensors.empty(), "tutti: allreduce_coalesced: no tensors");
     std::vector<Red> reds;
     for (const at::Tensor &t : tensors) {
@@ -80,6 +83,7 @@ ProcessGroupTutti::allreduce_coalesced(std::vector<at::Tensor> &tensors,
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::reduce(std::vector<at::Tensor> &tensors,
                                                          const c10d::ReduceOptions &opts)
 {
+    RefusalGuard guard(*this, "reduce");
     at::Tensor t = single(tensors, "reduce");
     Dt d = checked(t, "reduce");
     rootIn(opts.rootRank, getSize(), "reduce");
@@ -102,6 +106,7 @@ c10::intrusive_ptr<c10d::Work>
 ProcessGroupTutti::allgather(std::vector<std::vector<at::Tensor>> &outputs,
                              std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &)
 {
+    RefusalGuard guard(*this, "allgather");
     at::Tensor in = single(inputs, "allgather");
     Dt d = checked(in, "allgather", "input");
     TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(getSize()),
@@ -124,6 +129,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::_allgather_base(at::Tensor &ou
                                                                   at::Tensor &input,
                                                                   const c10d::AllgatherOptions &)
 {
+    RefusalGuard guard(*this, "_allgather_base");
     Dt d = checked(input, "_allgather_base", "input");
     like(output, input, input.numel() * getSize(), "_allgather_base", "output");
     at::Tensor in = input, out = output;
@@ -141,6 +147,7 @@ ProcessGroupTutti::allgather_coalesced(std::vector<std::vector<at::Tensor>> &out
                                        std::vector<at::Tensor> &inputs,
                                        const c10d::AllgatherOptions &)
 {
+    RefusalGuard guard(*this, "allgather_coalesced");
     const int n = getSize();
     TORCH_CHECK(!inputs.empty(), "tutti: allgather_coalesced: no input tensors");
     TORCH_CHECK(outputs.size() == static_cast<size_t>(n), "tutti: allgather_coalesced wants ", n,
@@ -186,6 +193,7 @@ c10::intrusive_ptr<c10d::Work>
 ProcessGroupTutti::gather(std::vector<std::vector<at::Tensor>> &outputs,
                           std::vector<at::Tensor> &inputs, const c10d::GatherOptions &opts)
 {
+    RefusalGuard guard(*this, "gather");
     const int n = getSize();
     at::Tensor in = single(inputs, "gather");
     Dt d = checked(in, "gather", "input");
@@ -212,6 +220,7 @@ ProcessGroupTutti::scatter(std::vector<at::Tensor> &outputs,
                            std::vector<std::vector<at::Tensor>> &inputs,
                            const c10d::ScatterOptions &opts)
 {
+    RefusalGuard guard(*this, "scatter");
     const int n = getSize();
     at::Tensor out = single(outputs, "scatter");
     Dt d = checked(out, "scatter", "output");
@@ -235,6 +244,7 @@ ProcessGroupTutti::reduce_scatter(std::vector<at::Tensor> &outputs,
                                   std::vector<std::vector<at::Tensor>> &inputs,
                                   const c10d::ReduceScatterOptions &opts)
 {
+    RefusalGuard guard(*this, "reduce_scatter");
     const int n = getSize();
     at::Tensor out = single(outputs, "reduce_scatter");
     Dt d = checked(out, "reduce_scatter", "output");
@@ -262,6 +272,7 @@ c10::intrusive_ptr<c10d::Work>
 ProcessGroupTutti::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
                                         const c10d::ReduceScatterOptions &opts)
 {
+    RefusalGuard guard(*this, "_reduce_scatter_base");
     Dt d = checked(output, "_reduce_scatter_base", "output");
     like(input, output, output.numel() * getSize(), "_reduce_scatter_base", "input");
     Red r = reduction(opts.reduceOp, output, "_reduce_scatter_base");

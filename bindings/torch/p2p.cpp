@@ -15,6 +15,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall_base(at::Tensor &outp
                                                                 std::vector<int64_t> &inSplits,
                                                                 const c10d::AllToAllOptions &)
 {
+    RefusalGuard guard(*this, "alltoall_base");
     const int n = getSize();
     Dt d = checked(input, "alltoall_base", "input");
     like(output, input, -1, "alltoall_base", "output");
@@ -81,6 +82,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall(std::vector<at::Tenso
                                                            std::vector<at::Tensor> &inputs,
                                                            const c10d::AllToAllOptions &)
 {
+    RefusalGuard guard(*this, "alltoall");
     const int n = getSize();
     TORCH_CHECK(outputs.size() == static_cast<size_t>(n) && inputs.size() == static_cast<size_t>(n),
                 "tutti: alltoall wants ", n, " input and ", n, " output tensors, got ",
@@ -118,6 +120,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::send(std::vector<at::Tensor> &tensors, int dst,
                                                        int /* tag: messages pair in call order */)
 {
+    RefusalGuard guard(*this, "send");
     at::Tensor t = single(tensors, "send");
     Dt d = checked(t, "send");
     rootIn(dst, getSize(), "send (destination)");
@@ -130,6 +133,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::send(std::vector<at::Tensor> &
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recv(std::vector<at::Tensor> &tensors, int src,
                                                        int /* tag */)
 {
+    RefusalGuard guard(*this, "recv");
     at::Tensor t = single(tensors, "recv");
     Dt d = checked(t, "recv");
     rootIn(src, getSize(), "recv (source)");
@@ -141,6 +145,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recv(std::vector<at::Tensor> &
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recvAnysource(std::vector<at::Tensor> &, int)
 {
+    RefusalGuard guard(*this, "recvAnysource");
     TORCH_CHECK(false, "tutti: recv from any source (recv_anysource, recv without src) is not "
                        "supported: tutti pairs each receive with a named sender; pass src");
 }

@@ -8,6 +8,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -313,6 +314,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::submitP2P(Op op)
     std::lock_guard<std::mutex> lock(mu_);
     batch_.push_back(std::move(op));
     return work;
+}
+
+void ProcessGroupTutti::refused(const char *fn) noexcept
+{
+    if (getSize() == 1)
+        return;
+    std::fprintf(stderr,
+                 "tutti: rank %d refused %s: the group's communicator is aborted in that call's "
+                 "turn, so its other ranks fail there instead of waiting for it or pairing it "
+                 "with this rank's next call\n",
+                 getRank(), fn);
+    try {
+        tutti_comm_t c = comm_;
+        submit({"refused call",
+                [c] {
+                    tutti_comm_abort(c);
+                    return TUTTI_SUCCESS;
+                },
+                nullptr, newWork(c10d::OpType::UNKNOWN, nullptr, {}, false)});
+    } catch (...) {
+        tutti_comm_abort(comm_); /* out of memory: at once, rather than not at all */
+    }
 }
 
 void ProcessGroupTutti::abortComm()

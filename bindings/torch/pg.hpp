@@ -21,6 +21,7 @@
 
 #include "tutti.h"
 
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -126,6 +127,11 @@ class ProcessGroupTutti : public Base
                                                  int tag) override;
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
 
+    /* This rank refused operation fn (its checks threw) that its peers may still make: the
+     * communicator is aborted in that operation's turn on the worker (after the work queued
+     * before it), so the peers fail there instead of waiting for it or pairing it with this
+     * rank's next call. */
+    void refused(const char *fn) noexcept;
     /* Runs the pending sends and receives (a Work of theirs is waited on). */
     void flushBatch();
     /* Aborts the communicator: what runs or waits fails at once, here and on the peers. */
@@ -148,6 +154,27 @@ class ProcessGroupTutti : public Base
     tutti_stream_t stream_ = nullptr;
     std::mutex mu_;         /* submission order, the pending batch */
     std::vector<Op> batch_; /* sends and receives not yet run */
+};
+
+/* Declared first in each operation: when the operation's checks throw, tells the group
+ * (ProcessGroupTutti::refused) as the exception leaves. */
+class RefusalGuard
+{
+  public:
+    RefusalGuard(ProcessGroupTutti &pg, const char *fn)
+        : pg_(pg), fn_(fn), unwinding_(std::uncaught_exceptions())
+    {
+    }
+    ~RefusalGuard()
+    {
+        if (std::uncaught_exceptions() > unwinding_)
+            pg_.refused(fn_);
+    }
+
+  private:
+    ProcessGroupTutti &pg_;
+    const char *fn_;
+    int unwinding_;
 };
 
 /* Raises a RuntimeError "tutti: <what>: <tutti's message>" when r is not success. */

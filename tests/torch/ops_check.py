@@ -128,10 +128,6 @@ def reductions(group=None, ranks=None):
             x = inp(RANK, dt)
             dist.all_reduce(x, op=dist._make_nccl_premul_sum(factor), group=group)
             same(x, ref_reduce("premul", dt, ranks=rs, factor=factor), f"premul_sum {dt}")
-        for bad in ("BAND", "BOR", "BXOR") if not dt.is_complex else ():  # torch refuses those
-            refused(lambda: dist.all_reduce(inp(RANK, dt), op=getattr(dist.ReduceOp, bad),
-                                            group=group), ["tutti", bad, "not supported"],
-                    f"{bad} {dt}")
     # coalesced: several tensors of several sizes in one call
     xs = [inp(RANK, torch.float32, k) for k in (3, 37, 1000)]
     dist.all_reduce_coalesced(xs, group=group)
@@ -267,33 +263,70 @@ def async_out_of_order():
 
 
 def refusals():
-    refused(lambda: dist.all_reduce(torch.zeros(4, 4).t()), ["tutti", "not contiguous"],
+    """Each refusal names its cause. A refused call is one this rank's peers may still make:
+    the group is aborted in its turn, so no rank waits for it or pairs it with a later call
+    (where every rank refuses alike, as here, every rank aborts). On a group of its own."""
+    g = dist.new_group(list(range(N)))
+    x = inp(RANK, torch.float32)
+    w = dist.all_reduce(x, group=g, async_op=True)  # queued before the refusals: completes
+    refused(lambda: dist.all_reduce(torch.zeros(4, 4).t(), group=g), ["tutti", "not contiguous"],
             "non-contiguous")
-    refused(lambda: dist.all_reduce(torch.zeros(4, dtype=torch.int16)), ["tutti", "dtype", "Short"],
-            "int16")
+    w.wait()
+    same(x, ref_reduce("sum", torch.float32), "a call queued before a refusal")
+    for dt in (torch.float32, torch.int32, torch.bool):
+        for bad in ("BAND", "BOR", "BXOR"):
+            refused(lambda: dist.all_reduce(inp(RANK, dt), op=getattr(dist.ReduceOp, bad),
+                                            group=g), ["tutti", bad, "not supported"],
+                    f"{bad} {dt}")
+    refused(lambda: dist.all_reduce(torch.zeros(4, dtype=torch.int16), group=g),
+            ["tutti", "dtype", "Short"], "int16")
     with torch.inference_mode():  # the only non-CPU device a CPU-only PyTorch can dispatch to us
-        refused(lambda: dist.all_reduce(torch.zeros(4, device="meta")), ["tutti", "meta", "CPU"],
-                "meta device")
-    refused(lambda: dist.all_reduce(torch.zeros(4, dtype=torch.bool)), ["tutti", "bool", "SUM"],
-            "bool sum")
-    refused(lambda: dist.all_reduce(torch.zeros(4, dtype=torch.complex64), op=dist.ReduceOp.MAX),
-            ["complex"], "complex max")
-    refused(lambda: dist.all_gather([torch.zeros(3)] * N, torch.zeros(4)),
+        refused(lambda: dist.all_reduce(torch.zeros(4, device="meta"), group=g),
+                ["tutti", "meta", "CPU"], "meta device")
+    refused(lambda: dist.all_reduce(torch.zeros(4, dtype=torch.bool), group=g),
+            ["tutti", "bool", "SUM"], "bool sum")
+    refused(lambda: dist.all_reduce(torch.zeros(4, dtype=torch.complex64), op=dist.ReduceOp.MAX,
+                                    group=g), ["complex"], "complex max")
+    refused(lambda: dist.all_gather([torch.zeros(3)] * N, torch.zeros(4), group=g),
             ["tutti", "allgather", "3 elements where 4"], "all_gather sizes")
     # (torch.distributed checks dtypes itself; the process group's own method does not)
-    pg = dist.distributed_c10d._get_default_group()
-    refused(lambda: pg.allgather([[torch.zeros(4, dtype=torch.int32)] * N], [torch.zeros(4)]),
+    refused(lambda: g.allgather([[torch.zeros(4, dtype=torch.int32)] * N], [torch.zeros(4)]),
             ["tutti", "Int", "Float"], "allgather dtypes")
-    refused(lambda: reduce_scatter_t(torch.zeros(3), torch.zeros(3 * N + 1)),
+    refused(lambda: reduce_scatter_t(torch.zeros(3), torch.zeros(3 * N + 1), group=g),
             ["tutti", "elements"], "_reduce_scatter_base sizes")
     refused(lambda: dist.all_to_all_single(torch.zeros(N), torch.zeros(N),
-                                           input_split_sizes=[1] * (N + 1)),
+                                           input_split_sizes=[1] * (N + 1), group=g),
             ["tutti", "split sizes"], "all_to_all split count")
-    refused(lambda: dist.recv(torch.zeros(3)), ["tutti", "any source"], "recv_anysource")
-    refused(lambda: dist.broadcast(torch.zeros(3), src=N), ["group"], "broadcast root")
+    refused(lambda: dist.recv(torch.zeros(3), group=g), ["tutti", "any source"],
+            "recv_anysource")
+    refused(lambda: dist.broadcast(torch.zeros(3), src=N, group=g), ["group"], "broadcast root")
     refused(lambda: dist.all_reduce(torch.sparse_coo_tensor(torch.zeros(1, 0, dtype=torch.long),
-                                                            torch.zeros(0), (3,))),
+                                                            torch.zeros(0), (3,)), group=g),
             ["tutti", "Sparse"], "sparse")
+    if N > 1:  # the group is aborted on every rank: its next call fails, and nothing hangs
+        refused(lambda: dist.all_reduce(torch.ones(3), group=g), ["tutti"],
+                "a call after the refusals")
+        assert g.error_state(), "the group is not in its error state after the refusals"
+
+
+def refused_alone():
+    """One rank refuses a call the others make: they fail there, naming the abort, and none
+    pairs the refused call with the next one (which would be the same kind and size)."""
+    if N < 2:
+        return
+    g = dist.new_group(list(range(N)))
+    bad = torch.zeros(4, 4).t() if RANK == 1 else torch.ones(4, 4)
+    for k in range(2):  # rank 1's second call must not meet the others' first
+        x = bad if k == 0 else torch.ones(4, 4)
+        try:
+            dist.all_reduce(x, group=g)
+        except RuntimeError as e:
+            assert "tutti" in str(e), str(e)
+            global checks
+            checks += 1
+        else:
+            raise AssertionError(f"rank {RANK}: call {k} completed beside a refused call "
+                                 f"(x[0, 0] = {x[0, 0].item()})")
 
 
 def mismatch():
@@ -349,6 +382,7 @@ def main():
     p2p()
     async_out_of_order()
     refusals()
+    refused_alone()
     if N >= 3:  # a subgroup of every other rank, and one of the ranks in reverse
         ranks = list(range(0, N, 2))
         g = dist.new_group(ranks)
