@@ -1,5 +1,5 @@
 /* algorithms.c -- the algorithm table; see algorithms.h. */
-#include "algorithms.h"
+#include "algorithms/algorithms.h"
 
 #include <string.h>
 

@@ -5,7 +5,7 @@
 #ifndef TT_ALGORITHMS_H
 #define TT_ALGORITHMS_H
 
-#include "plan.h"
+#include "algorithms/plan.h"
 
 enum tt_coll {
     TT_COLL_ALL_REDUCE = 0,
@@ -175,7 +175,7 @@ struct tt_msg {
 };
 
 /*
- * The plan of a point-to-point batch of n (< 65536) messages (p2p.c): one lane per (peer,
+ * The plan of a point-to-point batch of n (< 65536) messages (p2p_plan.c): one lane per (peer,
  * direction) on channel 0, in call order within a lane. Step i moves buffer i, which is
  * message perm[i] (filled here). Sets p->oom if it cannot allocate.
  */

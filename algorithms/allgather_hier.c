@@ -11,8 +11,8 @@
  * connection keeps each deadlock-free. A and B are separate phases: B forwards blocks that
  * A wrote.
  */
-#include "algorithms.h"
-#include "hier.h"
+#include "algorithms/algorithms.h"
+#include "algorithms/hier.h"
 
 void tt_allgather_hier(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a)
 {

@@ -16,9 +16,9 @@
  * adjacent blocks (runs.h), each round a phase (what a virtual rank holds is no longer
  * aligned to the chunk walk) with a phase per pair of runs on several channels.
  */
-#include "algorithms.h"
-#include "fold.h"
-#include "runs.h"
+#include "algorithms/algorithms.h"
+#include "algorithms/fold.h"
+#include "algorithms/runs.h"
 
 /* n not a power of two: the folded schedule above. */
 static void folded(struct tt_plan *p, const struct tt_coll_args *a, int n, int me, size_t off,

@@ -9,7 +9,7 @@
  *   step n-1        recv             block of position p+1, into recvbuf
  * Block of rank r lands at recvbuf[r * sendcount]. n == 1: the copy alone.
  */
-#include "algorithms.h"
+#include "algorithms/algorithms.h"
 
 void tt_allgather_ring(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a)
 {

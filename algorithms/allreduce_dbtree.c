@@ -15,7 +15,7 @@
  * pipelines the chunks up and down the tree (depth log2(n)): latency O(log n) hops, and
  * each rank sends and receives about twice its data, which suits large messages at scale.
  */
-#include "algorithms.h"
+#include "algorithms/algorithms.h"
 
 static int tree_rank(const struct tt_ring *r, int tree, int v)
 {

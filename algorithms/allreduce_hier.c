@@ -15,8 +15,8 @@
  * Phases are separate (plan.h): B reads seg(l) at sub-segment offsets that A wrote in chunks
  * of seg(l), and C reads what B wrote the same way.
  */
-#include "algorithms.h"
-#include "hier.h"
+#include "algorithms/algorithms.h"
+#include "algorithms/hier.h"
 
 int tt_fits_hier(int nranks, const struct tt_topo_view *t)
 {

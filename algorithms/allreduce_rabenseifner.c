@@ -13,8 +13,8 @@
  * Each round is its own phase: a round reads elements the previous one wrote at another
  * offset, so chunk-major order would read them before they exist (plan.h).
  */
-#include "algorithms.h"
-#include "fold.h"
+#include "algorithms/algorithms.h"
+#include "algorithms/fold.h"
 
 /* Elements [*o, *o + *n) of blocks [b0, b1) of a part [off, off + cnt) cut into p blocks. */
 static void blocks(size_t off, size_t cnt, int p, int b0, int b1, size_t *o, size_t *n)

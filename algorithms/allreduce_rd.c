@@ -13,8 +13,8 @@
  * Every round covers the whole array, so chunk c only ever reads chunk c: chunk-major order
  * pipelines it, and in place needs nothing special.
  */
-#include "algorithms.h"
-#include "fold.h"
+#include "algorithms/algorithms.h"
+#include "algorithms/fold.h"
 
 void tt_allreduce_rd(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a)
 {

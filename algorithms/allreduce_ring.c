@@ -13,7 +13,7 @@
  * In place: each segment of sendbuf is read (its reduce-scatter step) before recvbuf's copy
  * of that segment is written, so sendbuf == recvbuf is safe. n == 1: a copy (none in place).
  */
-#include "algorithms.h"
+#include "algorithms/algorithms.h"
 
 void tt_allreduce_ring(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a)
 {

@@ -8,7 +8,7 @@
  * Chunks stream down the chain, so every link is busy once the pipe is full: time is
  * about size/bandwidth + (n-1) * chunk latency.
  */
-#include "algorithms.h"
+#include "algorithms/algorithms.h"
 
 void tt_broadcast_chain(struct tt_plan *p, const struct tt_ring *rings,
                         const struct tt_coll_args *a)

@@ -8,8 +8,8 @@
  * only needs chunk c of the cross-node chain, so the two pipeline into each other: the
  * network carries the data once per node instead of once per rank.
  */
-#include "algorithms.h"
-#include "hier.h"
+#include "algorithms/algorithms.h"
+#include "algorithms/hier.h"
 
 void tt_broadcast_hier(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a)
 {

@@ -9,7 +9,7 @@
  * The root copies sendbuf to recvbuf unless in place and sends from sendbuf; the others
  * forward from recvbuf, chunk by chunk (chunk-major execution pipelines down the tree).
  */
-#include "algorithms.h"
+#include "algorithms/algorithms.h"
 
 void tt_broadcast_tree(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a)
 {

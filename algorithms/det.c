@@ -19,7 +19,7 @@
  * data per rank: for small calls where ranks outnumber cores (a hop costs a context switch),
  * and its results are bit for bit those of det on every rank.
  */
-#include "algorithms.h"
+#include "algorithms/algorithms.h"
 
 /* Send this rank's part [src_off(b), +len(b)) to every owner b, then, as owner, fold. */
 static void gather_fold(struct tt_plan *p, int n, int me, const int *owners, int nowners,

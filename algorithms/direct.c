@@ -17,7 +17,7 @@
  * element, and no send reads it. Within a phase a chunk of every send goes out before the
  * same chunk is folded or received (chunk-major order).
  */
-#include "algorithms.h"
+#include "algorithms/algorithms.h"
 
 int tt_fits_direct(int nranks, const struct tt_topo_view *t)
 {

@@ -5,7 +5,7 @@
 #ifndef TT_HIER_H
 #define TT_HIER_H
 
-#include "algorithms.h"
+#include "algorithms/algorithms.h"
 
 #include <stdlib.h>
 

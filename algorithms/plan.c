@@ -1,5 +1,5 @@
 /* plan.c -- growing a plan; see plan.h. */
-#include "plan.h"
+#include "algorithms/plan.h"
 
 #include <stdlib.h>
 

@@ -7,7 +7,7 @@
  *   d == 0        recv-reduce-copy into recvbuf: final value, POSTOP
  * n == 1: a copy (POSTOP), none in place. Only the root touches recvbuf.
  */
-#include "algorithms.h"
+#include "algorithms/algorithms.h"
 
 void tt_reduce_chain(struct tt_plan *p, const struct tt_ring *rings, const struct tt_coll_args *a)
 {

@@ -18,9 +18,9 @@
  * runs where there are several (tt_runs_exchange). In place, only the last round writes
  * recvbuf (the own block, element by element from the same elements).
  */
-#include "algorithms.h"
-#include "fold.h"
-#include "runs.h"
+#include "algorithms/algorithms.h"
+#include "algorithms/fold.h"
+#include "algorithms/runs.h"
 
 void tt_reducescatter_rh(struct tt_plan *p, const struct tt_ring *rings,
                          const struct tt_coll_args *a)

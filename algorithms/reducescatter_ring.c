@@ -10,7 +10,7 @@
  * In place (recvbuf == sendbuf + rank * recvcount): the own block is read only by the last
  * step, which writes the same elements it reads.
  */
-#include "algorithms.h"
+#include "algorithms/algorithms.h"
 
 void tt_reducescatter_ring(struct tt_plan *p, const struct tt_ring *rings,
                            const struct tt_coll_args *a)

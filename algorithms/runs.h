@@ -10,7 +10,7 @@
 #ifndef TT_RUNS_H
 #define TT_RUNS_H
 
-#include "algorithms.h"
+#include "algorithms/algorithms.h"
 
 struct tt_runs {
     const int *order;       /* NULL: rank numbers */

@@ -1,12 +1,12 @@
 /*
- * memcpy-alias.c -- memmove against tt_copy (lib/copy.h) at the destination offsets a
+ * memcpy-alias.c -- memmove against tt_copy (lib/kern/copy.h) at the destination offsets a
  * transport meets: a page-aligned FIFO slot copied into a buffer that starts `off` bytes into
  * a page, and back. Prints GB/s, best of 3, per size and offset; the rows where memmove falls
  * far below tt_copy are the trap copy.h steps around.
  *
  *   build/bench/memcpy-alias [SIZE ...]   (default 4K 64K 256K 1M)
  */
-#include "copy.h"
+#include "../lib/kern/copy.h"
 
 #include <stdio.h>
 #include <stdlib.h>

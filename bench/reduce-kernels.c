@@ -1,5 +1,5 @@
 /*
- * reduce-kernels.c -- the host reduction kernels (lib/reduce.c) alone: nanoseconds per element
+ * reduce-kernels.c -- the host reduction kernels (lib/kern/reduce.c) alone: nanoseconds per element
  * and GB/s of one input, in place (d0 == a, the way the executor calls them), best of 5, for
  * every dtype with SUM and the ops named, on buffers that stay in cache. The figure the
  * float16 and FP8 rows of BENCHMARKS.md come from. Three more: `premul` (tt_premul, the
@@ -13,9 +13,9 @@
  * -p: the portable kernels (tt_reduce_kernel_portable, tt_premul_portable,
  * tt_premul_sum_kernel_portable), without the CPU's conversion instructions (reduce_x86.c).
  */
-#include "reduce.h"
+#include "../lib/kern/reduce.h"
 #include "values.h"
-#include "wait.h"
+#include "../lib/base/wait.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * half.c -- the fp16 and bf16 hooks' conversions: float32 to float16 or bfloat16, rounded to
  * nearest even (NaN stays NaN, made quiet; beyond float16's range: infinity), and back.
  *
- * The DDP layer sees only include/, so it does not share lib/half.h. One element at a time
+ * The DDP layer sees only include/, so it does not share lib/base/half.h. One element at a time
  * the float16 conversion branches (5.0 ns an element packing, 1.4-2.5 unpacking, on this
  * project's 2-vCPU EPYC); on x86-64 CPUs with F16C (every x86-64-v3 one) eight elements go
  * through one vcvtps2ph or vcvtph2ps, whose rounding is in the instruction, not taken from

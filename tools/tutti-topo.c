@@ -16,10 +16,10 @@
  *                                           --oversub: ranks outnumber cores, so every hop
  *                                           waits for a context switch)
  *
- * A project tool: it links the library's internals (lib/comm.h, lib/tune.h).
+ * A project tool: it links the library's internals (lib/core/comm.h, lib/topo/tune.h).
  */
-#include "lib/comm.h"
-#include "lib/tune.h"
+#include "../lib/core/comm.h"
+#include "../lib/topo/tune.h"
 #include "size_arg.h"
 
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /*
  * dfifo.h -- a deferred single-producer single-consumer queue of slots: the core of the p2p
- * transport (p2p.c), kept apart from CUDA so the schedule simulator runs the same protocol
+ * transport (cuda_ipc.c), kept apart from CUDA so the schedule simulator runs the same protocol
  * on the CPU (tests/algorithms/sim.c).
  *
  * The slots belong to the receiver. Whatever fills a slot (sender) or uses one (receiver) is
@@ -14,7 +14,7 @@
 #ifndef TT_DFIFO_H
 #define TT_DFIFO_H
 
-#include "transport.h"
+#include "transport/transport.h"
 
 #include <stdatomic.h>
 #include <stddef.h>

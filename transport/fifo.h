@@ -45,7 +45,7 @@
 #ifndef TT_FIFO_H
 #define TT_FIFO_H
 
-#include "transport.h"
+#include "transport/transport.h"
 
 #include <linux/futex.h>
 #include <stdatomic.h>

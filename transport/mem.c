@@ -3,10 +3,10 @@
  * address. Used by the schedule simulator, which runs every rank's plan in one process.
  * The receiver's connection owns the memory; close the sender's side first.
  */
-#include "fifo.h"
-#include "transport.h"
+#include "transport/fifo.h"
+#include "transport/transport.h"
 
-#include "../lib/error.h"
+#include "lib/base/error.h"
 
 #include <stdlib.h>
 #include <string.h>

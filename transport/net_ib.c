@@ -38,16 +38,16 @@
  * Every error completion becomes a message naming the verbs status, the opcode, the peer
  * rank, its host and GID, and a hint at the likely cause.
  */
-#include "transport.h"
+#include "transport/transport.h"
 
-#include "net_ib.h"
+#include "transport/net_ib.h"
 
-#include "../lib/config.h"
-#include "../lib/error.h"
-#include "../lib/id.h"
-#include "../lib/log.h"
-#include "../lib/socket.h"
-#include "../lib/wait.h"
+#include "lib/base/config.h"
+#include "lib/base/error.h"
+#include "lib/boot/id.h"
+#include "lib/base/log.h"
+#include "lib/boot/socket.h"
+#include "lib/base/wait.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

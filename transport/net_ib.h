@@ -13,7 +13,7 @@
 
 #include "tutti.h"
 
-#include "transport.h"
+#include "transport/transport.h"
 
 #include <infiniband/verbs.h>
 #include <stdint.h>

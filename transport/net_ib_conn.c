@@ -4,16 +4,16 @@
  * transitions, the registered slot region and credit word, the receiver's blob (over
  * bootstrap) and the sender's hello over the TCP side channel.
  */
-#include "transport.h"
+#include "transport/transport.h"
 
-#include "net_ib.h"
+#include "transport/net_ib.h"
 
-#include "../lib/config.h"
-#include "../lib/error.h"
-#include "../lib/id.h"
-#include "../lib/log.h"
-#include "../lib/socket.h"
-#include "../lib/wait.h"
+#include "lib/base/config.h"
+#include "lib/base/error.h"
+#include "lib/boot/id.h"
+#include "lib/base/log.h"
+#include "lib/boot/socket.h"
+#include "lib/base/wait.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -8,10 +8,10 @@
  * IPv4-mapped address, then any RoCE v2 GID, then the first non-zero one (types from sysfs);
  * InfiniBand ports route by LID and need none.
  */
-#include "net_ib.h"
+#include "transport/net_ib.h"
 
-#include "../lib/config.h"
-#include "../lib/log.h"
+#include "lib/base/config.h"
+#include "lib/base/log.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

@@ -1,6 +1,6 @@
 /*
  * net_ib_reg.c -- the verbs registration cache: memory regions for user memory registered
- * with a communicator (tutti_comm_register, lib/memreg.h), so net_ib can RDMA-write straight
+ * with a communicator (tutti_comm_register, lib/core/memreg.h), so net_ib can RDMA-write straight
  * from it.
  *
  * Registering memory with an HCA pins its pages and costs microseconds to milliseconds, so
@@ -13,16 +13,16 @@
  * memory. One cache per process (the HCA's protection domain is per process), under a lock.
  *
  * Device memory (GPUDirect RDMA): the whole CUDA allocation is exported as a dma-buf
- * (cuMemGetHandleForAddressRange, lib/cuda.c) and registered with ibv_reg_dmabuf_mr at the
+ * (cuMemGetHandleForAddressRange, lib/cuda/cuda.c) and registered with ibv_reg_dmabuf_mr at the
  * allocation's device address, so the HCA reads the GPU's memory directly. Where either side
  * lacks it (an rdma-core older than 34, a driver without dma-buf export) the registration is
  * refused once, with the reason at WARN, and the sends from it are staged through host memory.
  */
-#include "net_ib.h"
+#include "transport/net_ib.h"
 
-#include "../lib/cuda.h"
-#include "../lib/log.h"
-#include "../lib/memreg.h"
+#include "lib/cuda/cuda.h"
+#include "lib/base/log.h"
+#include "lib/core/memreg.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -17,14 +17,14 @@
  * sender connects nsocks sockets and presents the nonce and the socket's index; finish()
  * accepts them, dropping any connection that does not present the nonce.
  */
-#include "transport.h"
+#include "transport/transport.h"
 
-#include "../lib/config.h"
-#include "../lib/error.h"
-#include "../lib/id.h"
-#include "../lib/log.h"
-#include "../lib/socket.h"
-#include "../lib/wait.h"
+#include "lib/base/config.h"
+#include "lib/base/error.h"
+#include "lib/boot/id.h"
+#include "lib/base/log.h"
+#include "lib/boot/socket.h"
+#include "lib/base/wait.h"
 
 #include <errno.h>
 #include <netinet/tcp.h>

@@ -7,12 +7,12 @@
  * Names are "/tutti-<job tag>-<receiver>-<sender>-<channel>"; tutti-run removes any that a
  * job killed during setup (between create and attach) left behind.
  */
-#include "fifo.h"
-#include "transport.h"
+#include "transport/fifo.h"
+#include "transport/transport.h"
 
-#include "../lib/config.h"
-#include "../lib/error.h"
-#include "../lib/log.h"
+#include "lib/base/config.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,7 +9,7 @@
  *             send_commit(bytes, tag)
  *   receiver: recv_peek() -> oldest committed slot, its byte count and tag, use it,
  *             recv_release()
- * The tag is the sender's 32-bit label of the operation the message belongs to (lib/tag.h):
+ * The tag is the sender's 32-bit label of the operation the message belongs to (lib/exec/tag.h):
  * every transport carries it beside the message, unchanged, so a receiver can tell a message
  * of another call (a stale one, or a rank that called something else) from its data.
  * progress() pumps transports that need it (sockets, verbs); shm's is a no-op.
@@ -27,7 +27,7 @@
 #define TT_MAX_SLOTS 64 /* most slots a connection FIFO may have */
 
 struct tt_transport;
-struct tt_memreg; /* lib/memreg.h */
+struct tt_memreg; /* lib/core/memreg.h */
 
 /* Common head of every transport's connection. */
 struct tt_conn {
@@ -122,7 +122,7 @@ int tt_socket_nsocks(void);
 extern const struct tt_transport tt_transport_ib;
 int tt_ib_nqps(void);
 
-/* CUDA IPC between processes of one host: device slots, device buffers only (p2p.c; built
+/* CUDA IPC between processes of one host: device slots, device buffers only (cuda_ipc.c; built
  * with CUDA). */
 extern const struct tt_transport tt_transport_p2p;
 

@@ -2,7 +2,7 @@
  * kernels.cu -- CUDA reduction kernels: dst[i] = a[i] (op) b[i] for every dtype and op of
  * tutti.h, the fused reduce-copy of the device data path, and the final division of AVG.
  *
- * Semantics are the host kernels' (lib/reduce.c), so host and device give bitwise the same
+ * Semantics are the host kernels' (lib/kern/reduce.c), so host and device give bitwise the same
  * answer: integers wrap; float16 and bfloat16 are widened to float32, combined, rounded to
  * nearest even (which is what the native __hadd/__hmul do for one operation); FP8 the same,
  * saturating at the largest finite value (__NV_SATFINITE); MIN/MAX return
@@ -13,7 +13,7 @@
  * (uint4: 16 int8 or FP8, 8 half, 4 float, 2 double per load), the remainder element by element; a
  * grid-stride loop bounds the grid whatever the count.
  */
-#include "kernels.h"
+#include "lib/cuda/kernels.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

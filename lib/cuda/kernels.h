@@ -1,7 +1,7 @@
 /*
  * kernels.h -- the CUDA reduction kernels (kernels.cu), callable from C. `stream` is a
  * cudaStream_t; each call queues one kernel and returns the cudaError_t of the launch (0 on
- * success). Semantics are lib/reduce.c's: see kernels.cu.
+ * success). Semantics are lib/kern/reduce.c's: see kernels.cu.
  */
 #ifndef TT_CUDA_KERNELS_H
 #define TT_CUDA_KERNELS_H

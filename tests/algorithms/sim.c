@@ -1,11 +1,11 @@
 /* sim.c -- the schedule simulator; see sim.h. */
 #include "sim.h"
 
-#include "lib/error.h"
-#include "lib/exec.h"
-#include "lib/reduce.h"
-#include "transport/dfifo.h"
-#include "transport/transport.h"
+#include "../../lib/base/error.h"
+#include "../../lib/exec/exec.h"
+#include "../../lib/kern/reduce.h"
+#include "../../transport/dfifo.h"
+#include "../../transport/transport.h"
 
 #include <stdlib.h>
 #include <string.h>

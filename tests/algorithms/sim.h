@@ -7,7 +7,7 @@
 #ifndef TT_SIM_H
 #define TT_SIM_H
 
-#include "algorithms/algorithms.h"
+#include "../../algorithms/algorithms.h"
 #include "tutti.h"
 
 struct sim_config {

@@ -4,7 +4,7 @@
  * place and shuffled ring orders, checked exactly against values computed from (rank, index).
  */
 #include "sim.h"
-#include "lib/tune.h"
+#include "../../lib/topo/tune.h"
 
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -488,7 +488,7 @@ static int reads_src(int prim)
 
 /*
  * In place on 2+ ranks, a premul-sum call scales what the steps that read TT_BUF_SEND read
- * (lib/redop.c). That is right only where a plan reads every input element through sendbuf,
+ * (lib/core/redop.c). That is right only where a plan reads every input element through sendbuf,
  * none through sendbuf after an earlier step of its lane wrote it, and none through recvbuf
  * before a step wrote it (that would be raw input, unscaled). In place, sendbuf and recvbuf
  * are one buffer: recvbuf is `shift` elements into it (reduce-scatter's rank * count, else 0)
@@ -599,7 +599,7 @@ Test(sim, tuner_self_forced)
 }
 
 /*
- * Point-to-point batches (algorithms/p2p.c), as a group of tutti_send/tutti_recv runs them:
+ * Point-to-point batches (algorithms/p2p_plan.c), as a group of tutti_send/tutti_recv runs them:
  * every rank sends two messages to every peer (self included on the host path; the device
  * path leaves self out) and receives theirs, sizes from 0 to a few slots that differ by
  * (sender, receiver, k), each rank listing its calls in its own order (peers rotated,

@@ -1,12 +1,12 @@
 /*
  * kernels.c -- lib/cuda/kernels.h on cudamock: each "kernel" is the host reduction of
- * lib/reduce.c, queued on the stream (cudamock_launch) after the checks a launch makes (the
+ * lib/kern/reduce.c, queued on the stream (cudamock_launch) after the checks a launch makes (the
  * dtype and op) and the ones a GPU's memory system would (every pointer in device memory).
  */
 #include "cudamock.h"
 
 #include "../../lib/cuda/kernels.h"
-#include "../../lib/reduce.h"
+#include "../../lib/kern/reduce.h"
 
 #include <cuda_runtime_api.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * runs, the one-at-a-time one on runs of a single element.
  */
 #include "../../ddp/half.h"
-#include "../../lib/half.h"
+#include "../../lib/base/half.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define f32 tt_bits_f32 /* lib/half.h's bit casts (only those) */
+#define f32 tt_bits_f32 /* lib/base/half.h's bit casts (only those) */
 #define bits tt_f32_bits
 
 static uint16_t f16_ref(float f)

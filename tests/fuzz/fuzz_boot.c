@@ -4,7 +4,7 @@
  * allocate beyond what arrived (rounded) or accept a connection without the secret.
  * The input's first byte chooses how the rest is cut into arrivals.
  */
-#include "lib/bootstrap.h"
+#include "../../lib/boot/bootstrap.h"
 
 #include <stdint.h>
 #include <stdlib.h>

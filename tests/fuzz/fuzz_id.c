@@ -3,7 +3,7 @@
  * tt_id_decode on any 128 bytes must refuse (with a reason) or accept, never crash, and
  * anything accepted must print back to an id that parses to the same bytes.
  */
-#include "lib/id.h"
+#include "../../lib/boot/id.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,12 +1,12 @@
 /*
  * reduce_ref.c -- the references that the reduction kernels' tests (test_reduce.c, test_avg.c)
- * check against: they share no code with lib/reduce.c or lib/half.h's conversions. GCC's
+ * check against: they share no code with lib/kern/reduce.c or lib/base/half.h's conversions. GCC's
  * _Float16 for binary16, frexp/nearbyint arithmetic for bfloat16, a search over every code
  * for FP8.
  */
 #include "reduce_ref.h"
 
-#include "lib/half.h"
+#include "../../lib/base/half.h"
 
 #include <criterion/criterion.h>
 #include <math.h>

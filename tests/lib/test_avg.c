@@ -3,8 +3,8 @@
  * float32 and float64 on random bits, against the references of reduce_ref.c and against the
  * portable kernels, bit for bit.
  */
-#include "lib/half.h"
-#include "lib/reduce.h"
+#include "../../lib/base/half.h"
+#include "../../lib/kern/reduce.h"
 #include "reduce_ref.h"
 
 #include <criterion/criterion.h>

@@ -4,9 +4,9 @@
  * the real ranks join and talk; refusals (duplicate rank, nranks mismatch, timeout) come back
  * to the rank with a message.
  */
-#include "lib/bootstrap.h"
-#include "lib/socket.h"
-#include "lib/wait.h"
+#include "../../lib/boot/bootstrap.h"
+#include "../../lib/boot/socket.h"
+#include "../../lib/base/wait.h"
 
 #include <criterion/criterion.h>
 #include <pthread.h>

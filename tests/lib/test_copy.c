@@ -1,11 +1,11 @@
 /*
- * test_copy.c -- tt_copy (lib/copy.h) moves the same bytes as a byte-by-byte reference at
+ * test_copy.c -- tt_copy (lib/kern/copy.h) moves the same bytes as a byte-by-byte reference at
  * every destination offset around a page, at the sizes on both sides of its own loop's range,
  * and for overlapping ranges (which must keep memmove's meaning); tt_copy_stream (streaming
  * stores) at every destination alignment, around its 64-byte loop's edges, not writing a byte
  * outside its range.
  */
-#include "lib/copy.h"
+#include "../../lib/kern/copy.h"
 
 #include <criterion/criterion.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* test_id.c -- the id's printable form, the size parser behind TUTTI_BUFFSIZE, knob parsing. */
-#include "lib/config.h"
-#include "lib/id.h"
+#include "../../lib/base/config.h"
+#include "../../lib/boot/id.h"
 
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>

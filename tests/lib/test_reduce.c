@@ -4,8 +4,8 @@
  * arithmetic for bfloat16, a search over every code for FP8, 64-bit integer arithmetic for
  * wrapping integer ops.
  */
-#include "lib/half.h"
-#include "lib/reduce.h"
+#include "../../lib/base/half.h"
+#include "../../lib/kern/reduce.h"
 #include "reduce_ref.h"
 
 #include <criterion/criterion.h>

@@ -3,7 +3,7 @@
  * ring order by node then NUMA node), and records read from golden hwloc XMLs
  * (tests/topo/) through TUTTI_TOPO_FILE, including the dump round trip.
  */
-#include "lib/topo.h"
+#include "../../lib/topo/topo.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>

@@ -305,7 +305,7 @@ static void large(void)
 }
 
 /* Enough same-sized broadcasts and all-gathers (64 KiB and a little more) for both pickers'
- * first trials (lib/stream_pick.h: streaming stores from call 2, single copy from call 10),
+ * first trials (lib/topo/copy_pick.h: streaming stores from call 2, single copy from call 10),
  * each call checked: the ranks vote at each trial's end (coll_pick.c). */
 static void trials(void)
 {

@@ -49,7 +49,7 @@ COLL_TESTS(3)
 COLL_TESTS(4)
 COLL_TESTS(8)
 
-/* Large calls with every FIFO slot written by streaming stores (lib/copy.h's tt_copy_stream),
+/* Large calls with every FIFO slot written by streaming stores (lib/kern/copy.h's tt_copy_stream),
  * which TUTTI_STREAM_STORES=auto picks only where they measure faster, so not reliably in the
  * runs above; and with ordinary stores forced. */
 Test(coll, large_streaming_stores, .timeout = 300)
@@ -114,7 +114,7 @@ static void run_trials(int n, const char *rank1_env, char votes[][MAX_VOTES][256
               WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
 
-/* At the end of each trial of a collective (stream_pick.h) the ranks vote: each logs the same
+/* At the end of each trial of a collective (copy_pick.h) the ranks vote: each logs the same
  * means, so each takes the same way. Two pickers x two collectives: four votes per rank. A
  * rank whose knobs differ (TUTTI_SHM_SINGLE_COPY=1 on rank 1) makes the ranks decide alone:
  * no votes, and no call waits for one. */

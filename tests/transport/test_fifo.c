@@ -5,7 +5,7 @@
  * after the areas have wrapped around several times. And on sleepy FIFOs, two threads: a
  * blocked sender or receiver is woken by the other side, never left to its timeout.
  */
-#include "transport/fifo.h"
+#include "../../transport/fifo.h"
 
 #include <criterion/criterion.h>
 #include <pthread.h>

@@ -1,0 +1,100 @@
+/*
+ * coll.h -- what the collectives (coll.c) and the point-to-point calls (sendrecv.c) share: the
+ * checks every call makes, running a plan, and running work now on the calling thread.
+ */
+#ifndef TT_COLL_H
+#define TT_COLL_H
+
+#include "lib/core/comm.h"
+#include "lib/core/redop.h"
+#include "lib/stream/stream.h"
+
+/* Is comm healthy? Also turns a pending abort into the error state. */
+tutti_result_t tt_coll_check_health(struct tutti_comm *comm, const char *fn);
+/* Checks shared by every call: handle, health, stream. */
+tutti_result_t tt_coll_check_comm(struct tutti_comm *comm, tutti_stream_t stream, const char *fn);
+/* A refusal this rank may make alone where its peers cannot run the call with it: the
+ * communicator enters the error state and tells them (coll_check.c). */
+tutti_result_t tt_coll_refuse_alone(struct tutti_comm *comm, tutti_result_t rc);
+/* A collective's arguments (coll_check.c): TUTTI_SUCCESS and whether it is in place, or the
+ * refusal (message set) and in *own its reason (enum tt_refusal) where it concerns this rank's
+ * own buffers (0: something every rank passes alike). */
+tutti_result_t tt_coll_check_args(struct tutti_comm *comm, const struct tt_call *c, int *inplace,
+                                  unsigned *own);
+/* Host and device buffers are not mixed; sets c->device (c->refusal where they are). */
+tutti_result_t tt_coll_check_memory(struct tutti_comm *comm, struct tt_call *c);
+/* TUTTI_CHECK_COLL: every rank makes the same call (an all-gather of its description). */
+tutti_result_t tt_coll_check_match(struct tutti_comm *comm, const struct tt_call *c);
+/* This rank refused c (rc, message set) for its own buffers (why): run it refused where it
+ * can, else enter the error state; returns the refusal (or the refused run's failure). */
+tutti_result_t tt_coll_refused(struct tutti_comm *comm, const struct tt_call *c,
+                               tutti_stream_t stream, tutti_result_t rc, unsigned why);
+/* c->dtype (and c->op when has_op) are valid. */
+tutti_result_t tt_coll_check_dtype_op(struct tutti_comm *comm, const struct tt_call *c, int has_op);
+/*
+ * Connect what comm->plan needs and run it over bufs (regs: their registrations, or NULL).
+ * device: the buffers are device memory on the device path (cuda_dev.c), whose work starts
+ * after the CUDA event `after` (NULL: after what CUDA's default stream holds). pre: a premul-sum
+ * call's pre-pass (redop.h), run first, or NULL.
+ */
+tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
+                                struct tt_memreg *const *regs, tutti_dtype_t dtype, tutti_op_t op,
+                                const struct tt_label *what, int device, void *after,
+                                const struct tt_pre *pre);
+/* Streaming stores into FIFO slots for a host call of collective `kind` moving `bytes`: sets
+ * comm->stream_slots for tt_coll_run_plan; returns the picker's token (-1: not timed). */
+int tt_coll_stream_pick(struct tutti_comm *comm, unsigned kind, size_t bytes);
+/* That call is over: it took `seconds` (`ok`: it succeeded). At a trial's end the ranks vote
+ * (coll_pick.c); the vote's own failure is returned. */
+tutti_result_t tt_coll_stream_done(struct tutti_comm *comm, int token, double seconds, int ok);
+/* Single copy over shm for a host call of `kind` (enum tt_coll, or TT_LABEL_P2P) whose
+ * sends' size class is `bytes`: sets comm->single_send (and single_trial when the picker
+ * times this call) for tt_coll_run_plan; returns the picker's token (-1: not timed). */
+int tt_coll_single_copy_pick(struct tutti_comm *comm, unsigned kind, size_t bytes);
+/* That call is over: it took `seconds` (`ok`: it succeeded); clears comm->single_send and
+ * single_trial. `vote`: a collective, whose ranks decide a trial together (coll_pick.c); the
+ * vote's own failure is returned. */
+tutti_result_t tt_coll_single_copy_done(struct tutti_comm *comm, int token, double seconds, int ok,
+                                        int vote);
+/* Run w now on this thread, after whatever streams hold for its communicator. */
+tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w);
+
+/* Run a batch of point-to-point operations (sendrecv.c); comm's run lock is held. `after`: where
+ * its device-path operations start (a cudaEvent_t; NULL: after CUDA's default stream). */
+tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops, void *after,
+                           const char *collective);
+/* The order a batch runs in: its device-path operations (tt_cuda_direct_p2p) first, then the
+ * others, each part in call order, into out (nops entries; NULL: only count). Returns how
+ * many take the device path. Every rank splits alike, so each part meets its peers'. */
+int tt_p2p_split(const struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
+                 struct tt_p2p_op *out);
+/* Is a group open on this thread (between tutti_group_start and tutti_group_end)? */
+int tt_group_open(void);
+/* The group just opened is collective fn's own batch (gather, scatter, all-to-all): under
+ * TUTTI_CHECK_COLL its ranks agree on the check's verdict (sendrecv.c). Nothing where the caller
+ * opened a group around the collective. */
+void tt_group_collective(const char *fn);
+/* The library's own small exchange among all ranks (a check, a vote): `each` bytes from every
+ * rank into all (nranks blocks), as an all-gather tagged as the library's (`which` tells its
+ * kinds apart, tag.h). */
+tutti_result_t tt_coll_allgather_own(struct tutti_comm *comm, const char *name, unsigned which,
+                                     const void *mine, size_t each, void *all);
+/* A checked collective call inside the open group: recorded for tutti_group_end (sendrecv.c). */
+tutti_result_t tt_group_add_coll(struct tutti_comm *comm, const struct tt_call *c,
+                                 tutti_stream_t stream);
+/* Queue a checked collective call on stream (host or CUDA), or run it now (NULL). */
+tutti_result_t tt_coll_dispatch(struct tutti_comm *comm, const struct tt_call *c,
+                                tutti_stream_t stream);
+/* tutti_group_end's collectives, in call order, after its point-to-point batch; runs of
+ * small host all-reduces go as one (coll_group.c). */
+tutti_result_t tt_coll_run_group(struct tutti_comm *comm, const struct tt_call *calls, int n,
+                                 tutti_stream_t stream);
+
+/* Personalized exchanges (all_to_all.c, gather.c), whose batch has this rank's own block: may
+ * it move by memcpy once the batch is done (a call that runs now, on host memory)? */
+int tt_own_copy_ok(tutti_stream_t stream, const void *src, const void *dst, size_t bytes);
+/* That copy, after comm's queued work and only on a healthy comm. */
+tutti_result_t tt_own_copy(struct tutti_comm *comm, const char *fn, void *dst, const void *src,
+                           size_t bytes);
+
+#endif

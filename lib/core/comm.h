@@ -1,0 +1,179 @@
+/*
+ * comm.h -- the communicator: who the ranks are, how they are connected, its error state.
+ */
+#ifndef TT_COMM_H
+#define TT_COMM_H
+
+#include "algorithms/algorithms.h"
+#include "transport/transport.h"
+#include "lib/boot/bootstrap.h"
+#include "lib/boot/board.h"
+#include "lib/exec/exec.h"
+#include "lib/core/memreg.h"
+#include "lib/topo/copy_pick.h"
+#include "lib/topo/topo.h"
+#include "lib/topo/tune.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define TT_ERRMSG_LEN 1024
+#define TT_COMM_MAGIC 0x7475747469636f6dull /* "tutticom" */
+
+struct tutti_comm {
+    uint64_t magic;
+    int rank, nranks;
+    int local_rank, local_size;
+    double timeout_s;
+    int nchannels;
+    size_t slot_bytes;
+    int nslots;
+    unsigned spin;    /* polls before a wait yields */
+    double yield_s;   /* then seconds it yields before it sleeps (TUTTI_YIELD_US) */
+    int sleepy;       /* this host's ranks outnumber its cores: waits block (exec.h) */
+    int net_logged;   /* the network interface has been logged */
+    char ib_why[256]; /* why this rank has no verbs HCA ("" if it has one) */
+    struct tt_tuner tuner;
+    struct tt_pick pick;    /* streaming stores into FIFO slots for large calls (copy_pick.h) */
+    int stream_slots;       /* the call being run writes slots with streaming stores */
+    struct tt_pick pick_sc; /* single copy over shm: all-gather, broadcast, point-to-point */
+    int single_send;        /* the call being run sends by address where it can */
+    int single_trial;       /* ... and pick_sc times it: it ends when its receivers have all */
+    int pick_agree;         /* every rank runs the same trials: collectives decide together */
+    char job_tag[64];
+
+    struct tt_boot *boot;
+    struct tt_rank_info *peers; /* every rank's record (topo.h) */
+    struct tt_topo topo;        /* nodes, local ranks, ring order */
+    struct tt_topo_view view;   /* the same, as algorithms see it */
+    struct tt_comm_board board; /* where this node's ranks are (board.h) */
+    double stall_s;             /* TUTTI_STALL_WARN */
+    int check_coll;             /* TUTTI_CHECK_COLL */
+    struct tt_ring *rings;      /* one per channel */
+    struct tt_exec_conns conns;
+    const struct tt_transport **tp_of; /* transport chosen per peer, NULL if none yet */
+
+    tutti_result_t error;      /* sticky: TUTTI_SUCCESS while healthy */
+    int error_claimed;         /* the first tt_comm_set_error took it (it alone writes fatal) */
+    char fatal[TT_ERRMSG_LEN]; /* message of the error that made it unusable: written once,
+                                * before `error` is published */
+    volatile int abort_flag;   /* set by tutti_comm_abort, from any thread */
+    int32_t *pids;             /* process id of every rank */
+    uint64_t seq;              /* collectives started (the same count on every rank) */
+    uint64_t p2p_seq;          /* point-to-point batches run (this rank's own count) */
+    int refused_by;       /* the last plan run ended under poison (exec.h): the rank that refused
+                           * (mod 256), else -1 */
+    unsigned refused_why; /* and why (enum tt_refusal) */
+    char last_error[TT_ERRMSG_LEN];
+
+    /* Streams (stream.c): one operation runs at a time; NULL-stream calls wait for the work
+     * queued on streams first. */
+    pthread_mutex_t run_lock;
+    pthread_mutex_t work_lock;
+    pthread_cond_t work_cv;
+    int work_pending; /* items queued on streams, not finished */
+    uint8_t barrier_buf[2];
+    void *cuda_stage; /* pinned staging for device buffers (cuda.c), under run_lock */
+    size_t cuda_stage_cap;
+    /* The device path (cuda_dev.c): every rank on one host with a CUDA device that reaches
+     * every other rank's; device buffers then move GPU to GPU over p2p connections. */
+    int cuda_direct;
+    int cuda_dev;          /* the device this rank had current at init */
+    size_t dslot_bytes;    /* slot size of p2p connections (TUTTI_CUDA_BUFFSIZE / steps) */
+    size_t cuda_min_bytes; /* smaller collectives are staged all the same (TUTTI_CUDA_P2P_MIN) */
+    int cuda_min_auto;     /* TUTTI_CUDA_P2P_MIN=auto: decided with cuda_direct */
+    struct tt_exec_conns dconns;
+    void *cuda_stream;          /* cudaStream_t (non-blocking) the device path queues work on */
+    void *cuda_event;           /* cudaEvent_t: where the default stream was at the call */
+    struct tt_mover cuda_mover; /* the executor's byte moves on cuda_stream */
+    /* Device-path calls on wrapped CUDA streams that return at once (cuda_async.c). */
+    int cuda_async;
+    tutti_stream_t cuda_runner;   /* runs them in call order */
+    volatile uint32_t *cuda_flag; /* pinned, mapped: the last one finished; user streams wait
+                                   * on the GPU until it reaches their call's number */
+    void *cuda_flag_dev;          /* its device address */
+    uint32_t cuda_seq;            /* calls queued so far */
+    struct tt_memreg *memregs;    /* tutti_comm_register (memreg.c) */
+
+    /* Reused between calls so the hot path does not allocate. */
+    struct tt_plan plan;
+    struct { /* the collective plan holds, while plan.resets says nothing rebuilt it */
+        unsigned long resets;
+        const struct tt_algo *algo; /* NULL: none */
+        struct tt_coll_args args;
+    } plan_for;
+    struct { /* the point-to-point plan holds for these messages, while plan.resets says so */
+        unsigned long resets;
+        struct tt_msg *msgs; /* the batch's, in call order (NULL: none yet) */
+        int *perm;           /* step i moves message perm[i] */
+        int n, cap;
+        void *work; /* run_batch's working arrays, grown to the largest batch's */
+        size_t work_bytes;
+    } p2p;
+    struct tt_exec_mem exec_mem;
+    int single_copy; /* TUTTI_SHM_SINGLE_COPY not 0: all-gather, broadcast
+                        and point-to-point batches may go by address over shm (exec.h
+                        tt_exec_single_copy); pick_sc says when this rank sends that way */
+    void *scratch;   /* TT_BUF_SCRATCH of host collectives, grown to the largest call's */
+    size_t scratch_bytes;
+    /* Operators of tutti_op_create_premul_sum (redop.c), under redop_lock, and the scaled
+     * inputs of calls whose result does not land on this rank (host; device path). */
+    pthread_mutex_t redop_lock;
+    struct tt_redop *redops;
+    int nredops, redops_cap;
+    void *premul_buf;
+    size_t premul_bytes;
+    void *premul_dev;
+    size_t premul_dev_bytes;
+};
+
+/* A slot of comm->redops. */
+struct tt_redop {
+    unsigned gen; /* in the handle: a destroyed op's handle no longer matches */
+    int live;
+    tutti_dtype_t dtype;
+    unsigned char value[8]; /* the scalar, TUTTI_SCALAR_HOST_IMMEDIATE */
+    const void *dev;        /* its address, TUTTI_SCALAR_DEVICE (else NULL) */
+};
+
+/* Validate a handle: NULL, destroyed or foreign pointers give TUTTI_ERR_INVALID_ARG. */
+tutti_result_t tt_comm_check(struct tutti_comm *comm, const char *fn);
+
+/*
+ * Connect whatever the plan sends to or receives from that is not connected yet. Plans of one
+ * operation match across ranks (a send from A to B is a receive from A at B), so every pair
+ * sets up its connections at the same operation; peers meet in any order. device: the p2p
+ * connections of the device path (comm->dconns) rather than comm->conns.
+ */
+/* connect.c: TUTTI_TRANSPORTS allows transport `name`; this rank's HCA port (me->hca) or
+ * the reason it has none (c->ib_why); the ring's connections (init); the device path's
+ * connection to every rank (init). */
+int tt_comm_transport_allowed(const char *name);
+void tt_comm_probe_ib(struct tutti_comm *c, struct tt_rank_info *me, int local_rank_hint);
+tutti_result_t tt_comm_connect_ring(struct tutti_comm *c, int prev, int next);
+tutti_result_t tt_comm_connect_device_mesh(struct tutti_comm *c);
+
+tutti_result_t tt_comm_connect_plan(struct tutti_comm *comm, const struct tt_plan *plan,
+                                    int device);
+
+/* The transport this rank uses (or will use) to reach peer; NULL if none may. */
+const struct tt_transport *tt_comm_transport(const struct tutti_comm *comm, int peer);
+
+/* Name of the transport rank a uses to reach rank b ("shm", "socket"; "none"). */
+const char *tt_comm_transport_name(const struct tutti_comm *comm, int a, int b);
+
+/* Put the communicator into its error state (first error wins) and return rc. */
+tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc);
+
+/* The sticky error (TUTTI_SUCCESS while healthy); safe from any thread. */
+static inline tutti_result_t tt_comm_error(const struct tutti_comm *comm)
+{
+    return __atomic_load_n(&comm->error, __ATOMIC_ACQUIRE);
+}
+
+/* Stream bookkeeping: an item on comm was queued / has finished; wait until none is queued. */
+void tt_comm_work_queued(struct tutti_comm *comm);
+void tt_comm_work_done(struct tutti_comm *comm);
+void tt_comm_wait_idle(struct tutti_comm *comm);
+
+#endif

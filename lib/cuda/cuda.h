@@ -1,0 +1,136 @@
+/*
+ * cuda.h -- device memory in collectives (built with CUDA; see cuda.c). Without CUDA the
+ * functions exist and say so: tt_cuda_ready() is 0 and nothing else is called.
+ */
+#ifndef TT_CUDA_H
+#define TT_CUDA_H
+
+#include "lib/stream/stream.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct tutti_comm;
+
+/* Memory kinds of a pointer. */
+enum tt_mem { TT_MEM_HOST = 0, TT_MEM_DEVICE, TT_MEM_MANAGED };
+
+/* A usable CUDA device is present (checked once; logged at INFO either way). */
+int tt_cuda_ready(void);
+
+/* The kind of memory p points to (TT_MEM_HOST when CUDA is not ready). */
+enum tt_mem tt_cuda_kind(const void *p);
+
+/* Copy `bytes` from device (or managed) memory at src to host memory at dst, blocking. */
+tutti_result_t tt_cuda_read(void *dst, const void *src, size_t bytes);
+
+/*
+ * Run checked collective c, whose buffers are device memory, on this thread: copy the inputs
+ * into pinned host memory, run the host collective there, copy the results back (blocking).
+ * comm's run lock is held. `run` is the host path.
+ */
+tutti_result_t tt_cuda_staged_exec(struct tutti_comm *comm, const struct tt_call *c,
+                                   tutti_result_t (*run)(struct tutti_comm *,
+                                                         const struct tt_call *));
+
+/*
+ * Queue checked collective c on CUDA-wrapped stream s, stream-ordered: device inputs copied to
+ * pinned memory on s, a host function on s that runs the collective, device outputs copied
+ * back on s. Returns at once. `device`: the buffers are device memory (else host memory,
+ * used in place).
+ */
+tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c, tutti_stream_t s,
+                               int device);
+
+/*
+ * Point-to-point batches with device buffers (ops[i] is the operation behind bufs[i]):
+ * tt_cuda_p2p_stage points bufs[i] of every device operation that direct[i] does not name at
+ * pinned staging and copies the sends' bytes there (blocking); tt_cuda_p2p_finish copies
+ * the receives' bytes back to the device after the batch. direct[i]: the transport reads that
+ * send's device memory itself (GPUDirect RDMA); stage then first waits for CUDA's legacy
+ * default stream, as a staging copy would have. comm's run lock is held.
+ */
+tutti_result_t tt_cuda_p2p_stage(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
+                                 void **bufs, const unsigned char *direct);
+tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
+                                  void *const *bufs, const unsigned char *direct);
+
+/*
+ * GPUDirect RDMA: a dma-buf file descriptor (*fd, the caller closes it) for the device
+ * allocation holding p, with the range it covers ([*base, *base + *size), whole host pages).
+ * 0 on success; -1 with the reason in why (no CUDA, a driver without dma-buf support, not
+ * device memory).
+ */
+int tt_cuda_dmabuf(const void *p, int *fd, uintptr_t *base, size_t *size, char *why,
+                   size_t why_size);
+
+/*
+ * Queue a point-to-point batch on CUDA-wrapped stream s, stream-ordered like tt_cuda_enqueue:
+ * device send buffers copied to pinned staging on s, a host function on s that runs the batch
+ * (on host memory only), device receive buffers copied back on s. Returns at once.
+ */
+tutti_result_t tt_cuda_enqueue_p2p(struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
+                                   tutti_stream_t s);
+
+/* The CUDA side of a wrapped stream: wait / poll its cudaStream_t; free its staging. */
+tutti_result_t tt_cuda_stream_sync(void *cuda_stream);
+tutti_result_t tt_cuda_stream_query(void *cuda_stream);
+void tt_cuda_stream_free(void *state);
+
+/* Free the communicator's staging buffer and device stream (at destroy, after its p2p
+ * connections are closed). */
+void tt_cuda_comm_free(struct tutti_comm *comm);
+
+/*
+ * The device path (cuda_dev.c): device buffers that move GPU to GPU over p2p connections.
+ * tt_cuda_self fills this rank's record (its current device's PCI bus id, "" for none) before
+ * the init all-gather; tt_cuda_direct_setup then decides comm->cuda_direct, the same on every
+ * rank. tt_cuda_direct_check refuses buffers on a device other than the communicator's.
+ */
+struct tt_rank_info;
+/* TUTTI_CUDA_P2P_MIN and TUTTI_CUDA_BUFFSIZE, checked at init (after TUTTI_STEPS). */
+tutti_result_t tt_cuda_read_config(struct tutti_comm *comm);
+void tt_cuda_self(struct tutti_comm *comm, struct tt_rank_info *me);
+tutti_result_t tt_cuda_direct_setup(struct tutti_comm *comm);
+tutti_result_t tt_cuda_direct_check(struct tutti_comm *comm, const struct tt_call *c);
+/* Does checked call c take the device path (device buffers, comm->cuda_direct, at least
+ * TUTTI_CUDA_P2P_MIN bytes)? The same answer on every rank for the same call. */
+int tt_cuda_direct_use(const struct tutti_comm *comm, const struct tt_call *c);
+/* Does point-to-point operation op take the device path (device memory, comm->cuda_direct,
+ * another rank, at least TUTTI_CUDA_P2P_MIN bytes)? Both ends decide alike when both pass
+ * device memory, which the device path requires (NCCL's rule). check: its buffer must be on
+ * the communicator's device. */
+int tt_cuda_direct_p2p(const struct tutti_comm *comm, const struct tt_p2p_op *op);
+tutti_result_t tt_cuda_direct_check_p2p(struct tutti_comm *comm, const char *fn,
+                                        const struct tt_p2p_op *op);
+/* At init, where comm->cuda_direct: the device stream, its mover, every kernel loaded. */
+tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *comm);
+/*
+ * Around one plan on the device path: begin makes the communicator's device current (the one
+ * before goes to *prev_dev) and its stream wait for the cudaEvent_t `after` (NULL: for what
+ * CUDA's legacy default stream holds now); comm->cuda_mover queues the executor's copies and
+ * kernels on that stream; end waits for the stream and restores the device.
+ */
+tutti_result_t tt_cuda_dev_begin(struct tutti_comm *comm, void *after, int *prev_dev);
+tutti_result_t tt_cuda_dev_end(struct tutti_comm *comm, int prev_dev);
+void tt_cuda_dev_free(struct tutti_comm *comm);
+/* A device buffer of the device path, *buf of *cap bytes, grown to `bytes` in the order of
+ * CUDA stream `stream` (cudaMallocAsync / cudaFreeAsync: no device-wide wait, which a user's
+ * stream held for this very call would never end); tt_cuda_free_scratch frees it. */
+tutti_result_t tt_cuda_scratch(void **buf, size_t *cap, size_t bytes, void *stream);
+void tt_cuda_free_scratch(void **buf, size_t *cap);
+
+/*
+ * Device-path work w (a collective, or a point-to-point batch whose operations all take the
+ * device path) on CUDA-wrapped stream s (cuda_async.c): with comm->cuda_async it is queued on
+ * the communicator's runner and s waits on the GPU until it is done (returns at once);
+ * otherwise it runs now on this thread, after an event recorded on s, and returns once done.
+ * Takes w->ops either way. tt_cuda_async_prepare (from tt_cuda_dev_prepare, device current)
+ * decides which (TUTTI_CUDA_ASYNC, the driver's stream memory operations); tt_cuda_async_free
+ * undoes it.
+ */
+tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, struct tt_work *w, tutti_stream_t s);
+tutti_result_t tt_cuda_async_prepare(struct tutti_comm *comm);
+void tt_cuda_async_free(struct tutti_comm *comm);
+
+#endif
