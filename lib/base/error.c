@@ -2,13 +2,13 @@
 #include "lib/base/error.h"
 #include "lib/core/comm.h"
 #include "lib/base/log.h"
-#include "lib/stream/stream.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 static _Thread_local char thread_msg[TT_ERRMSG_LEN];
+static _Thread_local int keep_to_thread; /* tt_error_keep_to_thread */
 
 const char *tutti_strerror(tutti_result_t result)
 {
@@ -29,9 +29,7 @@ static tutti_result_t record(struct tutti_comm *comm, tutti_result_t rc, int lou
     /* Format aside first: the arguments may point into thread_msg itself. */
     vsnprintf(msg, sizeof(msg), fmt, ap);
     memcpy(thread_msg, msg, sizeof(msg));
-    /* A stream worker keeps its messages to itself (the stream reports them): comm's buffer
-     * belongs to the thread that calls comm's functions. */
-    if (comm && !tt_stream_in_worker())
+    if (comm && !keep_to_thread)
         snprintf(comm->last_error, sizeof(comm->last_error), "%s", thread_msg);
     if (loud)
         TT_WARN(TT_SUB_ALL, "%s (%s)", thread_msg, tutti_strerror(rc));
@@ -60,7 +58,7 @@ tutti_result_t tt_fail_quiet(struct tutti_comm *comm, tutti_result_t rc, const c
 
 void tt_error_to_comm(struct tutti_comm *comm)
 {
-    if (comm && !tt_stream_in_worker())
+    if (comm && !keep_to_thread)
         snprintf(comm->last_error, sizeof(comm->last_error), "%s", thread_msg);
 }
 
@@ -79,4 +77,9 @@ const char *tutti_comm_last_error(tutti_comm_t comm)
     if (!comm)
         return thread_msg;
     return comm->last_error;
+}
+
+void tt_error_keep_to_thread(void)
+{
+    keep_to_thread = 1;
 }

@@ -25,6 +25,11 @@ void tt_error_to_comm(struct tutti_comm *comm);
 /* The thread's message buffer. */
 const char *tt_thread_error(void);
 
+/* The calling thread keeps its messages to itself from now on: a stream worker's failures
+ * are the stream's to report (lib/stream), never written into a communicator's buffer, which
+ * belongs to the thread that calls that communicator's functions. */
+void tt_error_keep_to_thread(void);
+
 /* Propagate an error code: the one convenience macro that returns (STYLE.md). */
 #define TT_CHECK(expr)                                                                             \
     do {                                                                                           \

@@ -30,16 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Handles: TAG | generation << 16 | slot. */
-#define TT_REDOP_TAG 0x40000000u
-#define TT_REDOP_GENS 0x3fffu
-#define TT_REDOP_SLOTS 0x10000u
-
-int tt_redop_is_custom(tutti_op_t op)
-{
-    return ((unsigned)op & ~((TT_REDOP_GENS << 16) | (TT_REDOP_SLOTS - 1))) == TT_REDOP_TAG;
-}
-
 tutti_result_t tutti_op_create_premul_sum(tutti_op_t *op, const void *scalar, tutti_dtype_t dtype,
                                           tutti_scalar_residence_t residence, tutti_comm_t comm)
 {

@@ -5,15 +5,13 @@
 #ifndef TT_REDOP_H
 #define TT_REDOP_H
 
+#include "lib/base/dtype.h" /* tt_redop_is_custom */
 #include "tutti.h"
 
 #include <stddef.h>
 
 struct tutti_comm;
 struct tt_call;
-
-/* Is op a handle of tutti_op_create_premul_sum's (live or not, any communicator's)? */
-int tt_redop_is_custom(tutti_op_t op);
 
 /* c->op is such a handle: check it against comm and c->dtype, copy what the call needs into
  * c->premul and make c->op SUM. TUTTI_ERR_INVALID_ARG (message set) if it cannot. */

@@ -227,6 +227,7 @@ static void *worker_main(void *arg)
     struct tutti_stream *s = arg;
 
     in_worker = s;
+    tt_error_keep_to_thread();
     if (tt_trace_on) {
         char name[32];
         snprintf(name, sizeof(name), "stream %u", s->id);
