@@ -1,6 +1,5 @@
 /* log.c -- see log.h. */
 #include "lib/base/log.h"
-#include "lib/base/trace.h"
 #include "lib/base/config.h"
 
 #include <pthread.h>
@@ -77,7 +76,6 @@ static void log_init_once(void)
 void tt_log_init(void)
 {
     pthread_once(&log_once, log_init_once);
-    tt_trace_init();
 }
 
 void tt_log_set_rank(int rank)

@@ -30,6 +30,10 @@ extern unsigned tt_log_mask;
 /* Reads TUTTI_DEBUG / TUTTI_DEBUG_SUBSYS once; cheap to call again. */
 void tt_log_init(void);
 
+/* What every entry point of the library calls first (init.c): tt_log_init and
+ * tt_trace_init (TUTTI_TRACE); cheap to call again. */
+void tt_base_init(void);
+
 /* Rank shown in log lines of this process (the last communicator initialised). */
 void tt_log_set_rank(int rank);
 int tt_log_rank(void);

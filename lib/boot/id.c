@@ -76,7 +76,7 @@ tutti_result_t tutti_get_id(tutti_id_t *id)
     struct tt_id_info info;
     char ifname[64], buf[80];
 
-    tt_log_init();
+    tt_base_init();
     if (!id)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_get_id: id is NULL");
     TT_CHECK(tt_env_validate("tutti_get_id"));

@@ -9,7 +9,7 @@
 #include "lib/coll/coll.h"
 #include "lib/core/comm.h"
 #include "lib/kern/copy.h"
-#include "lib/cuda/cuda.h"
+#include "lib/gpu/gpu.h"
 #include "lib/base/error.h"
 #include "lib/stream/stream.h"
 

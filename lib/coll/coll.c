@@ -322,6 +322,15 @@ void tt_coll_skip_work(const struct tt_work *w, const char *why)
     pthread_mutex_unlock(&w->comm->run_lock);
 }
 
+static tutti_result_t run_now(const struct tt_work *w)
+{
+    return tt_coll_run_now(w->comm, w);
+}
+
+const struct tt_work_ops tt_coll_work_ops = {
+    tt_coll_exec_work, run_now, tt_coll_skip_work, tt_comm_work_queued, tt_comm_work_done,
+};
+
 /* Run now on this thread, after whatever streams hold for comm. */
 tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w)
 {
@@ -356,15 +365,17 @@ tutti_result_t tt_coll_dispatch(struct tutti_comm *comm, const struct tt_call *c
                                 tutti_stream_t stream)
 {
     if (tt_stream_is_cuda(stream))
-        return tt_cuda_enqueue(comm, c, stream, c->device);
+        return tt_cuda_enqueue(comm, c, stream, c->device, &tt_coll_work_ops);
     if (stream) {
-        struct tt_work w = {.kind = TT_WORK_COLL, .comm = comm, .call = *c};
+        struct tt_work w = {
+            .kind = TT_WORK_COLL, .how = &tt_coll_work_ops, .comm = comm, .call = *c};
         return tt_stream_push(stream, &w);
     }
     /* Run now: only the fields a COLL item uses (zeroing the whole item was 8% of a one-rank
      * broadcast). */
     struct tt_work w;
     w.kind = TT_WORK_COLL;
+    w.how = &tt_coll_work_ops;
     w.comm = comm;
     w.call = *c;
     return tt_coll_run_now(comm, &w);

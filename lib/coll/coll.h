@@ -56,6 +56,8 @@ int tt_coll_single_copy_pick(struct tutti_comm *comm, unsigned kind, size_t byte
  * vote's own failure is returned. */
 tutti_result_t tt_coll_single_copy_done(struct tutti_comm *comm, int token, double seconds, int ok,
                                         int vote);
+/* How the COLL and P2P items this layer makes run (stream.h). */
+extern const struct tt_work_ops tt_coll_work_ops;
 /* Run w now on this thread, after whatever streams hold for its communicator. */
 tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w);
 
@@ -63,11 +65,6 @@ tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w)
  * its device-path operations start (a cudaEvent_t; NULL: after CUDA's default stream). */
 tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops, void *after,
                            const char *collective);
-/* The order a batch runs in: its device-path operations (tt_cuda_direct_p2p) first, then the
- * others, each part in call order, into out (nops entries; NULL: only count). Returns how
- * many take the device path. Every rank splits alike, so each part meets its peers'. */
-int tt_p2p_split(const struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
-                 struct tt_p2p_op *out);
 /* Is a group open on this thread (between tutti_group_start and tutti_group_end)? */
 int tt_group_open(void);
 /* The group just opened is collective fn's own batch (gather, scatter, all-to-all): under

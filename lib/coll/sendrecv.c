@@ -310,20 +310,6 @@ out:
     return rc;
 }
 
-int tt_p2p_split(const struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
-                 struct tt_p2p_op *out)
-{
-    int ndev = 0, k = 0;
-
-    for (int i = 0; i < nops; i++)
-        ndev += tt_cuda_direct_p2p(comm, &ops[i]);
-    for (int pass = 1; out && pass >= 0; pass--)
-        for (int i = 0; i < nops; i++)
-            if (tt_cuda_direct_p2p(comm, &ops[i]) == pass)
-                out[k++] = ops[i];
-    return ndev;
-}
-
 /* A batch: its device-path operations first, then the others (tt_p2p_split). */
 tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops, void *after,
                            const char *collective)
@@ -334,13 +320,13 @@ tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int n
 
     if (comm->check_coll)
         TT_CHECK(check_p2p(comm, ops, nops, collective));
-    ndev = tt_p2p_split(comm, ops, nops, NULL);
+    ndev = tt_cuda_p2p_split(comm, ops, nops, NULL);
     if (ndev == 0 || ndev == nops)
         return run_batch(comm, ops, nops, ndev > 0, ndev > 0 ? after : NULL);
     split = malloc((size_t)nops * sizeof(*split));
     if (!split)
         return tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
-    tt_p2p_split(comm, ops, nops, split);
+    tt_cuda_p2p_split(comm, ops, nops, split);
     rc = run_batch(comm, split, ndev, 1, after);
     if (rc == TUTTI_SUCCESS)
         rc = run_batch(comm, split + ndev, nops - ndev, 0, NULL);
@@ -356,6 +342,7 @@ static tutti_result_t run_now(struct tutti_comm *comm, struct tt_p2p_op *ops, in
     struct tt_work w;
 
     w.kind = TT_WORK_P2P;
+    w.how = &tt_coll_work_ops;
     w.comm = comm;
     w.ops = ops;
     w.nops = nops;
@@ -413,9 +400,12 @@ static tutti_result_t p2p_call(int is_send, void *buf, size_t count, tutti_dtype
         if (!stream)
             return run_now(comm, &op, 1, NULL);
         if (tt_stream_is_cuda(stream))
-            return tt_cuda_enqueue_p2p(comm, &op, 1, stream);
-        struct tt_work w = {
-            .kind = TT_WORK_P2P, .comm = comm, .ops = malloc(sizeof(op)), .nops = 1};
+            return tt_cuda_enqueue_p2p(comm, &op, 1, stream, &tt_coll_work_ops);
+        struct tt_work w = {.kind = TT_WORK_P2P,
+                            .how = &tt_coll_work_ops,
+                            .comm = comm,
+                            .ops = malloc(sizeof(op)),
+                            .nops = 1};
         if (!w.ops)
             return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
         *w.ops = op;
@@ -510,10 +500,11 @@ tutti_result_t tutti_group_end(void)
     }
     if (rc == TUTTI_SUCCESS && g->nops > 0) {
         if (tt_stream_is_cuda(g->stream)) {
-            rc = tt_cuda_enqueue_p2p(g->comm, g->ops, g->nops, g->stream);
+            rc = tt_cuda_enqueue_p2p(g->comm, g->ops, g->nops, g->stream, &tt_coll_work_ops);
         } else if (g->stream) {
             /* The stream owns what it is given: the heap array, or a heap copy of small[]. */
             struct tt_work w = {.kind = TT_WORK_P2P,
+                                .how = &tt_coll_work_ops,
                                 .comm = g->comm,
                                 .ops = g->ops,
                                 .nops = g->nops,

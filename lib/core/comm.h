@@ -138,6 +138,12 @@ struct tt_redop {
 
 /* Validate a handle: NULL, destroyed or foreign pointers give TUTTI_ERR_INVALID_ARG. */
 tutti_result_t tt_comm_check(struct tutti_comm *comm, const char *fn);
+/* The registry of live communicators (lib/init adds and removes them): 0 out of memory /
+ * not there. */
+int tt_comm_registry_add(struct tutti_comm *c);
+int tt_comm_registry_remove(struct tutti_comm *c);
+/* Fail (close = 0) or close every connection, host and device path, senders first. */
+void tt_comm_each_conn(struct tutti_comm *c, int close);
 
 /*
  * Connect whatever the plan sends to or receives from that is not connected yet. Plans of one
@@ -147,11 +153,12 @@ tutti_result_t tt_comm_check(struct tutti_comm *comm, const char *fn);
  */
 /* connect.c: TUTTI_TRANSPORTS allows transport `name`; this rank's HCA port (me->hca) or
  * the reason it has none (c->ib_why); the ring's connections (init); the device path's
- * connection to every rank (init). */
+ * connection to every rank (init), once its stream and kernels are `prepared` (the result of
+ * tt_cuda_dev_prepare: anything but TUTTI_SUCCESS fails naming the device path). */
 int tt_comm_transport_allowed(const char *name);
 void tt_comm_probe_ib(struct tutti_comm *c, struct tt_rank_info *me, int local_rank_hint);
 tutti_result_t tt_comm_connect_ring(struct tutti_comm *c, int prev, int next);
-tutti_result_t tt_comm_connect_device_mesh(struct tutti_comm *c);
+tutti_result_t tt_comm_connect_device_mesh(struct tutti_comm *c, tutti_result_t prepared);
 
 tutti_result_t tt_comm_connect_plan(struct tutti_comm *comm, const struct tt_plan *plan,
                                     int device);

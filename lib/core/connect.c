@@ -294,7 +294,7 @@ tutti_result_t tt_comm_connect_plan(struct tutti_comm *c, const struct tt_plan *
  * loaded, and a p2p connection to every other rank on every channel, and to this rank itself
  * where the tuner may pick an algorithm that sends to it (det, flat).
  */
-tutti_result_t tt_comm_connect_device_mesh(struct tutti_comm *c)
+tutti_result_t tt_comm_connect_device_mesh(struct tutti_comm *c, tutti_result_t prepared)
 {
     int nch = c->dconns.nchannels, n = 0, self = tt_tune_may_send_to_self(&c->tuner);
     struct link *links = malloc((size_t)c->nranks * (size_t)nch * sizeof(*links));
@@ -302,7 +302,7 @@ tutti_result_t tt_comm_connect_device_mesh(struct tutti_comm *c)
 
     if (!links)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory connecting the device path");
-    rc = tt_cuda_dev_prepare(c);
+    rc = prepared;
     for (int ch = 0; ch < nch; ch++)
         for (int p = 0; p < c->nranks; p++)
             if (p != c->rank || self)

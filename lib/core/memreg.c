@@ -6,7 +6,7 @@
 #include "lib/core/memreg.h"
 
 #include "lib/core/comm.h"
-#include "lib/cuda/cuda.h"
+#include "lib/gpu/gpu.h"
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 

@@ -21,7 +21,7 @@
  * buffer.
  */
 #include "lib/core/comm.h"
-#include "lib/cuda/cuda.h"
+#include "lib/gpu/gpu.h"
 #include "lib/base/error.h"
 #include "lib/core/redop.h"
 #include "lib/kern/reduce.h"

@@ -35,65 +35,6 @@
 #include <cuda.h> /* driver API types only: its entry points come through the runtime */
 #include <cuda_runtime_api.h>
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int ready, ndev;
-
-static void probe(void)
-{
-    cudaError_t e = cudaGetDeviceCount(&ndev);
-    if (e != cudaSuccess || ndev <= 0) {
-        TT_INFO(TT_SUB_INIT, "CUDA unavailable: %s",
-                e != cudaSuccess ? cudaGetErrorString(e) : "no device");
-        (void)cudaGetLastError();
-        ndev = 0;
-        return;
-    }
-    ready = 1;
-    TT_INFO(TT_SUB_INIT, "CUDA: %d device(s)", ndev);
-}
-
-int tt_cuda_ready(void)
-{
-    static _Atomic int probed; /* every point-to-point call asks: skip pthread_once's call */
-
-    if (!atomic_load_explicit(&probed, memory_order_acquire)) {
-        pthread_once(&once, probe);
-        atomic_store_explicit(&probed, 1, memory_order_release);
-    }
-    return ready;
-}
-
-tutti_result_t tutti_cuda_devices(int *count)
-{
-    if (!count)
-        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_cuda_devices: count is NULL");
-    *count = 0;
-    if (!tt_cuda_ready()) {
-        int n = 0;
-        cudaError_t e = cudaGetDeviceCount(&n);
-        (void)cudaGetLastError();
-        return tt_fail_quiet(NULL, TUTTI_ERR_UNSUPPORTED, "CUDA unavailable: %s",
-                             e != cudaSuccess ? cudaGetErrorString(e) : "no device");
-    }
-    *count = ndev;
-    return TUTTI_SUCCESS;
-}
-
-enum tt_mem tt_cuda_kind(const void *p)
-{
-    struct cudaPointerAttributes a;
-
-    if (!p || !tt_cuda_ready())
-        return TT_MEM_HOST;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return TT_MEM_HOST;
-    }
-    return a.type == cudaMemoryTypeDevice    ? TT_MEM_DEVICE
-           : a.type == cudaMemoryTypeManaged ? TT_MEM_MANAGED
-                                             : TT_MEM_HOST;
-}
-
 void tt_stage_layout(const struct tutti_comm *comm, const struct tt_call *c,
                      struct tt_stage_plan *p)
 {
@@ -140,36 +81,6 @@ void tt_stage_bind(struct tt_stage_plan *p, char *base)
 {
     p->staged.sendbuf = p->uses_send || p->staged.inplace ? base + p->send_off : NULL;
     p->staged.recvbuf = p->uses_recv || p->staged.inplace ? base + p->recv_off : NULL;
-}
-
-tutti_result_t tt_stage_pinned(void **buf, size_t *cap, size_t need)
-{
-    cudaError_t e;
-
-    if (*cap >= need && *buf)
-        return TUTTI_SUCCESS;
-    if (*buf)
-        cudaFreeHost(*buf);
-    *buf = NULL;
-    *cap = 0;
-    e = cudaHostAlloc(buf, need ? need : 64, cudaHostAllocPortable);
-    if (e != cudaSuccess) {
-        *buf = NULL;
-        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "cudaHostAlloc of %zu bytes: %s", need,
-                       cudaGetErrorString(e));
-    }
-    *cap = need;
-    return TUTTI_SUCCESS;
-}
-
-tutti_result_t tt_cuda_read(void *dst, const void *src, size_t bytes)
-{
-    cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
-
-    if (e != cudaSuccess)
-        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "cudaMemcpy of %zu bytes from %p: %s", bytes, src,
-                       cudaGetErrorString(e));
-    return TUTTI_SUCCESS;
 }
 
 tutti_result_t tt_cuda_staged_exec(struct tutti_comm *comm, const struct tt_call *c,
@@ -263,68 +174,6 @@ tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *con
     return TUTTI_SUCCESS;
 }
 
-/* Driver entry points for dma-buf export, resolved through the runtime (no libcuda link). */
-typedef CUresult (*range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr p);
-typedef CUresult (*handle_fn)(void *handle, CUdeviceptr p, size_t size, CUmemRangeHandleType type,
-                              unsigned long long flags);
-static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
-static range_fn get_range;
-static handle_fn get_handle;
-
-static void driver_resolve(void)
-{
-    void *f = NULL;
-    enum cudaDriverEntryPointQueryResult q;
-
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-        memcpy(&get_range, &f, sizeof(f));
-    f = NULL;
-    if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange", &f, 12000,
-                                         cudaEnableDefault, &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-        memcpy(&get_handle, &f, sizeof(f));
-    (void)cudaGetLastError();
-}
-
-int tt_cuda_dmabuf(const void *p, int *fd, uintptr_t *base, size_t *size, char *why,
-                   size_t why_size)
-{
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    CUdeviceptr b = 0;
-    size_t s = 0;
-    CUresult r;
-    int f = -1;
-
-    if (!tt_cuda_ready() || tt_cuda_kind(p) != TT_MEM_DEVICE) {
-        snprintf(why, why_size, "not CUDA device memory");
-        return -1;
-    }
-    pthread_once(&driver_once, driver_resolve);
-    if (!get_range || !get_handle) {
-        snprintf(why, why_size, "the CUDA driver has no cuMemGetHandleForAddressRange");
-        return -1;
-    }
-    r = get_range(&b, &s, (CUdeviceptr)(uintptr_t)p);
-    if (r != CUDA_SUCCESS) {
-        snprintf(why, why_size, "cuMemGetAddressRange failed (CUresult %d)", (int)r);
-        return -1;
-    }
-    *base = (uintptr_t)b & ~(page - 1);
-    *size = (((uintptr_t)b + s + page - 1) & ~(page - 1)) - *base;
-    r = get_handle(&f, (CUdeviceptr)*base, *size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-    if (r != CUDA_SUCCESS || f < 0) {
-        snprintf(why, why_size,
-                 "cuMemGetHandleForAddressRange(dma-buf) failed (CUresult %d): the GPU or "
-                 "driver offers no dma-buf export (it needs NVIDIA's open kernel modules)",
-                 (int)r);
-        return -1;
-    }
-    *fd = f;
-    return 0;
-}
-
 void tt_cuda_comm_free(struct tutti_comm *comm)
 {
     tt_cuda_dev_free(comm);
@@ -335,32 +184,6 @@ void tt_cuda_comm_free(struct tutti_comm *comm)
 }
 
 #else /* built without CUDA */
-
-int tt_cuda_ready(void)
-{
-    return 0;
-}
-
-tutti_result_t tutti_cuda_devices(int *count)
-{
-    if (!count)
-        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_cuda_devices: count is NULL");
-    *count = 0;
-    return tt_fail_quiet(NULL, TUTTI_ERR_UNSUPPORTED,
-                         "CUDA unavailable: this libtutti was built without CUDA (-Dcuda)");
-}
-
-enum tt_mem tt_cuda_kind(const void *p)
-{
-    (void)p;
-    return TT_MEM_HOST;
-}
-
-tutti_result_t tt_cuda_read(void *dst, const void *src, size_t bytes)
-{
-    (void)dst, (void)src, (void)bytes;
-    return tt_fail(NULL, TUTTI_ERR_UNSUPPORTED, "built without CUDA");
-}
 
 tutti_result_t tt_cuda_staged_exec(struct tutti_comm *comm, const struct tt_call *c,
                                    tutti_result_t (*run)(struct tutti_comm *,
@@ -387,14 +210,6 @@ tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *con
 {
     (void)ops, (void)nops, (void)bufs, (void)direct;
     return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "point-to-point: built without CUDA");
-}
-
-int tt_cuda_dmabuf(const void *p, int *fd, uintptr_t *base, size_t *size, char *why,
-                   size_t why_size)
-{
-    (void)p, (void)fd, (void)base, (void)size;
-    snprintf(why, why_size, "this libtutti was built without CUDA");
-    return -1;
 }
 
 #endif

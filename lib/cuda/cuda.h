@@ -5,24 +5,13 @@
 #ifndef TT_CUDA_H
 #define TT_CUDA_H
 
+#include "lib/gpu/gpu.h"
 #include "lib/stream/stream.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 struct tutti_comm;
-
-/* Memory kinds of a pointer. */
-enum tt_mem { TT_MEM_HOST = 0, TT_MEM_DEVICE, TT_MEM_MANAGED };
-
-/* A usable CUDA device is present (checked once; logged at INFO either way). */
-int tt_cuda_ready(void);
-
-/* The kind of memory p points to (TT_MEM_HOST when CUDA is not ready). */
-enum tt_mem tt_cuda_kind(const void *p);
-
-/* Copy `bytes` from device (or managed) memory at src to host memory at dst, blocking. */
-tutti_result_t tt_cuda_read(void *dst, const void *src, size_t bytes);
 
 /*
  * Run checked collective c, whose buffers are device memory, on this thread: copy the inputs
@@ -40,7 +29,7 @@ tutti_result_t tt_cuda_staged_exec(struct tutti_comm *comm, const struct tt_call
  * used in place).
  */
 tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c, tutti_stream_t s,
-                               int device);
+                               int device, const struct tt_work_ops *ops);
 
 /*
  * Point-to-point batches with device buffers (ops[i] is the operation behind bufs[i]):
@@ -56,26 +45,12 @@ tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *con
                                   void *const *bufs, const unsigned char *direct);
 
 /*
- * GPUDirect RDMA: a dma-buf file descriptor (*fd, the caller closes it) for the device
- * allocation holding p, with the range it covers ([*base, *base + *size), whole host pages).
- * 0 on success; -1 with the reason in why (no CUDA, a driver without dma-buf support, not
- * device memory).
- */
-int tt_cuda_dmabuf(const void *p, int *fd, uintptr_t *base, size_t *size, char *why,
-                   size_t why_size);
-
-/*
  * Queue a point-to-point batch on CUDA-wrapped stream s, stream-ordered like tt_cuda_enqueue:
  * device send buffers copied to pinned staging on s, a host function on s that runs the batch
  * (on host memory only), device receive buffers copied back on s. Returns at once.
  */
 tutti_result_t tt_cuda_enqueue_p2p(struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
-                                   tutti_stream_t s);
-
-/* The CUDA side of a wrapped stream: wait / poll its cudaStream_t; free its staging. */
-tutti_result_t tt_cuda_stream_sync(void *cuda_stream);
-tutti_result_t tt_cuda_stream_query(void *cuda_stream);
-void tt_cuda_stream_free(void *state);
+                                   tutti_stream_t s, const struct tt_work_ops *wops);
 
 /* Free the communicator's staging buffer and device stream (at destroy, after its p2p
  * connections are closed). */
@@ -103,6 +78,11 @@ int tt_cuda_direct_use(const struct tutti_comm *comm, const struct tt_call *c);
 int tt_cuda_direct_p2p(const struct tutti_comm *comm, const struct tt_p2p_op *op);
 tutti_result_t tt_cuda_direct_check_p2p(struct tutti_comm *comm, const char *fn,
                                         const struct tt_p2p_op *op);
+/* The order a batch runs in: its device-path operations (tt_cuda_direct_p2p) first, then the
+ * others, each part in call order, into out (nops entries; NULL: only count). Returns how
+ * many take the device path. Every rank splits alike, so each part meets its peers'. */
+int tt_cuda_p2p_split(const struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
+                      struct tt_p2p_op *out);
 /* At init, where comm->cuda_direct: the device stream, its mover, every kernel loaded. */
 tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *comm);
 /*
@@ -114,11 +94,6 @@ tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *comm);
 tutti_result_t tt_cuda_dev_begin(struct tutti_comm *comm, void *after, int *prev_dev);
 tutti_result_t tt_cuda_dev_end(struct tutti_comm *comm, int prev_dev);
 void tt_cuda_dev_free(struct tutti_comm *comm);
-/* A device buffer of the device path, *buf of *cap bytes, grown to `bytes` in the order of
- * CUDA stream `stream` (cudaMallocAsync / cudaFreeAsync: no device-wide wait, which a user's
- * stream held for this very call would never end); tt_cuda_free_scratch frees it. */
-tutti_result_t tt_cuda_scratch(void **buf, size_t *cap, size_t bytes, void *stream);
-void tt_cuda_free_scratch(void **buf, size_t *cap);
 
 /*
  * Device-path work w (a collective, or a point-to-point batch whose operations all take the

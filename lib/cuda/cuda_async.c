@@ -198,7 +198,7 @@ static tutti_result_t run_item(void *arg)
                      "%s: not run: an earlier operation on its CUDA stream failed",
                      work_name(&it->w));
     if (rc == TUTTI_SUCCESS)
-        rc = tt_coll_exec_work(&it->w);
+        rc = it->w.how->run(&it->w);
     else
         tt_comm_set_error(comm, rc);
     if (rc != TUTTI_SUCCESS)
@@ -214,7 +214,9 @@ static tutti_result_t run_item(void *arg)
 static tutti_result_t enqueue(struct tutti_comm *comm, struct tt_work *w, tutti_stream_t s)
 {
     struct item *it = calloc(1, sizeof(*it));
-    struct tt_work host = {.kind = TT_WORK_HOST, .comm = comm, .fn = run_item, .arg = it};
+    /* (counted as comm's work: tutti_comm_destroy waits for it) */
+    struct tt_work host = {
+        .kind = TT_WORK_HOST, .how = w->how, .comm = comm, .fn = run_item, .arg = it};
     tutti_result_t rc;
     uint32_t n; /* the call's number: once pushed, the runner may run and free it at once */
     int e;
@@ -271,7 +273,7 @@ tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, struct tt_work *w,
     w->call.after = ev;
     if (comm->cuda_async)
         return enqueue(comm, w, s);
-    rc = tt_coll_run_now(comm, w);
+    rc = w->how->run_now(w);
     work_drop(w);
     return rc;
 }

@@ -231,35 +231,6 @@ static tutti_result_t dev_scale(void *ctx, void *dst, const void *src, size_t n,
     return e == 0 ? TUTTI_SUCCESS : dev_fail(c, "launching the premul-sum kernel", (cudaError_t)e);
 }
 
-tutti_result_t tt_cuda_scratch(void **buf, size_t *cap, size_t bytes, void *stream)
-{
-    cudaError_t e = cudaSuccess;
-    void *p = NULL;
-
-    if (bytes <= *cap && *buf)
-        return TUTTI_SUCCESS;
-    if (*buf)
-        e = cudaFreeAsync(*buf, (cudaStream_t)stream);
-    *buf = NULL;
-    *cap = 0;
-    if (e == cudaSuccess)
-        e = cudaMallocAsync(&p, bytes ? bytes : 64, (cudaStream_t)stream);
-    if (e != cudaSuccess)
-        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "cudaMallocAsync of %zu bytes: %s", bytes,
-                       cudaGetErrorString(e));
-    *buf = p;
-    *cap = bytes;
-    return TUTTI_SUCCESS;
-}
-
-void tt_cuda_free_scratch(void **buf, size_t *cap)
-{
-    if (*buf)
-        cudaFree(*buf);
-    *buf = NULL;
-    *cap = 0;
-}
-
 /*
  * At init: the stream, an event, every kernel loaded, and the runner of wrapped-stream calls
  * (cuda_async.c). CUDA loads kernels lazily, at their first launch, and loading waits for the
@@ -420,16 +391,18 @@ void tt_cuda_dev_free(struct tutti_comm *c)
     (void)c;
 }
 
-tutti_result_t tt_cuda_scratch(void **buf, size_t *cap, size_t bytes, void *stream)
-{
-    (void)buf, (void)cap, (void)bytes, (void)stream;
-    return tt_fail(NULL, TUTTI_ERR_UNSUPPORTED, "device path: built without CUDA");
-}
-
-void tt_cuda_free_scratch(void **buf, size_t *cap)
-{
-    *buf = NULL;
-    *cap = 0;
-}
-
 #endif
+
+int tt_cuda_p2p_split(const struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
+                      struct tt_p2p_op *out)
+{
+    int ndev = 0, k = 0;
+
+    for (int i = 0; i < nops; i++)
+        ndev += tt_cuda_direct_p2p(comm, &ops[i]);
+    for (int pass = 1; out && pass >= 0; pass--)
+        for (int i = 0; i < nops; i++)
+            if (tt_cuda_direct_p2p(comm, &ops[i]) == pass)
+                out[k++] = ops[i];
+    return ndev;
+}

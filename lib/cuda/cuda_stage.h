@@ -5,6 +5,7 @@
 #ifndef TT_CUDA_STAGE_H
 #define TT_CUDA_STAGE_H
 
+#include "lib/gpu/gpu.h"
 #include "lib/stream/stream.h"
 
 #include <stddef.h>
@@ -34,8 +35,5 @@ void tt_stage_layout(const struct tutti_comm *comm, const struct tt_call *c,
 
 /* Point the staged call at base. */
 void tt_stage_bind(struct tt_stage_plan *p, char *base);
-
-/* Pinned memory of at least `need` bytes in *buf (capacity *cap), grown as needed. */
-tutti_result_t tt_stage_pinned(void **buf, size_t *cap, size_t need);
 
 #endif

@@ -22,34 +22,10 @@
 #if TUTTI_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-/* A wrapped stream's staging: one pinned buffer reused call after call (stream order keeps
- * the uses apart), and the ones it outgrew, freed when the stream is synchronised. */
-struct cuda_state {
-    void *buf;
-    size_t cap;
-    void **old;
-    size_t nold;
-};
-
 struct host_item {
     tutti_stream_t s;
     struct tt_work w;
 };
-
-/* A wrapped stream's staging of at least `need` bytes. */
-static tutti_result_t stream_stage(struct cuda_state *cst, size_t need)
-{
-    if (cst->cap < need && cst->buf) { /* queued work may still use the old one */
-        void **o = realloc(cst->old, (cst->nold + 1) * sizeof(*o));
-        if (!o)
-            return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory");
-        cst->old = o;
-        cst->old[cst->nold++] = cst->buf;
-        cst->buf = NULL;
-        cst->cap = 0;
-    }
-    return tt_stage_pinned(&cst->buf, &cst->cap, need);
-}
 
 static void CUDART_CB host_fn(void *arg)
 {
@@ -57,9 +33,9 @@ static void CUDART_CB host_fn(void *arg)
     struct tutti_comm *comm = it->w.comm;
 
     if (tt_stream_failed(it->s)) {
-        tt_coll_skip_work(&it->w, "an earlier operation on the CUDA stream failed");
+        it->w.how->skip(&it->w, "an earlier operation on the CUDA stream failed");
     } else {
-        tutti_result_t rc = tt_coll_exec_work(&it->w);
+        tutti_result_t rc = it->w.how->run(&it->w);
         if (rc != TUTTI_SUCCESS)
             tt_stream_record_failure(it->s, rc, tt_thread_error());
     }
@@ -96,17 +72,17 @@ static tutti_result_t not_capturing(struct tutti_comm *comm, tutti_stream_t s, c
 }
 
 tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c, tutti_stream_t s,
-                               int device)
+                               int device, const struct tt_work_ops *ops)
 {
     cudaStream_t cs = (cudaStream_t)tt_stream_cuda_handle(s);
-    struct cuda_state **st = (struct cuda_state **)tt_stream_cuda_state(s);
+    struct tt_pinned_pool **st = (struct tt_pinned_pool **)tt_stream_cuda_state(s);
     struct host_item *it;
     struct tt_stage_plan p;
     cudaError_t e = cudaSuccess;
 
     TT_CHECK(not_capturing(comm, s, c->fn));
     if (device && tt_cuda_direct_use(comm, c)) {
-        struct tt_work w = {.kind = TT_WORK_COLL, .comm = comm, .call = *c};
+        struct tt_work w = {.kind = TT_WORK_COLL, .how = ops, .comm = comm, .call = *c};
         return tt_cuda_dev_on_stream(comm, &w, s);
     }
     it = calloc(1, sizeof(*it));
@@ -116,13 +92,14 @@ tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c,
     }
     it->s = s;
     it->w.kind = TT_WORK_COLL;
+    it->w.how = ops;
     it->w.comm = comm;
     if (device)
         tt_stage_layout(comm, c, &p);
     /* A premul-sum scalar in device memory comes too, after the staged bytes (the host
      * function may make no CUDA call to read it). */
     size_t at = device ? tt_align64(p.total) : 0, need = at + (c->premul.dev ? 64 : 0);
-    if ((device || need) && stream_stage(*st, need) != TUTTI_SUCCESS) {
+    if ((device || need) && tt_pinned_pool_get(*st, need) != TUTTI_SUCCESS) {
         free(it);
         return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: %s", c->fn, tt_thread_error());
     }
@@ -170,20 +147,21 @@ tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c,
 /* The operations of a batch that take the device path, first, on the runner (cuda_async.c);
  * the others are staged after them (a host function on s), as tt_p2p_exec orders them. */
 static tutti_result_t enqueue_p2p_staged(struct tutti_comm *comm, const struct tt_p2p_op *ops,
-                                         int nops, tutti_stream_t s);
+                                         int nops, tutti_stream_t s,
+                                         const struct tt_work_ops *wops);
 
 tutti_result_t tt_cuda_enqueue_p2p(struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
-                                   tutti_stream_t s)
+                                   tutti_stream_t s, const struct tt_work_ops *wops)
 {
-    struct tt_work w = {.kind = TT_WORK_P2P, .comm = comm};
+    struct tt_work w = {.kind = TT_WORK_P2P, .how = wops, .comm = comm};
     struct tt_p2p_op *dev, *rest;
     int ndev, nrest;
     tutti_result_t rc;
 
     TT_CHECK(not_capturing(comm, s, "point-to-point"));
-    ndev = tt_p2p_split(comm, ops, nops, NULL);
+    ndev = tt_cuda_p2p_split(comm, ops, nops, NULL);
     if (ndev == 0)
-        return enqueue_p2p_staged(comm, ops, nops, s);
+        return enqueue_p2p_staged(comm, ops, nops, s, wops);
     /* Two arrays: the runner owns (and may free) the device part while the rest is queued. */
     dev = malloc((size_t)ndev * sizeof(*dev));
     rest = malloc((size_t)nops * sizeof(*rest));
@@ -192,23 +170,23 @@ tutti_result_t tt_cuda_enqueue_p2p(struct tutti_comm *comm, const struct tt_p2p_
         free(rest);
         return tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: out of memory");
     }
-    tt_p2p_split(comm, ops, nops, rest);
+    tt_cuda_p2p_split(comm, ops, nops, rest);
     memcpy(dev, rest, (size_t)ndev * sizeof(*dev));
     nrest = nops - ndev;
     w.ops = dev;
     w.nops = ndev;
     rc = tt_cuda_dev_on_stream(comm, &w, s); /* takes dev */
     if (rc == TUTTI_SUCCESS && nrest > 0)
-        rc = enqueue_p2p_staged(comm, rest + ndev, nrest, s);
+        rc = enqueue_p2p_staged(comm, rest + ndev, nrest, s, wops);
     free(rest);
     return rc;
 }
 
 static tutti_result_t enqueue_p2p_staged(struct tutti_comm *comm, const struct tt_p2p_op *ops,
-                                         int nops, tutti_stream_t s)
+                                         int nops, tutti_stream_t s, const struct tt_work_ops *wops)
 {
     cudaStream_t cs = (cudaStream_t)tt_stream_cuda_handle(s);
-    struct cuda_state **st = (struct cuda_state **)tt_stream_cuda_state(s);
+    struct tt_pinned_pool **st = (struct tt_pinned_pool **)tt_stream_cuda_state(s);
     struct host_item *it = calloc(1, sizeof(*it));
     struct tt_p2p_op *mine = malloc((size_t)nops * sizeof(*mine));
     size_t total = 0, off = 0;
@@ -222,7 +200,7 @@ static tutti_result_t enqueue_p2p_staged(struct tutti_comm *comm, const struct t
     for (int i = 0; i < nops; i++)
         if (ops[i].device)
             total += tt_align64(ops[i].bytes);
-    if (total && stream_stage(*st, total) != TUTTI_SUCCESS) {
+    if (total && tt_pinned_pool_get(*st, total) != TUTTI_SUCCESS) {
         free(it);
         free(mine);
         return tt_fail(comm, TUTTI_ERR_SYSTEM, "point-to-point: %s", tt_thread_error());
@@ -247,6 +225,7 @@ static tutti_result_t enqueue_p2p_staged(struct tutti_comm *comm, const struct t
     }
     it->s = s;
     it->w.kind = TT_WORK_P2P;
+    it->w.how = wops;
     it->w.comm = comm;
     it->w.ops = mine;
     it->w.nops = nops;
@@ -278,71 +257,21 @@ static tutti_result_t enqueue_p2p_staged(struct tutti_comm *comm, const struct t
     return TUTTI_SUCCESS;
 }
 
-tutti_result_t tt_cuda_stream_sync(void *cuda_stream)
-{
-    cudaError_t e = cudaStreamSynchronize((cudaStream_t)cuda_stream);
-    if (e != cudaSuccess)
-        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "cudaStreamSynchronize: %s", cudaGetErrorString(e));
-    return TUTTI_SUCCESS;
-}
-
-tutti_result_t tt_cuda_stream_query(void *cuda_stream)
-{
-    cudaError_t e = cudaStreamQuery((cudaStream_t)cuda_stream);
-    if (e == cudaErrorNotReady) {
-        (void)cudaGetLastError();
-        return TUTTI_IN_PROGRESS;
-    }
-    if (e != cudaSuccess)
-        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "cudaStreamQuery: %s", cudaGetErrorString(e));
-    return TUTTI_SUCCESS;
-}
-
-void tt_cuda_stream_free(void *state)
-{
-    struct cuda_state *st = state;
-    if (!st)
-        return;
-    for (size_t i = 0; i < st->nold; i++)
-        cudaFreeHost(st->old[i]);
-    if (st->buf)
-        cudaFreeHost(st->buf);
-    free(st->old);
-    free(st);
-}
-
 #else /* built without CUDA */
 
 tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c, tutti_stream_t s,
-                               int device)
+                               int device, const struct tt_work_ops *ops)
 {
-    (void)s;
+    (void)s, (void)ops;
     (void)device;
     return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "%s: built without CUDA", c->fn);
 }
 
-tutti_result_t tt_cuda_stream_sync(void *cuda_stream)
-{
-    (void)cuda_stream;
-    return TUTTI_ERR_UNSUPPORTED;
-}
-
 tutti_result_t tt_cuda_enqueue_p2p(struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
-                                   tutti_stream_t s)
+                                   tutti_stream_t s, const struct tt_work_ops *wops)
 {
-    (void)ops, (void)nops, (void)s;
+    (void)ops, (void)nops, (void)s, (void)wops;
     return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "point-to-point: built without CUDA");
-}
-
-tutti_result_t tt_cuda_stream_query(void *cuda_stream)
-{
-    (void)cuda_stream;
-    return TUTTI_ERR_UNSUPPORTED;
-}
-
-void tt_cuda_stream_free(void *state)
-{
-    (void)state;
 }
 
 #endif

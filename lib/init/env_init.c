@@ -321,7 +321,7 @@ tutti_result_t tutti_comm_init_env(tutti_comm_t *comm)
     tutti_id_t id;
     int rank, size;
 
-    tt_log_init();
+    tt_base_init();
     if (!comm)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_comm_init_env: comm is NULL");
     TT_CHECK(tt_env_validate("tutti_comm_init_env"));

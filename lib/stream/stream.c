@@ -12,7 +12,7 @@
  */
 #include "lib/stream/stream.h"
 #include "lib/core/comm.h"
-#include "lib/cuda/cuda.h"
+#include "lib/gpu/gpu.h"
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 #include "lib/base/trace.h"
@@ -116,7 +116,7 @@ tutti_result_t tutti_stream_wrap_cuda(tutti_stream_t *stream, void *cuda_stream)
 {
     struct tutti_stream *s;
 
-    tt_log_init();
+    tt_base_init();
     if (!stream)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_stream_wrap_cuda: stream is NULL");
     if (!tt_cuda_ready()) {
@@ -162,7 +162,7 @@ static tutti_result_t cuda_query(tutti_stream_t s)
 static tutti_result_t cuda_destroy(tutti_stream_t s)
 {
     tutti_result_t rc = cuda_sync(s);
-    tt_cuda_stream_free(s->cuda_state);
+    tt_pinned_pool_free(s->cuda_state);
     s->magic = 0;
     pthread_cond_destroy(&s->done_cv);
     pthread_cond_destroy(&s->work_cv);
@@ -210,7 +210,7 @@ static tutti_result_t run_item(struct tt_work *w)
 
     switch (w->kind) {
     case TT_WORK_COLL:
-    case TT_WORK_P2P: return tt_coll_exec_work(w);
+    case TT_WORK_P2P: return w->how->run(w);
     case TT_WORK_HOST:
         rc = w->fn(w->arg);
         if (rc != TUTTI_SUCCESS && strcmp(tt_thread_error(), "") == 0)
@@ -256,12 +256,12 @@ static void *worker_main(void *arg)
             rc = run_item(&w);
         } else {
             if (w.kind == TT_WORK_COLL || w.kind == TT_WORK_P2P)
-                tt_coll_skip_work(&w, why);
+                w.how->skip(&w, why);
             rc = TUTTI_SUCCESS; /* already failed; keep the first message */
         }
         tt_work_release(&w);
         if (w.comm)
-            tt_comm_work_done(w.comm); /* the last touch: comm may be destroyed after it */
+            w.how->done(w.comm); /* the last touch: comm may be destroyed after it */
 
         pthread_mutex_lock(&s->lock);
         if (rc != TUTTI_SUCCESS)
@@ -280,7 +280,7 @@ tutti_result_t tutti_stream_create(tutti_stream_t *stream)
     struct tutti_stream *s;
     int err;
 
-    tt_log_init();
+    tt_base_init();
     if (!stream)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_stream_create: stream is NULL");
     s = calloc(1, sizeof(*s));
@@ -332,7 +332,7 @@ tutti_result_t tt_stream_push(tutti_stream_t s, const struct tt_work *w)
     s->len++;
     s->queued++;
     if (w->comm)
-        tt_comm_work_queued(w->comm);
+        w->how->queued(w->comm);
     pthread_cond_signal(&s->work_cv);
     pthread_mutex_unlock(&s->lock);
     return TUTTI_SUCCESS;

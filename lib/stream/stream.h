@@ -1,7 +1,8 @@
 /*
  * stream.h -- host streams: an ordered queue of work per stream, run by the stream's worker
- * thread. The collectives layer (coll.c) queues work and executes it; this module owns the
- * queue, the worker, completion tickets, events and the sticky error.
+ * thread. The collectives layer (lib/coll) makes the items and says how each runs (struct
+ * tt_work_ops); this module owns the queue, the worker, completion tickets, events and the
+ * sticky error, and calls nothing above it.
  */
 #ifndef TT_STREAM_H
 #define TT_STREAM_H
@@ -48,10 +49,27 @@ struct tt_p2p_op {
 
 enum tt_work_kind { TT_WORK_COLL, TT_WORK_P2P, TT_WORK_HOST, TT_WORK_WAIT };
 
+struct tt_work;
+
+/* What a COLL or P2P item's maker (lib/coll) does with it: streams call these and nothing
+ * above them. */
+struct tt_work_ops {
+    /* Run it on the calling thread, in its communicator's turn. */
+    tutti_result_t (*run)(const struct tt_work *w);
+    /* Run it on the calling thread once the communicator's queued work is done. */
+    tutti_result_t (*run_now)(const struct tt_work *w);
+    /* It is not run: an earlier item of its stream failed (why). */
+    void (*skip)(const struct tt_work *w, const char *why);
+    /* It was queued / has left its queue (the last touch of comm). */
+    void (*queued)(struct tutti_comm *comm);
+    void (*done)(struct tutti_comm *comm);
+};
+
 /* An item of a stream's queue. */
 struct tt_work {
     enum tt_work_kind kind;
-    struct tutti_comm *comm; /* COLL, P2P */
+    const struct tt_work_ops *how; /* COLL, P2P; with comm on any item */
+    struct tutti_comm *comm; /* COLL, P2P; any item counted as comm's work (how->queued/done) */
     struct tt_call call;     /* COLL; P2P: only call.after (the device path's start) */
     struct tt_p2p_op *ops;   /* P2P: owned by the item */
     int nops;
@@ -71,12 +89,6 @@ tutti_result_t tt_stream_push(tutti_stream_t s, const struct tt_work *w);
 
 /* Is the calling thread a stream worker? (NULL-stream calls there run at once.) */
 int tt_stream_in_worker(void);
-
-/* Run one COLL or P2P item; provided by coll.c. */
-tutti_result_t tt_coll_exec_work(const struct tt_work *w);
-
-/* Fail the communicator of a COLL/P2P item that is skipped after an earlier failure. */
-void tt_coll_skip_work(const struct tt_work *w, const char *why);
 
 /* CUDA-wrapped streams (tutti_stream_wrap_cuda): is s one, its cudaStream_t, the slot where
  * cuda.c keeps its staging; the sticky failure a CUDA host function records. */
