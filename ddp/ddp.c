@@ -13,46 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-double ddp_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* The last failure of this thread, for calls that have no context to keep it (create). */
-static _Thread_local char thread_err[DDP_ERR_LEN];
-
-tutti_result_t ddp_fail(struct tutti_ddp *d, tutti_result_t rc, const char *fmt, ...)
-{
-    char msg[DDP_ERR_LEN];
-    const char *lvl = getenv("TUTTI_DEBUG");
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    memcpy(thread_err, msg, sizeof(msg));
-    if (d)
-        memcpy(d->err, msg, sizeof(msg));
-    if (!lvl || strcmp(lvl, "NONE") != 0)
-        fprintf(stderr, "tutti DDP WARN rank %d: %s (%s)\n", d ? d->rank : -1, msg,
-                tutti_strerror(rc));
-    return rc;
-}
-
-const char *tutti_ddp_last_error(tutti_ddp_t d)
-{
-    return d ? d->err : thread_err;
-}
-
-const char *tutti_ddp_hook_name(tutti_ddp_hook_t hook)
-{
-    static const char *names[TUTTI_DDP_NUM_HOOKS] = {"none", "fp16",     "bf16", "int8",
-                                                     "topk", "powersgd", "user"};
-    return (unsigned)hook < TUTTI_DDP_NUM_HOOKS ? names[hook] : "invalid";
-}
-
 static tutti_result_t check_config(struct tutti_ddp *d, const tutti_ddp_config_t *c)
 {
     if (c->size < sizeof(size_t) || c->size > sizeof(*c))
@@ -259,17 +219,6 @@ tutti_result_t tutti_ddp_init(tutti_ddp_t d)
     return TUTTI_SUCCESS;
 }
 
-tutti_result_t ddp_check_live(struct tutti_ddp *d, const char *fn)
-{
-    if (!d)
-        return ddp_fail(NULL, TUTTI_ERR_INVALID_ARG, "%s: ddp is NULL", fn);
-    if (!d->initialized)
-        return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "%s: call tutti_ddp_init first", fn);
-    if (d->broken)
-        return ddp_fail(d, TUTTI_ERR_ABORTED, "%s: unusable after an earlier failure", fn);
-    return TUTTI_SUCCESS;
-}
-
 /* Work queued before and after a bucket's hook: copy in, time it; copy out, account. */
 static tutti_result_t bucket_begin(void *arg)
 {
@@ -334,20 +283,6 @@ static tutti_result_t bucket_end(void *arg)
 }
 
 /* A failure mid-step: make the peers fail too, and keep the first message. */
-tutti_result_t ddp_break_step(struct tutti_ddp *d, tutti_result_t rc)
-{
-    char msg[DDP_ERR_LEN];
-
-    memcpy(msg, d->err, sizeof(msg));
-    d->broken = 1;
-    if (d->nranks > 1)
-        tutti_comm_abort(d->comm);
-    if (d->stream)
-        tutti_stream_sync(d->stream);
-    memcpy(d->err, msg, sizeof(msg));
-    return rc;
-}
-
 static tutti_result_t launch(struct tutti_ddp *d, struct ddp_bucket *b)
 {
     tutti_result_t rc;

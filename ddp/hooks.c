@@ -13,7 +13,7 @@
  * Summation order is the same on every rank (all-gathered parts are added in rank order),
  * so every rank ends with bitwise the same gradients.
  */
-#include "half.h"
+#include "ddp_half.h"
 #include "hooks.h"
 
 #include <math.h>

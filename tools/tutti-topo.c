@@ -177,7 +177,7 @@ static int show_comm(void)
                 printf(" %s", a == b ? "-" : tt_comm_transport_name(c, a, b));
             printf("\n");
         }
-        if (c->cuda_direct) {
+        if (c->cuda_dev_path) {
             printf("device buffers: p2p (CUDA IPC) between every pair from %zu bytes, staged "
                    "below (collectives and messages); on a wrapped CUDA stream rank 0's calls "
                    "%s\n",

@@ -48,6 +48,7 @@
 #include "lib/base/log.h"
 #include "lib/boot/socket.h"
 #include "lib/base/wait.h"
+#include "lib/topo/topo.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -404,7 +405,22 @@ static void ib_close(struct tt_conn *conn)
     tt_ib_conn_free(c);
 }
 
+/* Both ranks published a verbs HCA port (tt_transport_probe_hca). */
+static int ib_joins(const struct tt_rank_info *a, const struct tt_rank_info *b)
+{
+    return a->hca[0] && b->hca[0];
+}
+
+static void ib_describe(char *buf, size_t size)
+{
+    snprintf(buf, size, "%d QP(s) per connection", tt_ib_nqps());
+}
+
 const struct tt_transport tt_transport_ib = {
+    .joins = ib_joins,
+    .cost = 2,
+    .describe = ib_describe,
+    .hca = 1,
     .size = sizeof(struct tt_transport),
     .name = "net_ib",
     .recv_setup = tt_ib_recv_setup,

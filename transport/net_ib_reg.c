@@ -20,7 +20,7 @@
  */
 #include "transport/net_ib.h"
 
-#include "lib/cuda/cuda.h"
+#include "lib/gpu/gpu.h"
 #include "lib/base/log.h"
 #include "lib/core/memreg.h"
 

@@ -22,6 +22,7 @@
 #include "lib/base/config.h"
 #include "lib/base/error.h"
 #include "lib/boot/id.h"
+#include "lib/topo/topo.h"
 #include "lib/base/log.h"
 #include "lib/boot/socket.h"
 #include "lib/base/wait.h"
@@ -462,7 +463,22 @@ static void sock_close(struct tt_conn *conn)
         conn_free((struct sock_conn *)conn);
 }
 
+/* Any two ranks: another host, or one whose other transports are excluded. */
+static int sock_joins(const struct tt_rank_info *a, const struct tt_rank_info *b)
+{
+    (void)a, (void)b;
+    return 1;
+}
+
+static void sock_describe(char *buf, size_t size)
+{
+    snprintf(buf, size, "%d socket(s) per connection", tt_socket_nsocks());
+}
+
 const struct tt_transport tt_transport_socket = {
+    .joins = sock_joins,
+    .cost = 3,
+    .describe = sock_describe,
     .size = sizeof(struct tt_transport),
     .name = "socket",
     .recv_setup = sock_recv_setup,

@@ -13,6 +13,7 @@
 #include "lib/base/config.h"
 #include "lib/base/error.h"
 #include "lib/base/log.h"
+#include "lib/topo/topo.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -352,37 +353,6 @@ static void shm_wait(struct tt_conn *conn, long ns)
         tt_transport_sleep(conn, ns);
 }
 
-/* Has process pid exited but not been reaped (a zombie: kill(pid, 0) still succeeds)? Its
- * parent may reap it late (a launcher that waits for its ranks in order), and a peer waiting
- * on it must not wait for that. */
-static int zombie(int32_t pid)
-{
-    char path[32], buf[512];
-    const char *state;
-    ssize_t n;
-    int fd;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0; /* no /proc: kill(2) alone decides */
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    state = strrchr(buf, ')'); /* "pid (comm) S ...": comm may hold spaces and parentheses */
-    return state && state[1] == ' ' && (state[2] == 'Z' || state[2] == 'X');
-}
-
-tutti_result_t tt_transport_pid_alive(const struct tt_conn *conn, int32_t pid)
-{
-    if (pid > 0 && ((kill(pid, 0) != 0 && errno == ESRCH) || zombie(pid)))
-        return tt_fail(NULL, TUTTI_ERR_REMOTE, "%s: rank %d (pid %d) has died", conn->tp->name,
-                       conn->peer, (int)pid);
-    return TUTTI_SUCCESS;
-}
-
 static tutti_result_t shm_alive(struct tt_conn *conn)
 {
     return tt_transport_pid_alive(conn, ((struct shm_conn *)conn)->peer_pid);
@@ -416,38 +386,15 @@ void tt_shm_name(char *buf, size_t size, const char *job_tag, int receiver, int 
     snprintf(buf, size, "/tutti-%s-%d-%d-%d", job_tag, receiver, sender, channel);
 }
 
-tutti_result_t tt_transport_no_progress(struct tt_conn *conn)
+/* Ranks of one host (one node, TUTTI_HOSTID) share memory. */
+static int shm_joins(const struct tt_rank_info *a, const struct tt_rank_info *b)
 {
-    (void)conn;
-    return TUTTI_SUCCESS;
-}
-
-tutti_result_t tt_transport_no_alive(struct tt_conn *conn)
-{
-    (void)conn;
-    return TUTTI_SUCCESS;
-}
-
-tutti_result_t tt_transport_no_finish(struct tt_conn *conn, double deadline)
-{
-    (void)conn;
-    (void)deadline;
-    return TUTTI_SUCCESS;
-}
-
-tutti_result_t tt_transport_no_flush(struct tt_conn *conn)
-{
-    (void)conn;
-    return TUTTI_SUCCESS;
-}
-
-void tt_transport_sleep(struct tt_conn *conn, long ns)
-{
-    (void)conn;
-    nanosleep(&(struct timespec){ns / 1000000000L, ns % 1000000000L}, NULL);
+    return a->host_hash == b->host_hash;
 }
 
 const struct tt_transport tt_transport_shm = {
+    .joins = shm_joins,
+    .cost = 1,
     .size = sizeof(struct tt_transport),
     .name = "shm",
     .shared_slots = 1,

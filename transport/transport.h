@@ -27,7 +27,8 @@
 #define TT_MAX_SLOTS 64 /* most slots a connection FIFO may have */
 
 struct tt_transport;
-struct tt_memreg; /* lib/core/memreg.h */
+struct tt_memreg;    /* lib/core/memreg.h */
+struct tt_rank_info; /* lib/topo/topo.h: a rank's published record */
 
 /* Common head of every transport's connection. */
 struct tt_conn {
@@ -108,7 +109,39 @@ struct tt_transport {
     /* Optional: sender: has the receiver released every message committed so far (a
      * whole-transfer timing, exec.h drain)? Must turn true without the receiver's next call. */
     int (*drained)(struct tt_conn *conn);
+
+    /* The registry (registry.c). May this transport join ranks a and b, by their published
+     * records? NULL: never chosen between two ranks (mem joins a rank to itself; p2p is the
+     * device path's own). */
+    int (*joins)(const struct tt_rank_info *a, const struct tt_rank_info *b);
+    /* What a byte costs next to the others: two ranks use the cheapest that joins them and
+     * TUTTI_TRANSPORTS allows. */
+    int cost;
+    /* A network transport: how a connection is made, for the log ("2 socket(s) per
+     * connection"); NULL for the others. hca: it runs over the rank's verbs HCA port. */
+    void (*describe)(char *buf, size_t size);
+    int hca;
 };
+
+/*
+ * The registry (registry.c): every transport this build has, and the choices made from it.
+ * Nothing outside transport/ names a transport or asks which were built.
+ */
+/* Does TUTTI_TRANSPORTS allow tp? */
+int tt_transport_allowed(const struct tt_transport *tp);
+/* The transport ranks a and b (records) use: the cheapest that joins them and is allowed;
+ * NULL if none. */
+const struct tt_transport *tt_transport_between(const struct tt_rank_info *a,
+                                                const struct tt_rank_info *b);
+/* A rank to itself (mem), and the device path's (p2p; NULL in a build without CUDA). */
+const struct tt_transport *tt_transport_self(void);
+const struct tt_transport *tt_transport_device(void);
+/* This rank's verbs HCA port for its published record (hca, "" if none), nic being its
+ * nearest interface; the reason in why where it has none (not built, excluded, no port). */
+void tt_transport_probe_hca(const char *nic, int local_rank_hint, char *hca, size_t hca_size,
+                            char *why, size_t why_size);
+/* Every transport forgets what it keeps for reg (it may be freed next). */
+void tt_transport_unregister(struct tt_memreg *reg);
 
 /* Shared memory between processes of one host. */
 extern const struct tt_transport tt_transport_shm;

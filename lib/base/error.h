@@ -10,6 +10,9 @@
 
 #include "tutti.h"
 
+/* The longest message kept (with its NUL): per thread, per communicator, per stream. */
+#define TT_ERRMSG_LEN 1024
+
 struct tutti_comm;
 
 tutti_result_t tt_fail(struct tutti_comm *comm, tutti_result_t rc, const char *fmt, ...)
@@ -30,7 +33,7 @@ const char *tt_thread_error(void);
  * belongs to the thread that calls that communicator's functions. */
 void tt_error_keep_to_thread(void);
 
-/* Propagate an error code: the one convenience macro that returns (STYLE.md). */
+/* Propagate an error code: the one convenience macro that returns. */
 #define TT_CHECK(expr)                                                                             \
     do {                                                                                           \
         tutti_result_t tt_rc_ = (expr);                                                            \

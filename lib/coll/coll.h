@@ -6,6 +6,7 @@
 #define TT_COLL_H
 
 #include "lib/core/comm.h"
+#include "lib/engine/engine.h"
 #include "lib/core/redop.h"
 #include "lib/stream/stream.h"
 
@@ -31,31 +32,6 @@ tutti_result_t tt_coll_refused(struct tutti_comm *comm, const struct tt_call *c,
                                tutti_stream_t stream, tutti_result_t rc, unsigned why);
 /* c->dtype (and c->op when has_op) are valid. */
 tutti_result_t tt_coll_check_dtype_op(struct tutti_comm *comm, const struct tt_call *c, int has_op);
-/*
- * Connect what comm->plan needs and run it over bufs (regs: their registrations, or NULL).
- * device: the buffers are device memory on the device path (cuda_dev.c), whose work starts
- * after the CUDA event `after` (NULL: after what CUDA's default stream holds). pre: a premul-sum
- * call's pre-pass (redop.h), run first, or NULL.
- */
-tutti_result_t tt_coll_run_plan(struct tutti_comm *comm, void *const *bufs,
-                                struct tt_memreg *const *regs, tutti_dtype_t dtype, tutti_op_t op,
-                                const struct tt_label *what, int device, void *after,
-                                const struct tt_pre *pre);
-/* Streaming stores into FIFO slots for a host call of collective `kind` moving `bytes`: sets
- * comm->stream_slots for tt_coll_run_plan; returns the picker's token (-1: not timed). */
-int tt_coll_stream_pick(struct tutti_comm *comm, unsigned kind, size_t bytes);
-/* That call is over: it took `seconds` (`ok`: it succeeded). At a trial's end the ranks vote
- * (coll_pick.c); the vote's own failure is returned. */
-tutti_result_t tt_coll_stream_done(struct tutti_comm *comm, int token, double seconds, int ok);
-/* Single copy over shm for a host call of `kind` (enum tt_coll, or TT_LABEL_P2P) whose
- * sends' size class is `bytes`: sets comm->single_send (and single_trial when the picker
- * times this call) for tt_coll_run_plan; returns the picker's token (-1: not timed). */
-int tt_coll_single_copy_pick(struct tutti_comm *comm, unsigned kind, size_t bytes);
-/* That call is over: it took `seconds` (`ok`: it succeeded); clears comm->single_send and
- * single_trial. `vote`: a collective, whose ranks decide a trial together (coll_pick.c); the
- * vote's own failure is returned. */
-tutti_result_t tt_coll_single_copy_done(struct tutti_comm *comm, int token, double seconds, int ok,
-                                        int vote);
 /* How the COLL and P2P items this layer makes run (stream.h). */
 extern const struct tt_work_ops tt_coll_work_ops;
 /* Run w now on this thread, after whatever streams hold for its communicator. */
@@ -71,11 +47,6 @@ int tt_group_open(void);
  * TUTTI_CHECK_COLL its ranks agree on the check's verdict (sendrecv.c). Nothing where the caller
  * opened a group around the collective. */
 void tt_group_collective(const char *fn);
-/* The library's own small exchange among all ranks (a check, a vote): `each` bytes from every
- * rank into all (nranks blocks), as an all-gather tagged as the library's (`which` tells its
- * kinds apart, tag.h). */
-tutti_result_t tt_coll_allgather_own(struct tutti_comm *comm, const char *name, unsigned which,
-                                     const void *mine, size_t each, void *all);
 /* A checked collective call inside the open group: recorded for tutti_group_end (sendrecv.c). */
 tutti_result_t tt_group_add_coll(struct tutti_comm *comm, const struct tt_call *c,
                                  tutti_stream_t stream);

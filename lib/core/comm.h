@@ -6,6 +6,7 @@
 
 #include "algorithms/algorithms.h"
 #include "transport/transport.h"
+#include "lib/base/error.h" /* TT_ERRMSG_LEN */
 #include "lib/boot/bootstrap.h"
 #include "lib/boot/board.h"
 #include "lib/exec/exec.h"
@@ -17,7 +18,6 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#define TT_ERRMSG_LEN 1024
 #define TT_COMM_MAGIC 0x7475747469636f6dull /* "tutticom" */
 
 struct tutti_comm {
@@ -35,10 +35,7 @@ struct tutti_comm {
     char ib_why[256]; /* why this rank has no verbs HCA ("" if it has one) */
     struct tt_tuner tuner;
     struct tt_pick pick;    /* streaming stores into FIFO slots for large calls (copy_pick.h) */
-    int stream_slots;       /* the call being run writes slots with streaming stores */
     struct tt_pick pick_sc; /* single copy over shm: all-gather, broadcast, point-to-point */
-    int single_send;        /* the call being run sends by address where it can */
-    int single_trial;       /* ... and pick_sc times it: it ends when its receivers have all */
     int pick_agree;         /* every rank runs the same trials: collectives decide together */
     char job_tag[64];
 
@@ -61,9 +58,6 @@ struct tutti_comm {
     int32_t *pids;             /* process id of every rank */
     uint64_t seq;              /* collectives started (the same count on every rank) */
     uint64_t p2p_seq;          /* point-to-point batches run (this rank's own count) */
-    int refused_by;       /* the last plan run ended under poison (exec.h): the rank that refused
-                           * (mod 256), else -1 */
-    unsigned refused_why; /* and why (enum tt_refusal) */
     char last_error[TT_ERRMSG_LEN];
 
     /* Streams (stream.c): one operation runs at a time; NULL-stream calls wait for the work
@@ -77,11 +71,11 @@ struct tutti_comm {
     size_t cuda_stage_cap;
     /* The device path (cuda_dev.c): every rank on one host with a CUDA device that reaches
      * every other rank's; device buffers then move GPU to GPU over p2p connections. */
-    int cuda_direct;
+    int cuda_dev_path;
     int cuda_dev;          /* the device this rank had current at init */
     size_t dslot_bytes;    /* slot size of p2p connections (TUTTI_CUDA_BUFFSIZE / steps) */
     size_t cuda_min_bytes; /* smaller collectives are staged all the same (TUTTI_CUDA_P2P_MIN) */
-    int cuda_min_auto;     /* TUTTI_CUDA_P2P_MIN=auto: decided with cuda_direct */
+    int cuda_min_auto;     /* TUTTI_CUDA_P2P_MIN=auto: decided with cuda_dev_path */
     struct tt_exec_conns dconns;
     void *cuda_stream;          /* cudaStream_t (non-blocking) the device path queues work on */
     void *cuda_event;           /* cudaEvent_t: where the default stream was at the call */
@@ -151,12 +145,9 @@ void tt_comm_each_conn(struct tutti_comm *c, int close);
  * sets up its connections at the same operation; peers meet in any order. device: the p2p
  * connections of the device path (comm->dconns) rather than comm->conns.
  */
-/* connect.c: TUTTI_TRANSPORTS allows transport `name`; this rank's HCA port (me->hca) or
- * the reason it has none (c->ib_why); the ring's connections (init); the device path's
- * connection to every rank (init), once its stream and kernels are `prepared` (the result of
- * tt_cuda_dev_prepare: anything but TUTTI_SUCCESS fails naming the device path). */
-int tt_comm_transport_allowed(const char *name);
-void tt_comm_probe_ib(struct tutti_comm *c, struct tt_rank_info *me, int local_rank_hint);
+/* connect.c: the ring's connections (init); the device path's connection to every rank
+ * (init), once its stream and kernels are `prepared` (the result of tt_cuda_dev_prepare:
+ * anything but TUTTI_SUCCESS fails naming the device path). */
 tutti_result_t tt_comm_connect_ring(struct tutti_comm *c, int prev, int next);
 tutti_result_t tt_comm_connect_device_mesh(struct tutti_comm *c, tutti_result_t prepared);
 

@@ -1,6 +1,7 @@
 /*
- * connect.c -- a communicator's connections: which transport joins two ranks (shm on one
- * host, net_ib where both have an HCA port, else sockets; TUTTI_TRANSPORTS narrows it), and
+ * connect.c -- a communicator's connections: which transport joins two ranks (the registry's
+ * choice, transport/registry.c: shm on one host, net_ib where both have an HCA port, else
+ * sockets; TUTTI_TRANSPORTS narrows it), and
  * making connections: the ring's at init, the rest when a plan first needs them, the device
  * path's mesh at init.
  */
@@ -11,32 +12,12 @@
 #include "lib/base/log.h"
 #include "lib/base/wait.h"
 
-#include "tutti_build.h"
-#if TUTTI_HAVE_IBVERBS
-#include "transport/net_ib.h"
-#endif
-
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-int tt_comm_transport_allowed(const char *name)
-{
-    const char *spec = tt_env_str("TUTTI_TRANSPORTS");
-    const char *list = spec[0] == '^' ? spec + 1 : spec;
-    int listed = 0;
-    char buf[128];
-
-    if (!*spec)
-        return 1;
-    snprintf(buf, sizeof(buf), "%s", list);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
-        listed |= strcmp(t + (spec[0] == '^' && *t == '^'), name) == 0; /* ^shm,^socket */
-    return spec[0] == '^' ? !listed : listed;
-}
 
 /* Name of the interface that holds addr ("?" if none does). */
 static void iface_of(const struct tt_addr *addr, char *name, size_t size)
@@ -62,42 +43,10 @@ static void iface_of(const struct tt_addr *addr, char *name, size_t size)
     freeifaddrs(ifs);
 }
 
-/*
- * Does this rank have a verbs HCA port (net_ib)? Recorded in its published record, so that
- * both ends of a pair agree on the transport; the reason when not, for the log.
- */
-void tt_comm_probe_ib(struct tutti_comm *c, struct tt_rank_info *me, int local_rank_hint)
-{
-    me->hca[0] = '\0';
-#if TUTTI_HAVE_IBVERBS
-    if (!tt_comm_transport_allowed("net_ib")) {
-        snprintf(c->ib_why, sizeof(c->ib_why), "TUTTI_TRANSPORTS='%s' excludes net_ib",
-                 tt_env_str("TUTTI_TRANSPORTS"));
-        return;
-    }
-    if (tt_ib_probe(me->nic, local_rank_hint, me->hca, sizeof(me->hca), c->ib_why,
-                    sizeof(c->ib_why)))
-        c->ib_why[0] = '\0';
-#else
-    (void)local_rank_hint;
-    snprintf(c->ib_why, sizeof(c->ib_why), "this libtutti was built without verbs headers");
-#endif
-}
-
-/* The transport rank a uses to reach rank b, NULL if none may. */
+/* The transport rank a uses to reach rank b (the registry's choice), NULL if none may. */
 static const struct tt_transport *transport_between(const struct tutti_comm *c, int a, int b)
 {
-    if (a == b)
-        return &tt_transport_mem;
-    if (c->peers[a].host_hash == c->peers[b].host_hash && tt_comm_transport_allowed("shm"))
-        return &tt_transport_shm;
-#if TUTTI_HAVE_IBVERBS
-    if (c->peers[a].hca[0] && c->peers[b].hca[0] && tt_comm_transport_allowed("net_ib"))
-        return &tt_transport_ib;
-#endif
-    if (tt_comm_transport_allowed("socket"))
-        return &tt_transport_socket; /* another host, or shm excluded: TCP */
-    return NULL;
+    return a == b ? tt_transport_self() : tt_transport_between(&c->peers[a], &c->peers[b]);
 }
 
 const char *tt_comm_transport_name(const struct tutti_comm *c, int a, int b)
@@ -124,30 +73,25 @@ static tutti_result_t pick_transport(struct tutti_comm *c, int peer)
                        "TUTTI_TRANSPORTS='%s' excludes every one that could connect them",
                        c->rank, c->peers[c->rank].host, peer, c->peers[peer].host,
                        tt_env_str("TUTTI_TRANSPORTS"));
-    if (tp == &tt_transport_socket && !c->net_logged) {
-        char buf[80], ifname[IF_NAMESIZE + 1], why[400] = "";
-        iface_of(tt_boot_self_addr(c->boot), ifname, sizeof(ifname));
-        if (c->ib_why[0])
-            snprintf(why, sizeof(why), " (no InfiniBand/RoCE: %s)", c->ib_why);
-        else if (!c->peers[peer].hca[0])
-            snprintf(why, sizeof(why), " (rank %d on host %s has no InfiniBand/RoCE port)", peer,
-                     c->peers[peer].host);
-        TT_INFO(TT_SUB_NET,
-                "rank %d: network transport socket on interface %s (%s), %d socket(s)"
-                " per connection%s",
-                c->rank, ifname, tt_addr_str(tt_boot_self_addr(c->boot), buf, sizeof(buf)),
-                tt_socket_nsocks(), why);
+    if (tp->describe && !c->net_logged) { /* the first connection over the network */
+        char buf[80], ifname[IF_NAMESIZE + 1], why[400] = "", how[80];
+        tp->describe(how, sizeof(how));
+        if (tp->hca) {
+            TT_INFO(TT_SUB_IB, "rank %d: network transport %s on HCA port %s, %s", c->rank,
+                    tp->name, c->peers[c->rank].hca, how);
+        } else {
+            iface_of(tt_boot_self_addr(c->boot), ifname, sizeof(ifname));
+            if (c->ib_why[0])
+                snprintf(why, sizeof(why), " (no InfiniBand/RoCE: %s)", c->ib_why);
+            else if (!c->peers[peer].hca[0])
+                snprintf(why, sizeof(why), " (rank %d on host %s has no InfiniBand/RoCE port)",
+                         peer, c->peers[peer].host);
+            TT_INFO(TT_SUB_NET, "rank %d: network transport %s on interface %s (%s), %s%s", c->rank,
+                    tp->name, ifname, tt_addr_str(tt_boot_self_addr(c->boot), buf, sizeof(buf)),
+                    how, why);
+        }
         c->net_logged = 1;
     }
-#if TUTTI_HAVE_IBVERBS
-    if (tp == &tt_transport_ib && !c->net_logged) {
-        TT_INFO(TT_SUB_IB,
-                "rank %d: network transport net_ib on HCA port %s, %d QP(s) per "
-                "connection",
-                c->rank, c->peers[c->rank].hca, tt_ib_nqps());
-        c->net_logged = 1;
-    }
-#endif
     c->tp_of[peer] = tp;
     TT_INFO(TT_SUB_INIT, "rank %d -> rank %d (host %s): transport %s", c->rank, peer,
             c->peers[peer].host, tp->name);
@@ -158,14 +102,11 @@ static tutti_result_t pick_transport(struct tutti_comm *c, int peer)
 static tutti_result_t transport_for(struct tutti_comm *c, int device, int peer,
                                     const struct tt_transport **tp)
 {
-#if TUTTI_HAVE_CUDA
     if (device) {
-        *tp = &tt_transport_p2p;
-        return TUTTI_SUCCESS;
+        *tp = tt_transport_device();
+        return *tp ? TUTTI_SUCCESS
+                   : tt_fail(c, TUTTI_ERR_UNSUPPORTED, "the device path: built without CUDA");
     }
-#else
-    (void)device;
-#endif
     TT_CHECK(pick_transport(c, peer));
     *tp = c->tp_of[peer];
     return TUTTI_SUCCESS;

@@ -10,8 +10,6 @@
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 
-#include "tutti_build.h"
-
 #include <stdlib.h>
 
 #define MEMREG_MAGIC 0x7475747469726567ull /* "tuttireg" */
@@ -21,10 +19,7 @@ static pthread_mutex_t memreg_lock = PTHREAD_MUTEX_INITIALIZER;
 /* What a transport keeps for r goes (its memory may be freed next). */
 static void release(struct tt_memreg *r)
 {
-#if TUTTI_HAVE_IBVERBS
-    if (r->ib)
-        tt_transport_ib.unregister(r);
-#endif
+    tt_transport_unregister(r);
     r->magic = 0;
     free(r);
 }

@@ -22,8 +22,6 @@
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 
-#include "tutti_build.h"
-
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,7 +29,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#if TUTTI_HAVE_CUDA
 #include <cuda.h> /* driver API types only: its entry points come through the runtime */
 #include <cuda_runtime_api.h>
 
@@ -117,19 +114,19 @@ tutti_result_t tt_cuda_staged_exec(struct tutti_comm *comm, const struct tt_call
 }
 
 tutti_result_t tt_cuda_p2p_stage(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
-                                 void **bufs, const unsigned char *direct)
+                                 void **bufs, const unsigned char *rdma)
 {
     size_t total = 0, off = 0;
-    int ndirect = 0;
+    int nrdma = 0;
     tutti_result_t rc;
 
     for (int i = 0; i < nops; i++) {
-        if (ops[i]->device && !direct[i])
+        if (ops[i]->device && !rdma[i])
             total += tt_align64(ops[i]->bytes);
-        ndirect += direct[i];
+        nrdma += rdma[i];
     }
-    if (ndirect) { /* the HCA reads those itself: what the GPU still writes must land first,
-                    * as a staging copy would have waited for it */
+    if (nrdma) { /* the HCA reads those itself: what the GPU still writes must land first,
+                  * as a staging copy would have waited for it */
         cudaError_t e = cudaStreamSynchronize(cudaStreamLegacy);
         if (e != cudaSuccess)
             return tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
@@ -142,7 +139,7 @@ tutti_result_t tt_cuda_p2p_stage(struct tutti_comm *comm, struct tt_p2p_op *cons
         return tt_comm_set_error(comm, rc);
     for (int i = 0; i < nops; i++) {
         cudaError_t e = cudaSuccess;
-        if (!ops[i]->device || direct[i])
+        if (!ops[i]->device || rdma[i])
             continue;
         bufs[i] = (char *)comm->cuda_stage + off;
         off += tt_align64(ops[i]->bytes);
@@ -158,11 +155,11 @@ tutti_result_t tt_cuda_p2p_stage(struct tutti_comm *comm, struct tt_p2p_op *cons
 }
 
 tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
-                                  void *const *bufs, const unsigned char *direct)
+                                  void *const *bufs, const unsigned char *rdma)
 {
     for (int i = 0; i < nops; i++) {
         cudaError_t e;
-        if (!ops[i]->device || direct[i] || ops[i]->is_send || !ops[i]->bytes)
+        if (!ops[i]->device || rdma[i] || ops[i]->is_send || !ops[i]->bytes)
             continue;
         e = cudaMemcpy(ops[i]->buf, bufs[i], ops[i]->bytes, cudaMemcpyHostToDevice);
         if (e != cudaSuccess)
@@ -182,34 +179,3 @@ void tt_cuda_comm_free(struct tutti_comm *comm)
     comm->cuda_stage = NULL;
     comm->cuda_stage_cap = 0;
 }
-
-#else /* built without CUDA */
-
-tutti_result_t tt_cuda_staged_exec(struct tutti_comm *comm, const struct tt_call *c,
-                                   tutti_result_t (*run)(struct tutti_comm *,
-                                                         const struct tt_call *))
-{
-    (void)run;
-    return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "%s: built without CUDA", c->fn);
-}
-
-void tt_cuda_comm_free(struct tutti_comm *comm)
-{
-    (void)comm;
-}
-
-tutti_result_t tt_cuda_p2p_stage(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
-                                 void **bufs, const unsigned char *direct)
-{
-    (void)ops, (void)nops, (void)bufs, (void)direct;
-    return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "point-to-point: built without CUDA");
-}
-
-tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
-                                  void *const *bufs, const unsigned char *direct)
-{
-    (void)ops, (void)nops, (void)bufs, (void)direct;
-    return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "point-to-point: built without CUDA");
-}
-
-#endif

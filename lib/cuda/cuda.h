@@ -5,6 +5,7 @@
 #ifndef TT_CUDA_H
 #define TT_CUDA_H
 
+#include "lib/engine/engine.h"
 #include "lib/gpu/gpu.h"
 #include "lib/stream/stream.h"
 
@@ -33,16 +34,16 @@ tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c,
 
 /*
  * Point-to-point batches with device buffers (ops[i] is the operation behind bufs[i]):
- * tt_cuda_p2p_stage points bufs[i] of every device operation that direct[i] does not name at
+ * tt_cuda_p2p_stage points bufs[i] of every device operation that rdma[i] does not name at
  * pinned staging and copies the sends' bytes there (blocking); tt_cuda_p2p_finish copies
- * the receives' bytes back to the device after the batch. direct[i]: the transport reads that
+ * the receives' bytes back to the device after the batch. rdma[i]: the transport reads that
  * send's device memory itself (GPUDirect RDMA); stage then first waits for CUDA's legacy
  * default stream, as a staging copy would have. comm's run lock is held.
  */
 tutti_result_t tt_cuda_p2p_stage(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
-                                 void **bufs, const unsigned char *direct);
+                                 void **bufs, const unsigned char *rdma);
 tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *const *ops, int nops,
-                                  void *const *bufs, const unsigned char *direct);
+                                  void *const *bufs, const unsigned char *rdma);
 
 /*
  * Queue a point-to-point batch on CUDA-wrapped stream s, stream-ordered like tt_cuda_enqueue:
@@ -59,31 +60,31 @@ void tt_cuda_comm_free(struct tutti_comm *comm);
 /*
  * The device path (cuda_dev.c): device buffers that move GPU to GPU over p2p connections.
  * tt_cuda_self fills this rank's record (its current device's PCI bus id, "" for none) before
- * the init all-gather; tt_cuda_direct_setup then decides comm->cuda_direct, the same on every
- * rank. tt_cuda_direct_check refuses buffers on a device other than the communicator's.
+ * the init all-gather; tt_cuda_dev_setup then decides comm->cuda_dev_path, the same on every
+ * rank. tt_cuda_dev_check refuses buffers on a device other than the communicator's.
  */
 struct tt_rank_info;
 /* TUTTI_CUDA_P2P_MIN and TUTTI_CUDA_BUFFSIZE, checked at init (after TUTTI_STEPS). */
 tutti_result_t tt_cuda_read_config(struct tutti_comm *comm);
 void tt_cuda_self(struct tutti_comm *comm, struct tt_rank_info *me);
-tutti_result_t tt_cuda_direct_setup(struct tutti_comm *comm);
-tutti_result_t tt_cuda_direct_check(struct tutti_comm *comm, const struct tt_call *c);
-/* Does checked call c take the device path (device buffers, comm->cuda_direct, at least
+tutti_result_t tt_cuda_dev_setup(struct tutti_comm *comm);
+tutti_result_t tt_cuda_dev_check(struct tutti_comm *comm, const struct tt_call *c);
+/* Does checked call c take the device path (device buffers, comm->cuda_dev_path, at least
  * TUTTI_CUDA_P2P_MIN bytes)? The same answer on every rank for the same call. */
-int tt_cuda_direct_use(const struct tutti_comm *comm, const struct tt_call *c);
-/* Does point-to-point operation op take the device path (device memory, comm->cuda_direct,
+int tt_cuda_dev_use(const struct tutti_comm *comm, const struct tt_call *c);
+/* Does point-to-point operation op take the device path (device memory, comm->cuda_dev_path,
  * another rank, at least TUTTI_CUDA_P2P_MIN bytes)? Both ends decide alike when both pass
  * device memory, which the device path requires (NCCL's rule). check: its buffer must be on
  * the communicator's device. */
-int tt_cuda_direct_p2p(const struct tutti_comm *comm, const struct tt_p2p_op *op);
-tutti_result_t tt_cuda_direct_check_p2p(struct tutti_comm *comm, const char *fn,
-                                        const struct tt_p2p_op *op);
-/* The order a batch runs in: its device-path operations (tt_cuda_direct_p2p) first, then the
+int tt_cuda_dev_p2p(const struct tutti_comm *comm, const struct tt_p2p_op *op);
+tutti_result_t tt_cuda_dev_check_p2p(struct tutti_comm *comm, const char *fn,
+                                     const struct tt_p2p_op *op);
+/* The order a batch runs in: its device-path operations (tt_cuda_dev_p2p) first, then the
  * others, each part in call order, into out (nops entries; NULL: only count). Returns how
  * many take the device path. Every rank splits alike, so each part meets its peers'. */
 int tt_cuda_p2p_split(const struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
                       struct tt_p2p_op *out);
-/* At init, where comm->cuda_direct: the device stream, its mover, every kernel loaded. */
+/* At init, where comm->cuda_dev_path: the device stream, its mover, every kernel loaded. */
 tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *comm);
 /*
  * Around one plan on the device path: begin makes the communicator's device current (the one
@@ -92,6 +93,8 @@ tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *comm);
  * kernels on that stream; end waits for the stream and restores the device.
  */
 tutti_result_t tt_cuda_dev_begin(struct tutti_comm *comm, void *after, int *prev_dev);
+/* Those two as the engine's hooks (engine.h). */
+extern const struct tt_dev_hooks tt_cuda_dev_hooks;
 tutti_result_t tt_cuda_dev_end(struct tutti_comm *comm, int prev_dev);
 void tt_cuda_dev_free(struct tutti_comm *comm);
 

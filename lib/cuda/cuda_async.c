@@ -35,20 +35,16 @@
  */
 #include "lib/cuda/cuda.h"
 
-#include "lib/coll/coll.h"
 #include "lib/core/comm.h"
 #include "lib/base/config.h"
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 #include "lib/base/wait.h"
 
-#include "tutti_build.h"
-
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#if TUTTI_HAVE_CUDA
 #include <cuda.h> /* driver API types only: cuStreamWaitValue32 comes through the runtime */
 #include <cuda_runtime_api.h>
 
@@ -277,25 +273,3 @@ tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, struct tt_work *w,
     work_drop(w);
     return rc;
 }
-
-#else /* built without CUDA */
-
-tutti_result_t tt_cuda_async_prepare(struct tutti_comm *c)
-{
-    c->cuda_async = 0;
-    return TUTTI_SUCCESS;
-}
-
-void tt_cuda_async_free(struct tutti_comm *c)
-{
-    (void)c;
-}
-
-tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, struct tt_work *w, tutti_stream_t s)
-{
-    (void)s;
-    tt_work_release(w);
-    return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "device path: built without CUDA");
-}
-
-#endif

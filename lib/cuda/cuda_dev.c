@@ -23,47 +23,14 @@
 #include "lib/cuda/cuda.h"
 
 #include "lib/core/comm.h"
-#include "lib/coll/coll.h"
 #include "lib/base/config.h"
 #include "lib/base/error.h"
 #include "lib/base/log.h"
-
-#include "tutti_build.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/*
- * The device path's knobs, read at init on every machine (a bad value is refused even where
- * there is no GPU). TUTTI_CUDA_P2P_MIN=auto: where ranks share a GPU their processes' work
- * takes turns on it (CUDA time-slices contexts) and every turn costs tens of microseconds;
- * measured on one H200 shared by 2 and 4 ranks (BENCHMARKS.md) the device path's many small
- * GPU operations lose to two staging copies below a few MiB, so auto stages below 4 MiB
- * there and takes the device path for everything where each rank has its own GPU. Either
- * way the answer depends on the published bus ids and the call's size only: the same on
- * every rank.
- */
-tutti_result_t tt_cuda_read_config(struct tutti_comm *c)
-{
-    const char *min = tt_env_str("TUTTI_CUDA_P2P_MIN"), *buff_s = tt_env_str("TUTTI_CUDA_BUFFSIZE");
-    size_t buff = 0;
-
-    c->cuda_min_auto = strcmp(min, "auto") == 0;
-    c->cuda_min_bytes = 0;
-    if (!c->cuda_min_auto && tt_parse_size(min, &c->cuda_min_bytes) != 0)
-        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
-                       "TUTTI_CUDA_P2P_MIN='%s' is not a byte count (K/M/G) or auto", min);
-    if (tt_parse_size(buff_s, &buff) != 0 || buff / (size_t)c->nslots < 4096 || buff > (1ull << 31))
-        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
-                       "TUTTI_CUDA_BUFFSIZE='%s' must be a byte count (K/M/G) giving slots of at "
-                       "least 4 KiB (TUTTI_STEPS=%d), at most 2G",
-                       buff_s, c->nslots);
-    c->dslot_bytes = (buff / (size_t)c->nslots) & ~(size_t)255;
-    return TUTTI_SUCCESS;
-}
-
-#if TUTTI_HAVE_CUDA
 #include "lib/cuda/kernels.h"
 
 #include <cuda_runtime_api.h>
@@ -106,13 +73,13 @@ static int reaches(int dev, const char *bus, const char *mine)
     return can;
 }
 
-tutti_result_t tt_cuda_direct_setup(struct tutti_comm *c)
+tutti_result_t tt_cuda_dev_setup(struct tutti_comm *c)
 {
     const char *mine = c->peers[c->rank].cuda_bus;
     unsigned char *ok;
     int all = c->topo.nnodes == 1, agree = 1, shared = 0;
 
-    c->cuda_direct = 0;
+    c->cuda_dev_path = 0;
     for (int r = 0; r < c->nranks && all; r++)
         all = c->peers[r].cuda_bus[0] != '\0';
     if (!all) /* the same answer on every rank: no more to say */
@@ -136,7 +103,7 @@ tutti_result_t tt_cuda_direct_setup(struct tutti_comm *c)
     free(ok);
     if (rc != TUTTI_SUCCESS)
         return rc;
-    c->cuda_direct = agree;
+    c->cuda_dev_path = agree;
     /* TUTTI_CUDA_P2P_MIN=auto: see tt_cuda_read_config. */
     for (int r = 0; r < c->nranks && !shared; r++)
         for (int q = r + 1; q < c->nranks && !shared; q++)
@@ -166,18 +133,18 @@ static tutti_result_t on_our_device(struct tutti_comm *c, const char *fn, const 
     return TUTTI_SUCCESS;
 }
 
-int tt_cuda_direct_use(const struct tutti_comm *c, const struct tt_call *call)
+int tt_cuda_dev_use(const struct tutti_comm *c, const struct tt_call *call)
 {
     size_t bytes = call->count * tutti_dtype_size(call->dtype);
 
     if (call->coll == TT_COLL_ALL_GATHER || call->coll == TT_COLL_REDUCE_SCATTER)
         bytes *= (size_t)c->nranks;
-    return c->cuda_direct && call->device && bytes >= c->cuda_min_bytes;
+    return c->cuda_dev_path && call->device && bytes >= c->cuda_min_bytes;
 }
 
-tutti_result_t tt_cuda_direct_check(struct tutti_comm *c, const struct tt_call *call)
+tutti_result_t tt_cuda_dev_check(struct tutti_comm *c, const struct tt_call *call)
 {
-    if (!tt_cuda_direct_use(c, call))
+    if (!tt_cuda_dev_use(c, call))
         return TUTTI_SUCCESS;
     TT_CHECK(on_our_device(c, call->fn, call->sendbuf, "sendbuf"));
     return on_our_device(c, call->fn, call->recvbuf, "recvbuf");
@@ -186,16 +153,16 @@ tutti_result_t tt_cuda_direct_check(struct tutti_comm *c, const struct tt_call *
 /* Point-to-point: a message on device memory to another rank, of at least
  * TUTTI_CUDA_P2P_MIN bytes (both ends count the same bytes, so both decide alike when both
  * pass device memory). */
-int tt_cuda_direct_p2p(const struct tutti_comm *c, const struct tt_p2p_op *op)
+int tt_cuda_dev_p2p(const struct tutti_comm *c, const struct tt_p2p_op *op)
 {
-    return c->cuda_direct && op->device && op->bytes > 0 && op->peer != c->rank &&
+    return c->cuda_dev_path && op->device && op->bytes > 0 && op->peer != c->rank &&
            op->bytes >= c->cuda_min_bytes;
 }
 
-tutti_result_t tt_cuda_direct_check_p2p(struct tutti_comm *c, const char *fn,
-                                        const struct tt_p2p_op *op)
+tutti_result_t tt_cuda_dev_check_p2p(struct tutti_comm *c, const char *fn,
+                                     const struct tt_p2p_op *op)
 {
-    if (!tt_cuda_direct_p2p(c, op))
+    if (!tt_cuda_dev_p2p(c, op))
         return TUTTI_SUCCESS;
     return on_our_device(c, fn, op->buf, op->is_send ? "sendbuf" : "recvbuf");
 }
@@ -283,7 +250,7 @@ tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)
     if (e != cudaSuccess)
         return dev_fail(c, "loading the reduction kernels", e);
     TT_CHECK(tt_cuda_async_prepare(c));
-    if (c->rank == 0) /* the p2p connections follow (comm.c); init fails if they cannot */
+    if (c->rank == 0) /* the p2p connections follow (comm_init.c); init fails if they cannot */
         TT_INFO(TT_SUB_INIT,
                 "device path: %d rank(s) on one host, device buffers move GPU to GPU over p2p "
                 "(CUDA IPC) from %zu bytes, %d x %zu-byte device slots per connection",
@@ -328,81 +295,4 @@ void tt_cuda_dev_free(struct tutti_comm *c)
         cudaStreamDestroy((cudaStream_t)c->cuda_stream);
     c->cuda_event = c->cuda_stream = NULL;
     (void)cudaGetLastError();
-}
-
-#else /* built without CUDA: no device path */
-
-void tt_cuda_self(struct tutti_comm *c, struct tt_rank_info *me)
-{
-    me->cuda_bus[0] = '\0';
-    c->cuda_dev = -1;
-}
-
-tutti_result_t tt_cuda_direct_setup(struct tutti_comm *c)
-{
-    c->cuda_direct = 0;
-    return TUTTI_SUCCESS;
-}
-
-tutti_result_t tt_cuda_direct_check(struct tutti_comm *c, const struct tt_call *call)
-{
-    (void)c, (void)call;
-    return TUTTI_SUCCESS;
-}
-
-int tt_cuda_direct_use(const struct tutti_comm *c, const struct tt_call *call)
-{
-    (void)c, (void)call;
-    return 0;
-}
-
-int tt_cuda_direct_p2p(const struct tutti_comm *c, const struct tt_p2p_op *op)
-{
-    (void)c, (void)op;
-    return 0;
-}
-
-tutti_result_t tt_cuda_direct_check_p2p(struct tutti_comm *c, const char *fn,
-                                        const struct tt_p2p_op *op)
-{
-    (void)c, (void)fn, (void)op;
-    return TUTTI_SUCCESS;
-}
-
-tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)
-{
-    return tt_fail(c, TUTTI_ERR_UNSUPPORTED, "device path: built without CUDA");
-}
-
-tutti_result_t tt_cuda_dev_begin(struct tutti_comm *c, void *after, int *prev_dev)
-{
-    (void)after, (void)prev_dev;
-    return tt_fail(c, TUTTI_ERR_UNSUPPORTED, "device path: built without CUDA");
-}
-
-tutti_result_t tt_cuda_dev_end(struct tutti_comm *c, int prev_dev)
-{
-    (void)c, (void)prev_dev;
-    return TUTTI_SUCCESS;
-}
-
-void tt_cuda_dev_free(struct tutti_comm *c)
-{
-    (void)c;
-}
-
-#endif
-
-int tt_cuda_p2p_split(const struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
-                      struct tt_p2p_op *out)
-{
-    int ndev = 0, k = 0;
-
-    for (int i = 0; i < nops; i++)
-        ndev += tt_cuda_direct_p2p(comm, &ops[i]);
-    for (int pass = 1; out && pass >= 0; pass--)
-        for (int i = 0; i < nops; i++)
-            if (tt_cuda_direct_p2p(comm, &ops[i]) == pass)
-                out[k++] = ops[i];
-    return ndev;
 }

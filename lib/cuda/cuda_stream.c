@@ -10,16 +10,12 @@
 #include "lib/cuda/cuda.h"
 #include "lib/cuda/cuda_stage.h"
 
-#include "lib/coll/coll.h"
 #include "lib/core/comm.h"
 #include "lib/base/error.h"
-
-#include "tutti_build.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#if TUTTI_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 struct host_item {
@@ -81,7 +77,7 @@ tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c,
     cudaError_t e = cudaSuccess;
 
     TT_CHECK(not_capturing(comm, s, c->fn));
-    if (device && tt_cuda_direct_use(comm, c)) {
+    if (device && tt_cuda_dev_use(comm, c)) {
         struct tt_work w = {.kind = TT_WORK_COLL, .how = ops, .comm = comm, .call = *c};
         return tt_cuda_dev_on_stream(comm, &w, s);
     }
@@ -256,22 +252,3 @@ static tutti_result_t enqueue_p2p_staged(struct tutti_comm *comm, const struct t
                                                cudaGetErrorString(e)));
     return TUTTI_SUCCESS;
 }
-
-#else /* built without CUDA */
-
-tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c, tutti_stream_t s,
-                               int device, const struct tt_work_ops *ops)
-{
-    (void)s, (void)ops;
-    (void)device;
-    return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "%s: built without CUDA", c->fn);
-}
-
-tutti_result_t tt_cuda_enqueue_p2p(struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
-                                   tutti_stream_t s, const struct tt_work_ops *wops)
-{
-    (void)ops, (void)nops, (void)s, (void)wops;
-    return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "point-to-point: built without CUDA");
-}
-
-#endif

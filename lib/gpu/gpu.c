@@ -1,7 +1,7 @@
 /*
  * gpu.c -- the CUDA runtime as far as memory goes (gpu.h): whether CUDA is usable, which
  * memory a pointer is, blocking reads, pinned and device buffers, dma-buf export, waiting
- * for a CUDA stream. Built with CUDA; none.c stands in without it.
+ * for a CUDA stream. Built with CUDA; gpu_none.c stands in without it.
  *
  * The CUDA runtime is linked statically (libcudart_static): libtutti loads on machines
  * without a driver, where the first query fails, CUDA is reported unavailable at INFO and

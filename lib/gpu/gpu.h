@@ -1,7 +1,7 @@
 /*
  * gpu.h -- the CUDA runtime as far as memory goes, for every layer that meets device memory:
  * transports (GPUDirect RDMA), registrations, operators, streams and the CUDA engines above.
- * gpu.c with CUDA; without it none.c, where tt_cuda_ready() is 0, every pointer is host
+ * gpu.c with CUDA; without it gpu_none.c, where tt_cuda_ready() is 0, every pointer is host
  * memory and whatever would touch the GPU fails saying so.
  */
 #ifndef TT_GPU_H

@@ -12,7 +12,6 @@
 #include "lib/cuda/cuda.h"
 
 #include "transport/fifo.h"
-#include "tutti_build.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -209,9 +208,12 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     tt_boot_set_abort(c->boot, &c->abort_flag);
 
     TT_CHECK(tt_topo_self(&c->peers[c->rank], local_rank_hint, c->rank));
-    tt_comm_probe_ib(c, &c->peers[c->rank], local_rank_hint);
+    /* (recorded in its published record, so that both ends of a pair agree on the transport) */
+    tt_transport_probe_hca(c->peers[c->rank].nic, local_rank_hint, c->peers[c->rank].hca,
+                           sizeof(c->peers[c->rank].hca), c->ib_why, sizeof(c->ib_why));
     tt_cuda_self(c, &c->peers[c->rank]);
-    if (!tt_comm_transport_allowed("p2p")) /* no device published: the device path is off for all */
+    if (!tt_transport_device() || !tt_transport_allowed(tt_transport_device()))
+        /* no device published: the device path is off for all */
         c->peers[c->rank].cuda_bus[0] = '\0';
     c->single_copy = tt_shm_single_copy();
     tt_pick_init(&c->pick, "TUTTI_STREAM_STORES", TT_PICK_FIRST, TT_PICK_MIN_STREAM);
@@ -223,12 +225,12 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
                               (uint32_t)c->single_copy << 4;
     TT_CHECK(tt_boot_allgather(c->boot, c->peers, sizeof(*c->peers)));
     /* Ranks whose knobs match run the same trials in the same calls of a collective, so they
-     * can decide each trial together (coll_pick.c); a rank with other knobs decides alone. */
+     * can decide each trial together (lib/engine/pick.c); a rank with other knobs decides alone. */
     c->pick_agree = 1;
     for (size_t r = 0; r < n; r++)
         c->pick_agree &= c->peers[r].picks == c->peers[c->rank].picks;
     TT_CHECK(tt_topo_derive(c->peers, c->nranks, c->rank, &c->topo));
-    TT_CHECK(tt_cuda_direct_setup(c));
+    TT_CHECK(tt_cuda_dev_setup(c));
     c->pids = malloc(n * sizeof(*c->pids));
     if (!c->pids)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory for a communicator");
@@ -277,7 +279,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     if (c->nranks > 1)
         TT_CHECK(tt_comm_connect_ring(c, tt_ring_at(&c->rings[0], pos - 1),
                                       tt_ring_at(&c->rings[0], pos + 1)));
-    if (c->cuda_direct) /* its stream and kernels first (cuda_dev.c) */
+    if (c->cuda_dev_path) /* its stream and kernels first (cuda_dev.c) */
         TT_CHECK(tt_comm_connect_device_mesh(c, tt_cuda_dev_prepare(c)));
     c->stall_s = tt_env_double("TUTTI_STALL_WARN");
     c->check_coll = tt_env_flag("TUTTI_CHECK_COLL");

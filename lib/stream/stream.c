@@ -10,9 +10,7 @@
  * The worker sleeps on a condition variable while the queue is empty; waiters (sync, events,
  * other streams' WAIT items) sleep on another. Nothing spins.
  */
-#include "lib/stream/stream.h"
-#include "lib/core/comm.h"
-#include "lib/gpu/gpu.h"
+#include "lib/stream/stream_int.h"
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 #include "lib/base/trace.h"
@@ -22,29 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TT_STREAM_MAGIC 0x7474737472656d61ull /* "ttstrema" */
-
-struct tutti_stream {
-    uint64_t magic;
-    pthread_mutex_t lock;
-    pthread_cond_t work_cv; /* the worker waits here for items */
-    pthread_cond_t done_cv; /* waiters for `done` wait here */
-    pthread_t worker;
-    struct tt_work *ring;
-    size_t cap, head, len;        /* items [head, head + len) modulo cap */
-    unsigned long long queued;    /* ticket of the last item queued */
-    unsigned long long done;      /* ticket of the last item finished */
-    unsigned long long failed_at; /* ticket of the first failure; 0 while healthy */
-    tutti_result_t error;
-    int stop;
-    unsigned id; /* 1, 2, ... in creation order: the trace's track name */
-    int cuda;    /* a wrapped cudaStream_t: no worker; work goes on cuda_stream (cuda.c) */
-    void *cuda_stream;
-    void *cuda_state;
-    char msg[TT_ERRMSG_LEN];
-};
-
 static unsigned next_stream_id = 1;
+
+unsigned tt_stream_next_id(void)
+{
+    return __atomic_fetch_add(&next_stream_id, 1, __ATOMIC_RELAXED);
+}
 
 struct tutti_event {
     uint64_t magic;
@@ -56,6 +37,12 @@ struct tutti_event {
 
 /* The stream whose worker is the calling thread; NULL on other threads. */
 static _Thread_local struct tutti_stream *in_worker;
+
+/* A host stream: a worker thread runs its items (the other kind: stream_cuda.c). */
+static tutti_result_t host_sync(tutti_stream_t s);
+static tutti_result_t host_query(tutti_stream_t s);
+static tutti_result_t host_destroy(tutti_stream_t s);
+static const struct tt_stream_kind host_kind = {host_sync, host_query, host_destroy};
 
 int tt_stream_in_worker(void)
 {
@@ -70,21 +57,6 @@ tutti_result_t tt_stream_check(tutti_stream_t s, struct tutti_comm *comm, const 
                        "tutti_stream_create)",
                        fn);
     return TUTTI_SUCCESS;
-}
-
-int tt_stream_is_cuda(tutti_stream_t s)
-{
-    return s && s->cuda;
-}
-
-void *tt_stream_cuda_handle(tutti_stream_t s)
-{
-    return s->cuda_stream;
-}
-
-void **tt_stream_cuda_state(tutti_stream_t s)
-{
-    return &s->cuda_state;
 }
 
 int tt_stream_failed(tutti_stream_t s)
@@ -110,65 +82,6 @@ static tutti_result_t not_on_cuda(tutti_stream_t s, const char *fn, const char *
         return tt_fail(NULL, TUTTI_ERR_UNSUPPORTED, "%s: not on a CUDA-wrapped stream (%s)", fn,
                        instead);
     return TUTTI_SUCCESS;
-}
-
-tutti_result_t tutti_stream_wrap_cuda(tutti_stream_t *stream, void *cuda_stream)
-{
-    struct tutti_stream *s;
-
-    tt_base_init();
-    if (!stream)
-        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_stream_wrap_cuda: stream is NULL");
-    if (!tt_cuda_ready()) {
-        int n;
-        tutti_cuda_devices(&n);
-        return tt_fail(NULL, TUTTI_ERR_UNSUPPORTED, "tutti_stream_wrap_cuda: %s",
-                       tt_thread_error());
-    }
-    s = calloc(1, sizeof(*s));
-    if (!s)
-        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "tutti_stream_wrap_cuda: out of memory");
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->work_cv, NULL);
-    pthread_cond_init(&s->done_cv, NULL);
-    s->cuda = 1;
-    s->cuda_stream = cuda_stream;
-    s->magic = TT_STREAM_MAGIC;
-    s->id = __atomic_fetch_add(&next_stream_id, 1, __ATOMIC_RELAXED);
-    *stream = s;
-    return TUTTI_SUCCESS;
-}
-
-/* sync, query and destroy of a CUDA-wrapped stream. */
-static tutti_result_t cuda_sync(tutti_stream_t s)
-{
-    tutti_result_t rc = tt_cuda_stream_sync(s->cuda_stream);
-    if (rc == TUTTI_SUCCESS && tt_stream_failed(s)) {
-        rc = s->error;
-        tt_fail_quiet(NULL, rc, "%s", s->msg);
-    }
-    return rc;
-}
-
-static tutti_result_t cuda_query(tutti_stream_t s)
-{
-    if (tt_stream_failed(s)) {
-        tt_fail_quiet(NULL, s->error, "%s", s->msg);
-        return s->error;
-    }
-    return tt_cuda_stream_query(s->cuda_stream);
-}
-
-static tutti_result_t cuda_destroy(tutti_stream_t s)
-{
-    tutti_result_t rc = cuda_sync(s);
-    tt_pinned_pool_free(s->cuda_state);
-    s->magic = 0;
-    pthread_cond_destroy(&s->done_cv);
-    pthread_cond_destroy(&s->work_cv);
-    pthread_mutex_destroy(&s->lock);
-    free(s);
-    return rc;
 }
 
 void tt_work_release(struct tt_work *w)
@@ -296,7 +209,8 @@ tutti_result_t tutti_stream_create(tutti_stream_t *stream)
     pthread_cond_init(&s->work_cv, NULL);
     pthread_cond_init(&s->done_cv, NULL);
     s->magic = TT_STREAM_MAGIC;
-    s->id = __atomic_fetch_add(&next_stream_id, 1, __ATOMIC_RELAXED);
+    s->kind = &host_kind;
+    s->id = tt_stream_next_id();
     err = pthread_create(&s->worker, NULL, worker_main, s);
     if (err != 0) {
         pthread_cond_destroy(&s->done_cv);
@@ -347,11 +261,14 @@ static tutti_result_t stream_arg(tutti_stream_t s, const char *fn)
 
 tutti_result_t tutti_stream_sync(tutti_stream_t s)
 {
+    TT_CHECK(stream_arg(s, "tutti_stream_sync"));
+    return s->kind->sync(s);
+}
+
+static tutti_result_t host_sync(tutti_stream_t s)
+{
     unsigned long long t;
 
-    TT_CHECK(stream_arg(s, "tutti_stream_sync"));
-    if (s->cuda)
-        return cuda_sync(s);
     if (in_worker)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
                        "tutti_stream_sync: called from a stream's host function (it would wait "
@@ -364,11 +281,14 @@ tutti_result_t tutti_stream_sync(tutti_stream_t s)
 
 tutti_result_t tutti_stream_query(tutti_stream_t s)
 {
+    TT_CHECK(stream_arg(s, "tutti_stream_query"));
+    return s->kind->query(s);
+}
+
+static tutti_result_t host_query(tutti_stream_t s)
+{
     tutti_result_t rc;
 
-    TT_CHECK(stream_arg(s, "tutti_stream_query"));
-    if (s->cuda)
-        return cuda_query(s);
     pthread_mutex_lock(&s->lock);
     rc = s->error != TUTTI_SUCCESS ? s->error
          : s->done < s->queued     ? TUTTI_IN_PROGRESS
@@ -381,13 +301,16 @@ tutti_result_t tutti_stream_query(tutti_stream_t s)
 
 tutti_result_t tutti_stream_destroy(tutti_stream_t s)
 {
-    tutti_result_t rc;
-
     if (!s)
         return TUTTI_SUCCESS;
     TT_CHECK(stream_arg(s, "tutti_stream_destroy"));
-    if (s->cuda)
-        return cuda_destroy(s);
+    return s->kind->destroy(s);
+}
+
+static tutti_result_t host_destroy(tutti_stream_t s)
+{
+    tutti_result_t rc;
+
     if (in_worker)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
                        "tutti_stream_destroy: called from a stream's host function");

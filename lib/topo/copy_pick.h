@@ -38,15 +38,15 @@
  * cost. A rank's choice only decides how it sends its own bytes: ranks that disagree still move the
  * same bytes (a receiver takes a message by address or through a slot alike). But each rank times
  * only its own part, and ranks of one pipeline that decided apart then mixed the ways in every
- * later trial; so a collective's ranks vote (coll_pick.c): at a trial's end they all-gather their
- * medians and all decide on the mean, where their knobs match (comm.c; else their trials need not
- * line up, and each decides alone). Point-to-point batches decide alone: their ranks pick by their
- * own largest send. The second picker's trials start where the first's end, so no call is timed by
- * both.
+ * later trial; so a collective's ranks vote (lib/engine/pick.c): at a trial's end they all-gather
+ * their medians and all decide on the mean, where their knobs match (comm_init.c; else their trials
+ * need not line up, and each decides alone). Point-to-point batches decide alone: their ranks pick
+ * by their own largest send. The second picker's trials start where the first's end, so no call is
+ * timed by both.
  *
  * Where ranks outnumber cores, the single-copy picker starts all-gathers and point-to-point
  * batches of 64 KiB and more on one copy and leaves it only for two copies 30% faster
- * (tt_pick_prefer; comm.c says why, and why not broadcasts).
+ * (tt_pick_prefer; comm_init.c says why, and why not broadcasts).
  *
  * The knobs: auto (the trial), 0 (never), 1 (always).
  */
@@ -109,7 +109,7 @@ int tt_pick_way(struct tt_pick *p, int kind, size_t bytes, int *token);
  * Returns 1 when this ended a trial that changed the class's way. */
 int tt_pick_done(struct tt_pick *p, int token, double seconds, int ok);
 
-/* tt_pick_done in two halves, for ranks that decide together (coll_pick.c): record the call;
+/* tt_pick_done in two halves, for ranks that decide together (lib/engine/pick.c): record the call;
  * returns 1 when it ended a trial, whose medians are then in the class's med. Decide with
  * medians `med` (this rank's, or the ranks' mean): returns 1 when the way changed. */
 int tt_pick_record(struct tt_pick *p, int token, double seconds, int ok);

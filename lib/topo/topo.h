@@ -26,14 +26,15 @@ struct tt_rank_info {
     int32_t ncpus;           /* CPUs this process may run on */
     int32_t machine_cpus;    /* CPUs of the machine */
     int32_t shm_mib;         /* size of /dev/shm in MiB, 0 if unknown */
-    uint32_t picks;          /* the measured choices' knobs, as comm.c encodes them */
+    uint32_t picks;          /* the measured choices' knobs, as comm_init.c encodes them */
     char host[64];           /* name shown in messages (TUTTI_HOSTID if set) */
     char cpuset[48];         /* "0-1" */
     char gpu_bus[16];        /* "0000:3b:00.0", "" if none */
     char nic[32];            /* nearest network interface, "" if none */
-    char hca[32];            /* verbs HCA port this rank uses ("mlx5_0:1"), "" if none (comm.c) */
-    char cuda_bus[16];       /* PCI bus id of this rank's current CUDA device, "" if none or the
-                              * device path is off (cuda_dev.c) */
+    char
+        hca[32]; /* verbs HCA port this rank uses ("mlx5_0:1"), "" if none (transport/registry.c) */
+    char cuda_bus[16]; /* PCI bus id of this rank's current CUDA device, "" if none or the
+                        * device path is off (cuda_dev.c) */
     uint64_t cpumask[TT_CPUMASK_WORDS]; /* CPUs this process may run on (0..1023) */
 };
 

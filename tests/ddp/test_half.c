@@ -4,7 +4,7 @@
  * bfloat16 values (ties to the even one) for bfloat16. Both paths: the vector one on long
  * runs, the one-at-a-time one on runs of a single element.
  */
-#include "../../ddp/half.h"
+#include "../../ddp/ddp_half.h"
 #include "../../lib/base/half.h"
 
 #include <criterion/criterion.h>

@@ -12,7 +12,12 @@ echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (voi
 clang -fsanitize=fuzzer "$out/t.c" -o "$out/t" 2>/dev/null ||
     { echo "SKIP: clang has no libFuzzer runtime (libclang-rt-14-dev)"; exit 77; }
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -I$src/include -I$src -I$build"
-lib="$src/lib/bootstrap.c $src/lib/boot_root.c $src/lib/error.c $src/lib/log.c $src/lib/config.c $src/lib/socket.c $src/lib/id.c $src/lib/wait.c $src/lib/trace.c $src/tests/fuzz/stubs.c"
+# lib/boot and the lib/base it calls (lib/LAYERS: nothing there calls higher).
+lib=""
+for f in boot/bootstrap boot/boot_in boot/boot_root boot/socket boot/id base/error base/log \
+    base/config base/wait base/trace base/init; do
+    lib="$lib $src/lib/$f.c"
+done
 # The two harnesses are built, then run, side by side: one core each (the suite runs this
 # test alone), so the test takes SECONDS of fuzzing, not twice that.
 fuzz() { # fuzz NAME: build and run one harness; its output in $out/log_NAME, its status in $out/rc_NAME

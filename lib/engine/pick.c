@@ -1,9 +1,9 @@
 /*
- * coll_pick.c -- a host call's measured choices (copy_pick.h): ask the pickers how the call
+ * pick.c -- a host call's measured choices (copy_pick.h): ask the pickers how the call
  * moves its bytes over shm, report the timed calls of their trials, and at a trial's end let a
  * collective's ranks vote, so that they all take the same way.
  */
-#include "lib/coll/coll.h"
+#include "lib/engine/engine.h"
 #include "lib/core/comm.h"
 #include "lib/base/error.h"
 #include "lib/base/log.h"
@@ -102,11 +102,11 @@ static const char *const stream_how[2] = {"with ordinary stores into FIFO slots"
 static const char *const single_how[2] = {"in two copies through the FIFO",
                                           "in one copy (the receiver reads the sender's memory)"};
 
-int tt_coll_stream_pick(struct tutti_comm *comm, unsigned kind, size_t bytes)
+int tt_coll_stream_pick(struct tutti_comm *comm, unsigned kind, size_t bytes, struct tt_run *r)
 {
     int token;
 
-    comm->stream_slots = tt_pick_way(&comm->pick, (int)kind, bytes, &token);
+    r->stream_slots = tt_pick_way(&comm->pick, (int)kind, bytes, &token);
     return token;
 }
 
@@ -117,19 +117,18 @@ tutti_result_t tt_coll_stream_done(struct tutti_comm *comm, int token, double se
     return pick_done(comm, &comm->pick, stream_how, token, seconds, ok, 1);
 }
 
-int tt_coll_single_copy_pick(struct tutti_comm *comm, unsigned kind, size_t bytes)
+int tt_coll_single_copy_pick(struct tutti_comm *comm, unsigned kind, size_t bytes, struct tt_run *r)
 {
     int token;
 
-    comm->single_send = tt_pick_way(&comm->pick_sc, (int)kind, bytes, &token);
-    comm->single_trial = token >= 0;
+    r->single_send = tt_pick_way(&comm->pick_sc, (int)kind, bytes, &token);
+    r->single_trial = token >= 0;
     return token;
 }
 
 tutti_result_t tt_coll_single_copy_done(struct tutti_comm *comm, int token, double seconds, int ok,
                                         int vote)
 {
-    comm->single_send = comm->single_trial = 0;
     if (token < 0)
         return TUTTI_SUCCESS;
     return pick_done(comm, &comm->pick_sc, single_how, token, seconds, ok, vote);

@@ -1,5 +1,5 @@
 /*
- * half.h -- the fp16 and bf16 hooks' conversions (half.c): float32 to float16 or bfloat16,
+ * ddp_half.h -- the fp16 and bf16 hooks' conversions (ddp_half.c): float32 to float16 or bfloat16,
  * rounded to nearest even, and back.
  */
 #ifndef TT_DDP_HALF_H

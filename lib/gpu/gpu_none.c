@@ -1,5 +1,5 @@
 /*
- * none.c -- gpu.h in a build without CUDA: no memory is device memory, and whatever would
+ * gpu_none.c -- gpu.h in a build without CUDA: no memory is device memory, and whatever would
  * touch the GPU fails saying so. The only file of lib/gpu that such a build compiles.
  */
 #include "lib/gpu/gpu.h"

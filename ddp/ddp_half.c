@@ -1,5 +1,5 @@
 /*
- * half.c -- the fp16 and bf16 hooks' conversions: float32 to float16 or bfloat16, rounded to
+ * ddp_half.c -- the fp16 and bf16 hooks' conversions: float32 to float16 or bfloat16, rounded to
  * nearest even (NaN stays NaN, made quiet; beyond float16's range: infinity), and back.
  *
  * The DDP layer sees only include/, so it does not share lib/base/half.h. One element at a time
@@ -9,7 +9,7 @@
  * MXCSR, and bfloat16 through AVX2's integer operations; the tails one at a time.
  * tests/ddp/test_half.c checks both paths against _Float16 and a nearest-value search.
  */
-#include "half.h"
+#include "ddp_half.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,0 +1,68 @@
+/*
+ * engine.h -- running a plan on this thread, for the layers above (lib/cuda, lib/coll): the
+ * run itself with its wait policy and error state (run_plan.c), the library's own small
+ * all-gather, and the measured choices of how a host call moves its bytes (pick.c). It knows
+ * no CUDA: the device path brings its start and end as hooks.
+ */
+#ifndef TT_ENGINE_H
+#define TT_ENGINE_H
+
+#include "lib/core/comm.h"
+#include "lib/core/redop.h"
+#include "lib/exec/exec.h"
+
+/* The device path's side of a run (lib/cuda/cuda_dev.c): make the communicator's device
+ * current and order its stream after `after` (prev: the device to restore), and at the end
+ * restore it. */
+struct tt_dev_hooks {
+    tutti_result_t (*begin)(struct tutti_comm *comm, void *after, int *prev_dev);
+    tutti_result_t (*end)(struct tutti_comm *comm, int prev_dev);
+};
+
+/* One run of comm->plan: what it runs over, and the call's options (set by its caller, never
+ * parked on the communicator). */
+struct tt_run {
+    void *const *bufs;             /* send, recv, scratch (TT_BUF_*) */
+    struct tt_memreg *const *regs; /* their registrations (zero-copy sends), or NULL */
+    tutti_dtype_t dtype;
+    tutti_op_t op;
+    const struct tt_label *what; /* names the call; its tag, and whether this rank refused it */
+    /* NULL on host memory; on the device path its hooks (lib/cuda: tt_cuda_dev_hooks), and the
+     * work starts after the CUDA event `after` (NULL: after what CUDA's default stream holds) */
+    const struct tt_dev_hooks *dev;
+    void *after;
+    const struct tt_pre *pre; /* a premul-sum call's pre-pass (redop.h), run first, or NULL */
+    /* the measured choices (pick.c): streaming stores into FIFO slots; sending by address
+     * (single copy), and whether the picker times this call (it then ends only once its
+     * receivers have all read) */
+    int stream_slots, single_send, single_trial;
+    /* out: the run ended under poison (exec.h): the rank that refused its part (-1: none),
+     * and why (enum tt_refusal) */
+    int refused_by;
+    unsigned refused_why;
+};
+
+/* Connect what comm->plan needs and run it; a failure puts comm in the error state. */
+tutti_result_t tt_engine_run_plan(struct tutti_comm *comm, struct tt_run *r);
+/* The library's own small exchange among all ranks (a check, a vote): `each` bytes from every
+ * rank into all (nranks blocks), as an all-gather tagged as the library's (`which` tells its
+ * kinds apart, tag.h). */
+tutti_result_t tt_coll_allgather_own(struct tutti_comm *comm, const char *name, unsigned which,
+                                     const void *mine, size_t each, void *all);
+/* Streaming stores into FIFO slots for a host call of collective `kind` moving `bytes`: sets
+ * r->stream_slots; returns the picker's token (-1: not timed). */
+int tt_coll_stream_pick(struct tutti_comm *comm, unsigned kind, size_t bytes, struct tt_run *r);
+/* That call is over: it took `seconds` (`ok`: it succeeded). At a trial's end the ranks vote
+ * (pick.c); the vote's own failure is returned. */
+tutti_result_t tt_coll_stream_done(struct tutti_comm *comm, int token, double seconds, int ok);
+/* Single copy over shm for a host call of `kind` (enum tt_coll, or TT_LABEL_P2P) whose
+ * sends' size class is `bytes`: sets r->single_send (and single_trial when the picker times
+ * this call); returns the picker's token (-1: not timed). */
+int tt_coll_single_copy_pick(struct tutti_comm *comm, unsigned kind, size_t bytes,
+                             struct tt_run *r);
+/* That call is over: it took `seconds` (`ok`: it succeeded). `vote`: a collective, whose ranks
+ * decide a trial together (pick.c); the vote's own failure is returned. */
+tutti_result_t tt_coll_single_copy_done(struct tutti_comm *comm, int token, double seconds, int ok,
+                                        int vote);
+
+#endif
