@@ -177,12 +177,12 @@ static int show_comm(void)
                 printf(" %s", a == b ? "-" : tt_comm_transport_name(c, a, b));
             printf("\n");
         }
-        if (c->cuda_dev_path) {
+        if (c->cuda.dev_path) {
             printf("device buffers: p2p (CUDA IPC) between every pair from %zu bytes, staged "
                    "below (collectives and messages); on a wrapped CUDA stream rank 0's calls "
                    "%s\n",
-                   c->cuda_min_bytes,
-                   c->cuda_async ? "return at once" : "return once done (TUTTI_CUDA_ASYNC)");
+                   c->cuda.min_bytes,
+                   c->cuda.async ? "return at once" : "return once done (TUTTI_CUDA_ASYNC)");
         } else {
             int all = 1;
             for (int r = 0; r < c->nranks; r++)

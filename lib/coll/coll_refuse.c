@@ -15,7 +15,7 @@
  * on device connections). In a group it is recorded, never packed (coll_group.c). */
 static int can_run_refused(const struct tutti_comm *comm, tutti_stream_t stream)
 {
-    return !tt_stream_is_cuda(stream) && !comm->cuda_dev_path;
+    return !tt_stream_is_cuda(stream) && !comm->cuda.dev_path;
 }
 
 /*

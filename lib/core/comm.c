@@ -99,7 +99,7 @@ void tt_comm_each_conn(struct tutti_comm *c, int close)
 
     for (int side = 0; side < 2; side++)
         for (int d = 0; d < 2; d++) {
-            struct tt_exec_conns *t = d ? &c->dconns : &c->conns;
+            struct tt_exec_conns *t = d ? &c->cuda.conns : &c->conns;
             struct tt_conn **v = side ? t->recv : t->send;
             for (size_t i = 0; v && i < n; i++) {
                 if (v[i] && close)

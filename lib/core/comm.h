@@ -20,6 +20,31 @@
 
 #define TT_COMM_MAGIC 0x7475747469636f6dull /* "tutticom" */
 
+/* A communicator's CUDA state: lib/cuda's, which alone reads or writes it (core connects and
+ * closes the device path's connections, conns, like the host path's). */
+struct tt_comm_cuda {
+    void *stage; /* pinned staging for device buffers (cuda.c), under run_lock */
+    size_t stage_cap;
+    /* The device path (cuda_dev.c): every rank on one host with a CUDA device that reaches
+     * every other rank's; device buffers then move GPU to GPU over p2p connections. */
+    int dev_path;
+    int dev;           /* the device this rank had current at init */
+    size_t slot_bytes; /* slot size of p2p connections (TUTTI_CUDA_BUFFSIZE / steps) */
+    size_t min_bytes;  /* smaller collectives are staged all the same (TUTTI_CUDA_P2P_MIN) */
+    int min_auto;      /* TUTTI_CUDA_P2P_MIN=auto: decided with dev_path */
+    struct tt_exec_conns conns; /* the device path's connections */
+    void *stream;               /* cudaStream_t (non-blocking) the device path queues work on */
+    void *event;                /* cudaEvent_t: where the default stream was at the call */
+    struct tt_mover mover;      /* the executor's byte moves on stream */
+    /* Device-path calls on wrapped CUDA streams that return at once (cuda_async.c). */
+    int async;
+    tutti_stream_t runner;   /* runs them in call order */
+    volatile uint32_t *flag; /* pinned, mapped: the last one finished; user streams wait on the
+                              * GPU until it reaches their call's number */
+    void *flag_dev;          /* its device address */
+    uint32_t seq;            /* calls queued so far */
+};
+
 struct tutti_comm {
     uint64_t magic;
     int rank, nranks;
@@ -67,27 +92,8 @@ struct tutti_comm {
     pthread_cond_t work_cv;
     int work_pending; /* items queued on streams, not finished */
     uint8_t barrier_buf[2];
-    void *cuda_stage; /* pinned staging for device buffers (cuda.c), under run_lock */
-    size_t cuda_stage_cap;
-    /* The device path (cuda_dev.c): every rank on one host with a CUDA device that reaches
-     * every other rank's; device buffers then move GPU to GPU over p2p connections. */
-    int cuda_dev_path;
-    int cuda_dev;          /* the device this rank had current at init */
-    size_t dslot_bytes;    /* slot size of p2p connections (TUTTI_CUDA_BUFFSIZE / steps) */
-    size_t cuda_min_bytes; /* smaller collectives are staged all the same (TUTTI_CUDA_P2P_MIN) */
-    int cuda_min_auto;     /* TUTTI_CUDA_P2P_MIN=auto: decided with cuda_dev_path */
-    struct tt_exec_conns dconns;
-    void *cuda_stream;          /* cudaStream_t (non-blocking) the device path queues work on */
-    void *cuda_event;           /* cudaEvent_t: where the default stream was at the call */
-    struct tt_mover cuda_mover; /* the executor's byte moves on cuda_stream */
-    /* Device-path calls on wrapped CUDA streams that return at once (cuda_async.c). */
-    int cuda_async;
-    tutti_stream_t cuda_runner;   /* runs them in call order */
-    volatile uint32_t *cuda_flag; /* pinned, mapped: the last one finished; user streams wait
-                                   * on the GPU until it reaches their call's number */
-    void *cuda_flag_dev;          /* its device address */
-    uint32_t cuda_seq;            /* calls queued so far */
-    struct tt_memreg *memregs;    /* tutti_comm_register (memreg.c) */
+    struct tt_comm_cuda cuda;  /* lib/cuda's state (zero where the device is not used) */
+    struct tt_memreg *memregs; /* tutti_comm_register (memreg.c) */
 
     /* Reused between calls so the hot path does not allocate. */
     struct tt_plan plan;
@@ -143,7 +149,7 @@ void tt_comm_each_conn(struct tutti_comm *c, int close);
  * Connect whatever the plan sends to or receives from that is not connected yet. Plans of one
  * operation match across ranks (a send from A to B is a receive from A at B), so every pair
  * sets up its connections at the same operation; peers meet in any order. device: the p2p
- * connections of the device path (comm->dconns) rather than comm->conns.
+ * connections of the device path (comm->cuda.conns) rather than comm->conns.
  */
 /* connect.c: the ring's connections (init); the device path's connection to every rank
  * (init), once its stream and kernels are `prepared` (the result of tt_cuda_dev_prepare:

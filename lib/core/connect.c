@@ -131,14 +131,14 @@ static tutti_result_t connect_links(struct tutti_comm *c, int device, const stru
     struct tt_transport_ctx ctx = {.rank = c->rank,
                                    .nranks = c->nranks,
                                    .job_tag = c->job_tag,
-                                   .slot_bytes = device ? c->dslot_bytes : c->slot_bytes,
+                                   .slot_bytes = device ? c->cuda.slot_bytes : c->slot_bytes,
                                    .nslots = c->nslots,
                                    .sleepy = c->sleepy,
                                    .pids = c->pids,
                                    .net_addr = tt_boot_self_addr(c->boot),
                                    .timeout_s = c->timeout_s,
-                                   .cuda_stream = c->cuda_stream};
-    struct tt_exec_conns *tab = device ? &c->dconns : &c->conns;
+                                   .cuda_stream = c->cuda.stream};
+    struct tt_exec_conns *tab = device ? &c->cuda.conns : &c->conns;
     uint32_t tag = device ? TT_TAG_DCONN : TT_TAG_CONN;
     unsigned char wire[WIRE_BLOB];
     size_t idx;
@@ -193,7 +193,7 @@ static int link_add(struct link *list, int n, int peer, int channel)
 
 tutti_result_t tt_comm_connect_plan(struct tutti_comm *c, const struct tt_plan *p, int device)
 {
-    struct tt_exec_conns *tab = device ? &c->dconns : &c->conns;
+    struct tt_exec_conns *tab = device ? &c->cuda.conns : &c->conns;
     struct link *recvs = NULL, *sends = NULL;
     int nr = 0, ns = 0;
     tutti_result_t rc;
@@ -237,7 +237,7 @@ tutti_result_t tt_comm_connect_plan(struct tutti_comm *c, const struct tt_plan *
  */
 tutti_result_t tt_comm_connect_device_mesh(struct tutti_comm *c, tutti_result_t prepared)
 {
-    int nch = c->dconns.nchannels, n = 0, self = tt_tune_may_send_to_self(&c->tuner);
+    int nch = c->cuda.conns.nchannels, n = 0, self = tt_tune_may_send_to_self(&c->tuner);
     struct link *links = malloc((size_t)c->nranks * (size_t)nch * sizeof(*links));
     tutti_result_t rc;
 

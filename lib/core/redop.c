@@ -210,7 +210,7 @@ tutti_result_t tt_redop_prepare(struct tutti_comm *comm, const struct tt_call *c
         size_t *cap = device ? &comm->premul_dev_bytes : &comm->premul_bytes;
         tutti_result_t rc = TUTTI_SUCCESS;
         if (device)
-            rc = tt_cuda_scratch(buf, cap, bytes, comm->cuda_stream);
+            rc = tt_cuda_scratch(buf, cap, bytes, comm->cuda.stream);
         else if (tt_buffer_grow(buf, cap, bytes) != 0)
             rc = tt_fail_quiet(comm, TUTTI_ERR_SYSTEM, "out of memory");
         if (rc != TUTTI_SUCCESS)
@@ -229,7 +229,7 @@ tutti_result_t tt_redop_prepare(struct tutti_comm *comm, const struct tt_call *c
 tutti_result_t tt_redop_run_pre(struct tutti_comm *comm, const struct tt_pre *pre, int device)
 {
     if (device)
-        return comm->cuda_mover.scale(comm->cuda_mover.ctx, pre->dst, pre->src, pre->n, pre->dtype,
+        return comm->cuda.mover.scale(comm->cuda.mover.ctx, pre->dst, pre->src, pre->n, pre->dtype,
                                       pre->value, pre->dev);
     tt_premul(pre->dtype, pre->dst, pre->src, pre->n, pre->value);
     return TUTTI_SUCCESS;

@@ -27,9 +27,9 @@ tutti_result_t tt_cuda_read_config(struct tutti_comm *c)
     const char *min = tt_env_str("TUTTI_CUDA_P2P_MIN"), *buff_s = tt_env_str("TUTTI_CUDA_BUFFSIZE");
     size_t buff = 0;
 
-    c->cuda_min_auto = strcmp(min, "auto") == 0;
-    c->cuda_min_bytes = 0;
-    if (!c->cuda_min_auto && tt_parse_size(min, &c->cuda_min_bytes) != 0)
+    c->cuda.min_auto = strcmp(min, "auto") == 0;
+    c->cuda.min_bytes = 0;
+    if (!c->cuda.min_auto && tt_parse_size(min, &c->cuda.min_bytes) != 0)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
                        "TUTTI_CUDA_P2P_MIN='%s' is not a byte count (K/M/G) or auto", min);
     if (tt_parse_size(buff_s, &buff) != 0 || buff / (size_t)c->nslots < 4096 || buff > (1ull << 31))
@@ -37,7 +37,7 @@ tutti_result_t tt_cuda_read_config(struct tutti_comm *c)
                        "TUTTI_CUDA_BUFFSIZE='%s' must be a byte count (K/M/G) giving slots of at "
                        "least 4 KiB (TUTTI_STEPS=%d), at most 2G",
                        buff_s, c->nslots);
-    c->dslot_bytes = (buff / (size_t)c->nslots) & ~(size_t)255;
+    c->cuda.slot_bytes = (buff / (size_t)c->nslots) & ~(size_t)255;
     return TUTTI_SUCCESS;
 }
 

@@ -89,12 +89,12 @@ tutti_result_t tt_cuda_staged_exec(struct tutti_comm *comm, const struct tt_call
     tutti_result_t rc;
 
     tt_stage_layout(comm, c, &p);
-    rc = tt_stage_pinned(&comm->cuda_stage, &comm->cuda_stage_cap, p.total);
+    rc = tt_stage_pinned(&comm->cuda.stage, &comm->cuda.stage_cap, p.total);
     if (rc != TUTTI_SUCCESS)
         return tt_comm_set_error(comm, rc);
-    tt_stage_bind(&p, comm->cuda_stage);
+    tt_stage_bind(&p, comm->cuda.stage);
     if (p.in_len)
-        e = cudaMemcpy((char *)comm->cuda_stage + p.in_off, p.in_src, p.in_len,
+        e = cudaMemcpy((char *)comm->cuda.stage + p.in_off, p.in_src, p.in_len,
                        cudaMemcpyDeviceToHost);
     if (e != cudaSuccess)
         return tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
@@ -104,7 +104,7 @@ tutti_result_t tt_cuda_staged_exec(struct tutti_comm *comm, const struct tt_call
     if (rc != TUTTI_SUCCESS)
         return rc;
     if (p.out_len)
-        e = cudaMemcpy(p.out_dst, (char *)comm->cuda_stage + p.out_off, p.out_len,
+        e = cudaMemcpy(p.out_dst, (char *)comm->cuda.stage + p.out_off, p.out_len,
                        cudaMemcpyHostToDevice);
     if (e != cudaSuccess)
         return tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
@@ -134,14 +134,14 @@ tutti_result_t tt_cuda_p2p_stage(struct tutti_comm *comm, struct tt_p2p_op *cons
                                                    "stream: %s",
                                                    cudaGetErrorString(e)));
     }
-    rc = tt_stage_pinned(&comm->cuda_stage, &comm->cuda_stage_cap, total);
+    rc = tt_stage_pinned(&comm->cuda.stage, &comm->cuda.stage_cap, total);
     if (rc != TUTTI_SUCCESS)
         return tt_comm_set_error(comm, rc);
     for (int i = 0; i < nops; i++) {
         cudaError_t e = cudaSuccess;
         if (!ops[i]->device || rdma[i])
             continue;
-        bufs[i] = (char *)comm->cuda_stage + off;
+        bufs[i] = (char *)comm->cuda.stage + off;
         off += tt_align64(ops[i]->bytes);
         if (ops[i]->is_send)
             e = cudaMemcpy(bufs[i], ops[i]->buf, ops[i]->bytes, cudaMemcpyDeviceToHost);
@@ -174,8 +174,8 @@ tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *con
 void tt_cuda_comm_free(struct tutti_comm *comm)
 {
     tt_cuda_dev_free(comm);
-    if (comm->cuda_stage)
-        cudaFreeHost(comm->cuda_stage);
-    comm->cuda_stage = NULL;
-    comm->cuda_stage_cap = 0;
+    if (comm->cuda.stage)
+        cudaFreeHost(comm->cuda.stage);
+    comm->cuda.stage = NULL;
+    comm->cuda.stage_cap = 0;
 }

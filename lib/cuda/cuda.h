@@ -60,7 +60,7 @@ void tt_cuda_comm_free(struct tutti_comm *comm);
 /*
  * The device path (cuda_dev.c): device buffers that move GPU to GPU over p2p connections.
  * tt_cuda_self fills this rank's record (its current device's PCI bus id, "" for none) before
- * the init all-gather; tt_cuda_dev_setup then decides comm->cuda_dev_path, the same on every
+ * the init all-gather; tt_cuda_dev_setup then decides comm->cuda.dev_path, the same on every
  * rank. tt_cuda_dev_check refuses buffers on a device other than the communicator's.
  */
 struct tt_rank_info;
@@ -69,10 +69,10 @@ tutti_result_t tt_cuda_read_config(struct tutti_comm *comm);
 void tt_cuda_self(struct tutti_comm *comm, struct tt_rank_info *me);
 tutti_result_t tt_cuda_dev_setup(struct tutti_comm *comm);
 tutti_result_t tt_cuda_dev_check(struct tutti_comm *comm, const struct tt_call *c);
-/* Does checked call c take the device path (device buffers, comm->cuda_dev_path, at least
+/* Does checked call c take the device path (device buffers, comm->cuda.dev_path, at least
  * TUTTI_CUDA_P2P_MIN bytes)? The same answer on every rank for the same call. */
 int tt_cuda_dev_use(const struct tutti_comm *comm, const struct tt_call *c);
-/* Does point-to-point operation op take the device path (device memory, comm->cuda_dev_path,
+/* Does point-to-point operation op take the device path (device memory, comm->cuda.dev_path,
  * another rank, at least TUTTI_CUDA_P2P_MIN bytes)? Both ends decide alike when both pass
  * device memory, which the device path requires (NCCL's rule). check: its buffer must be on
  * the communicator's device. */
@@ -84,12 +84,12 @@ tutti_result_t tt_cuda_dev_check_p2p(struct tutti_comm *comm, const char *fn,
  * many take the device path. Every rank splits alike, so each part meets its peers'. */
 int tt_cuda_p2p_split(const struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
                       struct tt_p2p_op *out);
-/* At init, where comm->cuda_dev_path: the device stream, its mover, every kernel loaded. */
+/* At init, where comm->cuda.dev_path: the device stream, its mover, every kernel loaded. */
 tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *comm);
 /*
  * Around one plan on the device path: begin makes the communicator's device current (the one
  * before goes to *prev_dev) and its stream wait for the cudaEvent_t `after` (NULL: for what
- * CUDA's legacy default stream holds now); comm->cuda_mover queues the executor's copies and
+ * CUDA's legacy default stream holds now); comm->cuda.mover queues the executor's copies and
  * kernels on that stream; end waits for the stream and restores the device.
  */
 tutti_result_t tt_cuda_dev_begin(struct tutti_comm *comm, void *after, int *prev_dev);
@@ -100,7 +100,7 @@ void tt_cuda_dev_free(struct tutti_comm *comm);
 
 /*
  * Device-path work w (a collective, or a point-to-point batch whose operations all take the
- * device path) on CUDA-wrapped stream s (cuda_async.c): with comm->cuda_async it is queued on
+ * device path) on CUDA-wrapped stream s (cuda_async.c): with comm->cuda.async it is queued on
  * the communicator's runner and s waits on the GPU until it is done (returns at once);
  * otherwise it runs now on this thread, after an event recorded on s, and returns once done.
  * Takes w->ops either way. tt_cuda_async_prepare (from tt_cuda_dev_prepare, device current)

@@ -69,7 +69,7 @@ static void resolve(void)
 /* Queue on `stream` a wait for the counter to reach n (cyclic >=). 0 or a CUresult. */
 static int queue_wait(struct tutti_comm *c, void *stream, uint32_t n)
 {
-    return (int)wait_value((CUstream)stream, (CUdeviceptr)(uintptr_t)c->cuda_flag_dev, n,
+    return (int)wait_value((CUstream)stream, (CUdeviceptr)(uintptr_t)c->cuda.flag_dev, n,
                            CU_STREAM_WAIT_VALUE_GEQ);
 }
 
@@ -91,21 +91,21 @@ static const char *async_probe(struct tutti_comm *c)
         (void)cudaGetLastError();
         return "cannot allocate mapped pinned memory";
     }
-    c->cuda_flag = flag;
-    if (cudaHostGetDevicePointer(&c->cuda_flag_dev, flag, 0) != cudaSuccess) {
+    c->cuda.flag = flag;
+    if (cudaHostGetDevicePointer(&c->cuda.flag_dev, flag, 0) != cudaSuccess) {
         (void)cudaGetLastError();
         return "no device address for mapped pinned memory";
     }
-    *c->cuda_flag = 1;
-    if (queue_wait(c, c->cuda_stream, 1) != 0)
+    *c->cuda.flag = 1;
+    if (queue_wait(c, c->cuda.stream, 1) != 0)
         return "cuStreamWaitValue32 refused (stream memory operations not supported)";
     t0 = tt_now();
-    while ((e = cudaStreamQuery((cudaStream_t)c->cuda_stream)) == cudaErrorNotReady &&
+    while ((e = cudaStreamQuery((cudaStream_t)c->cuda.stream)) == cudaErrorNotReady &&
            tt_now() - t0 < 2.0)
         sched_yield();
     if (e != cudaSuccess) /* not passed in 2 s: the stream stays stuck, so the path fails */
         return NULL;
-    *c->cuda_flag = 0;
+    *c->cuda.flag = 0;
     return "";
 }
 
@@ -113,7 +113,7 @@ tutti_result_t tt_cuda_async_prepare(struct tutti_comm *c)
 {
     const char *why;
 
-    c->cuda_async = 0;
+    c->cuda.async = 0;
     if (!tt_env_flag("TUTTI_CUDA_ASYNC")) {
         why = "TUTTI_CUDA_ASYNC=0";
     } else if (!(why = async_probe(c))) {
@@ -122,26 +122,26 @@ tutti_result_t tt_cuda_async_prepare(struct tutti_comm *c)
                        "device path: a GPU-side wait on pinned memory did not pass within 2 s "
                        "(TUTTI_CUDA_ASYNC=0 makes wrapped CUDA streams wait on the host)");
     } else if (!*why) {
-        if (tutti_stream_create(&c->cuda_runner) != TUTTI_SUCCESS)
+        if (tutti_stream_create(&c->cuda.runner) != TUTTI_SUCCESS)
             return tt_fail(c, TUTTI_ERR_SYSTEM, "device path: %s", tt_thread_error());
-        c->cuda_async = 1;
+        c->cuda.async = 1;
     }
     if (c->rank == 0)
         TT_INFO(TT_SUB_INIT, "device path: calls on wrapped CUDA streams %s%s%s",
-                c->cuda_async ? "return at once (the stream waits on the GPU)" : "return once done",
-                c->cuda_async ? "" : ": ", c->cuda_async ? "" : why);
+                c->cuda.async ? "return at once (the stream waits on the GPU)" : "return once done",
+                c->cuda.async ? "" : ": ", c->cuda.async ? "" : why);
     return TUTTI_SUCCESS;
 }
 
 void tt_cuda_async_free(struct tutti_comm *c)
 {
-    if (c->cuda_runner)
-        tutti_stream_destroy(c->cuda_runner); /* idle: comm destroy waited for its work */
-    c->cuda_runner = NULL;
-    if (c->cuda_flag)
-        cudaFreeHost((void *)c->cuda_flag);
-    c->cuda_flag = NULL;
-    c->cuda_async = 0;
+    if (c->cuda.runner)
+        tutti_stream_destroy(c->cuda.runner); /* idle: comm destroy waited for its work */
+    c->cuda.runner = NULL;
+    if (c->cuda.flag)
+        cudaFreeHost((void *)c->cuda.flag);
+    c->cuda.flag = NULL;
+    c->cuda.async = 0;
 }
 
 /* One call on the runner: a collective, or a point-to-point batch (its ops are ours). */
@@ -201,7 +201,7 @@ static tutti_result_t run_item(void *arg)
         tt_stream_record_failure(it->s, rc, tt_thread_error());
     work_drop(&it->w);
     /* Last: the user's stream goes on (and may be destroyed) once it sees the number. */
-    __atomic_store_n(comm->cuda_flag, it->n, __ATOMIC_RELEASE);
+    __atomic_store_n(comm->cuda.flag, it->n, __ATOMIC_RELEASE);
     free(it);
     return TUTTI_SUCCESS; /* the runner itself never fails: later calls must still run */
 }
@@ -223,10 +223,10 @@ static tutti_result_t enqueue(struct tutti_comm *comm, struct tt_work *w, tutti_
     }
     *it = (struct item){.w = *w, .s = s};
     pthread_mutex_lock(&queue_lock);
-    n = it->n = ++comm->cuda_seq;
-    rc = tt_stream_push(comm->cuda_runner, &host);
+    n = it->n = ++comm->cuda.seq;
+    rc = tt_stream_push(comm->cuda.runner, &host);
     if (rc != TUTTI_SUCCESS)
-        comm->cuda_seq--;
+        comm->cuda.seq--;
     pthread_mutex_unlock(&queue_lock);
     if (rc != TUTTI_SUCCESS) {
         work_drop(w);
@@ -267,7 +267,7 @@ tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, struct tt_work *w,
                                                work_name(w), cudaGetErrorString(e)));
     }
     w->call.after = ev;
-    if (comm->cuda_async)
+    if (comm->cuda.async)
         return enqueue(comm, w, s);
     rc = w->how->run_now(w);
     work_drop(w);

@@ -46,7 +46,7 @@ void tt_cuda_self(struct tutti_comm *c, struct tt_rank_info *me)
     int dev = 0;
 
     me->cuda_bus[0] = '\0';
-    c->cuda_dev = -1;
+    c->cuda.dev = -1;
     if (!tt_env_flag("TUTTI_CUDA_P2P") || !tt_cuda_ready())
         return;
     if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -55,7 +55,7 @@ void tt_cuda_self(struct tutti_comm *c, struct tt_rank_info *me)
         me->cuda_bus[0] = '\0';
         return;
     }
-    c->cuda_dev = dev;
+    c->cuda.dev = dev;
 }
 
 /* Can this rank's device reach the device with PCI bus id `bus`? */
@@ -79,7 +79,7 @@ tutti_result_t tt_cuda_dev_setup(struct tutti_comm *c)
     unsigned char *ok;
     int all = c->topo.nnodes == 1, agree = 1, shared = 0;
 
-    c->cuda_dev_path = 0;
+    c->cuda.dev_path = 0;
     for (int r = 0; r < c->nranks && all; r++)
         all = c->peers[r].cuda_bus[0] != '\0';
     if (!all) /* the same answer on every rank: no more to say */
@@ -89,7 +89,7 @@ tutti_result_t tt_cuda_dev_setup(struct tutti_comm *c)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory for a communicator");
     ok[c->rank] = 1;
     for (int r = 0; r < c->nranks; r++)
-        if (!reaches(c->cuda_dev, c->peers[r].cuda_bus, mine)) {
+        if (!reaches(c->cuda.dev, c->peers[r].cuda_bus, mine)) {
             ok[c->rank] = 0;
             TT_INFO(TT_SUB_INIT,
                     "rank %d: device %s cannot reach rank %d's device %s: device buffers are "
@@ -103,13 +103,13 @@ tutti_result_t tt_cuda_dev_setup(struct tutti_comm *c)
     free(ok);
     if (rc != TUTTI_SUCCESS)
         return rc;
-    c->cuda_dev_path = agree;
+    c->cuda.dev_path = agree;
     /* TUTTI_CUDA_P2P_MIN=auto: see tt_cuda_read_config. */
     for (int r = 0; r < c->nranks && !shared; r++)
         for (int q = r + 1; q < c->nranks && !shared; q++)
             shared = strcmp(c->peers[r].cuda_bus, c->peers[q].cuda_bus) == 0;
-    if (c->cuda_min_auto)
-        c->cuda_min_bytes = shared ? (size_t)4 << 20 : 0;
+    if (c->cuda.min_auto)
+        c->cuda.min_bytes = shared ? (size_t)4 << 20 : 0;
     return TUTTI_SUCCESS;
 }
 
@@ -125,11 +125,11 @@ static tutti_result_t on_our_device(struct tutti_comm *c, const char *fn, const 
         (void)cudaGetLastError();
         return TUTTI_SUCCESS;
     }
-    if (a.type == cudaMemoryTypeDevice && a.device != c->cuda_dev)
+    if (a.type == cudaMemoryTypeDevice && a.device != c->cuda.dev)
         return tt_fail(c, TUTTI_ERR_INVALID_ARG,
                        "%s: %s is on CUDA device %d, but this rank's communicator was created "
                        "with device %d current: pass buffers on that device",
-                       fn, arg, a.device, c->cuda_dev);
+                       fn, arg, a.device, c->cuda.dev);
     return TUTTI_SUCCESS;
 }
 
@@ -139,7 +139,7 @@ int tt_cuda_dev_use(const struct tutti_comm *c, const struct tt_call *call)
 
     if (call->coll == TT_COLL_ALL_GATHER || call->coll == TT_COLL_REDUCE_SCATTER)
         bytes *= (size_t)c->nranks;
-    return c->cuda_dev_path && call->device && bytes >= c->cuda_min_bytes;
+    return c->cuda.dev_path && call->device && bytes >= c->cuda.min_bytes;
 }
 
 tutti_result_t tt_cuda_dev_check(struct tutti_comm *c, const struct tt_call *call)
@@ -155,8 +155,8 @@ tutti_result_t tt_cuda_dev_check(struct tutti_comm *c, const struct tt_call *cal
  * pass device memory). */
 int tt_cuda_dev_p2p(const struct tutti_comm *c, const struct tt_p2p_op *op)
 {
-    return c->cuda_dev_path && op->device && op->bytes > 0 && op->peer != c->rank &&
-           op->bytes >= c->cuda_min_bytes;
+    return c->cuda.dev_path && op->device && op->bytes > 0 && op->peer != c->rank &&
+           op->bytes >= c->cuda.min_bytes;
 }
 
 tutti_result_t tt_cuda_dev_check_p2p(struct tutti_comm *c, const char *fn,
@@ -171,7 +171,7 @@ static tutti_result_t dev_copy(void *ctx, void *dst, const void *src, size_t byt
 {
     struct tutti_comm *c = ctx;
     cudaError_t e =
-        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)c->cuda_stream);
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)c->cuda.stream);
     return e == cudaSuccess ? TUTTI_SUCCESS : dev_fail(c, "cudaMemcpyAsync", e);
 }
 
@@ -179,14 +179,14 @@ static tutti_result_t dev_reduce(void *ctx, void *dst, void *dst2, const void *a
                                  size_t n, tutti_dtype_t dtype, tutti_op_t op, int divisor)
 {
     struct tutti_comm *c = ctx;
-    int e = tt_cuda_reduce_copy(dst, dst2, a, b, n, dtype, op, divisor, c->cuda_stream);
+    int e = tt_cuda_reduce_copy(dst, dst2, a, b, n, dtype, op, divisor, c->cuda.stream);
     return e == 0 ? TUTTI_SUCCESS : dev_fail(c, "launching a reduction kernel", (cudaError_t)e);
 }
 
 static tutti_result_t dev_divide(void *ctx, void *buf, size_t n, tutti_dtype_t dtype, int divisor)
 {
     struct tutti_comm *c = ctx;
-    int e = tt_cuda_divide(buf, n, dtype, divisor, c->cuda_stream);
+    int e = tt_cuda_divide(buf, n, dtype, divisor, c->cuda.stream);
     return e == 0 ? TUTTI_SUCCESS : dev_fail(c, "launching the division kernel", (cudaError_t)e);
 }
 
@@ -194,7 +194,7 @@ static tutti_result_t dev_scale(void *ctx, void *dst, const void *src, size_t n,
                                 tutti_dtype_t dtype, const void *value, const void *dev)
 {
     struct tutti_comm *c = ctx;
-    int e = tt_cuda_premul(dst, src, n, dtype, value, dev, c->cuda_stream);
+    int e = tt_cuda_premul(dst, src, n, dtype, value, dev, c->cuda.stream);
     return e == 0 ? TUTTI_SUCCESS : dev_fail(c, "launching the premul-sum kernel", (cudaError_t)e);
 }
 
@@ -212,7 +212,7 @@ tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)
     cudaEvent_t ev;
     void *scratch = NULL;
     static const unsigned char zero[8];
-    cudaError_t e = cudaSetDevice(c->cuda_dev);
+    cudaError_t e = cudaSetDevice(c->cuda.dev);
 
     if (e != cudaSuccess)
         return dev_fail(c, "selecting the device", e);
@@ -224,9 +224,9 @@ tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)
         cudaStreamDestroy(s);
         return dev_fail(c, "creating a CUDA event", e);
     }
-    c->cuda_stream = s;
-    c->cuda_event = ev;
-    c->cuda_mover = (struct tt_mover){
+    c->cuda.stream = s;
+    c->cuda.event = ev;
+    c->cuda.mover = (struct tt_mover){
         .copy = dev_copy, .reduce = dev_reduce, .divide = dev_divide, .scale = dev_scale, .ctx = c};
     e = cudaMalloc(&scratch, 64);
     if (e == cudaSuccess)
@@ -254,7 +254,7 @@ tutti_result_t tt_cuda_dev_prepare(struct tutti_comm *c)
         TT_INFO(TT_SUB_INIT,
                 "device path: %d rank(s) on one host, device buffers move GPU to GPU over p2p "
                 "(CUDA IPC) from %zu bytes, %d x %zu-byte device slots per connection",
-                c->nranks, c->cuda_min_bytes, c->nslots, c->dslot_bytes);
+                c->nranks, c->cuda.min_bytes, c->nslots, c->cuda.slot_bytes);
     return TUTTI_SUCCESS;
 }
 
@@ -262,26 +262,26 @@ tutti_result_t tt_cuda_dev_begin(struct tutti_comm *c, void *after, int *prev_de
 {
     cudaError_t e = cudaGetDevice(prev_dev);
 
-    if (e == cudaSuccess && *prev_dev != c->cuda_dev)
-        e = cudaSetDevice(c->cuda_dev);
+    if (e == cudaSuccess && *prev_dev != c->cuda.dev)
+        e = cudaSetDevice(c->cuda.dev);
     if (e != cudaSuccess)
         return dev_fail(c, "selecting the communicator's device", e);
     /* What the caller queued before the call comes first: on its CUDA stream (an event
      * recorded there when the call was made), or on the default stream. */
     if (!after) {
-        after = c->cuda_event;
+        after = c->cuda.event;
         e = cudaEventRecord((cudaEvent_t)after, cudaStreamLegacy);
     }
     if (e == cudaSuccess)
-        e = cudaStreamWaitEvent((cudaStream_t)c->cuda_stream, (cudaEvent_t)after, 0);
+        e = cudaStreamWaitEvent((cudaStream_t)c->cuda.stream, (cudaEvent_t)after, 0);
     return e == cudaSuccess ? TUTTI_SUCCESS : dev_fail(c, "ordering after the caller's stream", e);
 }
 
 tutti_result_t tt_cuda_dev_end(struct tutti_comm *c, int prev_dev)
 {
-    cudaError_t e = cudaStreamSynchronize((cudaStream_t)c->cuda_stream);
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)c->cuda.stream);
 
-    if (prev_dev != c->cuda_dev)
+    if (prev_dev != c->cuda.dev)
         cudaSetDevice(prev_dev);
     return e == cudaSuccess ? TUTTI_SUCCESS : dev_fail(c, "waiting for the device", e);
 }
@@ -289,10 +289,10 @@ tutti_result_t tt_cuda_dev_end(struct tutti_comm *c, int prev_dev)
 void tt_cuda_dev_free(struct tutti_comm *c)
 {
     tt_cuda_async_free(c);
-    if (c->cuda_event)
-        cudaEventDestroy((cudaEvent_t)c->cuda_event);
-    if (c->cuda_stream)
-        cudaStreamDestroy((cudaStream_t)c->cuda_stream);
-    c->cuda_event = c->cuda_stream = NULL;
+    if (c->cuda.event)
+        cudaEventDestroy((cudaEvent_t)c->cuda.event);
+    if (c->cuda.stream)
+        cudaStreamDestroy((cudaStream_t)c->cuda.stream);
+    c->cuda.event = c->cuda.stream = NULL;
     (void)cudaGetLastError();
 }

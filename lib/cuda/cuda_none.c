@@ -44,12 +44,12 @@ tutti_result_t tt_cuda_p2p_finish(struct tutti_comm *comm, struct tt_p2p_op *con
 void tt_cuda_self(struct tutti_comm *c, struct tt_rank_info *me)
 {
     me->cuda_bus[0] = '\0';
-    c->cuda_dev = -1;
+    c->cuda.dev = -1;
 }
 
 tutti_result_t tt_cuda_dev_setup(struct tutti_comm *c)
 {
-    c->cuda_dev_path = 0;
+    c->cuda.dev_path = 0;
     return TUTTI_SUCCESS;
 }
 
@@ -104,7 +104,7 @@ void tt_cuda_dev_free(struct tutti_comm *c)
 
 tutti_result_t tt_cuda_async_prepare(struct tutti_comm *c)
 {
-    c->cuda_async = 0;
+    c->cuda.async = 0;
     return TUTTI_SUCCESS;
 }
 

@@ -80,8 +80,8 @@ tutti_result_t tt_engine_run_plan(struct tutti_comm *comm, struct tt_run *r)
         rc = tt_comm_connect_plan(comm, &comm->plan, device);
     if (rc == TUTTI_SUCCESS)
         rc = tt_exec_init(&x, &comm->plan, r->bufs, r->dtype, r->op, comm->nranks,
-                          device ? comm->dslot_bytes : comm->slot_bytes,
-                          device ? &comm->dconns : &comm->conns, &comm->exec_mem);
+                          device ? comm->cuda.slot_bytes : comm->slot_bytes,
+                          device ? &comm->cuda.conns : &comm->conns, &comm->exec_mem);
     r->refused_by = -1;
     if (rc == TUTTI_SUCCESS) {
         x.tag = what->tag;
@@ -90,7 +90,7 @@ tutti_result_t tt_engine_run_plan(struct tutti_comm *comm, struct tt_run *r)
         x.refusal = what->refusal;
         x.refused_by = what->refused_by;
         x.regs = r->regs;
-        x.mover = device ? &comm->cuda_mover : NULL;
+        x.mover = device ? &comm->cuda.mover : NULL;
         x.stream_slots = !device && r->stream_slots;
         if (pre && pre->fused) {
             x.premul = pre->value;

@@ -1,5 +1,6 @@
-/* exec.c -- the executor; see exec.h and algorithms/plan.h for the chunk-major walk. One chunk
- * of one step: exec_chunk.c. */
+/* exec.c -- the executor (exec.h): its memory, setting up a run, and running it to the end
+ * under a wait policy. The chunk-major walk itself (algorithms/plan.h) and one chunk of one
+ * step: exec_chunk.c. */
 #include "lib/exec/exec.h"
 #include "lib/kern/copy.h"
 #include "lib/base/error.h"
@@ -58,8 +59,8 @@ static int mem_reserve(struct tt_exec_mem *m, size_t nlanes, size_t nsteps)
  * Start the phase at lane step `first`: find its end and its chunk count. Phases with nothing
  * to move are skipped; at the end of the lane, chunk == nchunks == 0.
  */
-static void phase_begin(struct tt_exec *x, const struct tt_lane *lane, struct tt_lane_state *ls,
-                        size_t first)
+void tt_exec_phase_begin(struct tt_exec *x, const struct tt_lane *lane, struct tt_lane_state *ls,
+                         size_t first)
 {
     const struct tt_step *steps = x->plan->steps + lane->first;
     double t0 = ls->t0;
@@ -134,7 +135,7 @@ tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void 
     x->wait_peer = -1;
     x->wait_dir = 0;
     for (int l = 0; l < plan->nlanes; l++) {
-        phase_begin(x, &plan->lanes[l], &x->lanes[l], 0);
+        tt_exec_phase_begin(x, &plan->lanes[l], &x->lanes[l], 0);
         x->lanes[l].t0 = tt_trace_on ? tt_trace_us() : 0;
         if (x->lanes[l].chunk >= x->lanes[l].nchunks)
             x->lanes_left--;
@@ -160,116 +161,6 @@ tutti_result_t tt_exec_single_copy(struct tt_exec *x, int send)
     x->ahead = m->ahead;
     x->single_send = send;
     return TUTTI_SUCCESS;
-}
-
-/*
- * Single copy (x->ahead): a step may move the whole rest of its range in one message by
- * address, at its first chunk; ahead[2 gi] / ahead[2 gi + 1] record how far step gi has
- * received / sent ahead of the chunk walk, whose later chunks then skip that part.
- */
-static int chunk_ahead(const struct tt_exec *x, const struct tt_step *s, size_t gi, size_t lo)
-{
-    int r = tt_prim_recvs(s->prim), w = tt_prim_sends(s->prim);
-
-    return (r || w) && (!r || lo < x->ahead[2 * gi]) && (!w || lo < x->ahead[2 * gi + 1]);
-}
-
-/* TUTTI_TRACE: the phase just finished, as a span on its lane's track. */
-static void trace_phase(struct tt_exec *x, const struct tt_lane *lane, struct tt_lane_state *ls)
-{
-    static const char *names[TT_NUM_PRIMS] = {
-        "send",           "recv", "recv-reduce-send", "recv-reduce-copy", "recv-reduce-copy-send",
-        "recv-copy-send", "copy"};
-    const struct tt_step *first = x->plan->steps + lane->first + ls->phase;
-    double now = tt_trace_us();
-    size_t elems = 0;
-    char args[160];
-
-    for (size_t i = ls->phase; i < ls->end; i++)
-        elems += x->plan->steps[lane->first + i].count;
-    snprintf(args, sizeof(args),
-             "{\"steps\":%zu,\"chunks\":%zu,\"elements\":%zu,\"send_peer\":%d,\"recv_peer\":%d}",
-             ls->end - ls->phase, ls->nchunks, elems, (int)first->send_peer, (int)first->recv_peer);
-    tt_trace_add("step", first->prim < TT_NUM_PRIMS ? names[first->prim] : "step", ls->t0,
-                 now - ls->t0, (int)(lane - x->plan->lanes), args);
-    ls->t0 = now;
-}
-
-/* Push what network connections still hold; drop those that are empty. */
-static tutti_result_t flush_pending(struct tt_exec *x)
-{
-    for (size_t i = 0; i < x->npend;) {
-        struct tt_conn *c = x->pend[i];
-        tutti_result_t r = c->tp->flush(c);
-
-        if (r == TUTTI_SUCCESS && x->drain && c->tp->drained && !c->tp->drained(c))
-            r = TUTTI_IN_PROGRESS;
-        if (r == TUTTI_IN_PROGRESS) {
-            i++;
-            continue;
-        }
-        c->queued = 0;
-        x->pend[i] = x->pend[--x->npend];
-        if (r != TUTTI_SUCCESS)
-            return r;
-    }
-    return TUTTI_SUCCESS;
-}
-
-tutti_result_t tt_exec_progress(struct tt_exec *x)
-{
-    tutti_result_t fr;
-
-    x->moved = 0;
-    fr = flush_pending(x);
-    if (fr != TUTTI_SUCCESS)
-        return fr;
-    /* Each lane: chunk by chunk, every step of its phase, until one must wait. */
-    for (int l = 0; l < x->plan->nlanes && x->lanes_left > 0; l++) {
-        struct tt_lane_state *ls = &x->lanes[l];
-        const struct tt_lane *lane = &x->plan->lanes[l];
-        const struct tt_step *steps = x->plan->steps + lane->first;
-
-        if (ls->chunk >= ls->nchunks)
-            continue;
-        while (ls->chunk < ls->nchunks) {
-            size_t lo = ls->chunk * x->chunk_elems;
-
-            for (; ls->step < ls->end; ls->step++) {
-                const struct tt_step *s = &steps[ls->step];
-                if (lo < s->count && !(x->ahead && chunk_ahead(x, s, lane->first + ls->step, lo))) {
-                    size_t n = s->count - lo < x->chunk_elems ? s->count - lo : x->chunk_elems;
-                    tutti_result_t r = tt_exec_chunk(x, lane, ls, lane->first + ls->step, lo, n);
-                    if (r == TUTTI_IN_PROGRESS)
-                        break;
-                    if (r != TUTTI_SUCCESS)
-                        return r;
-                    x->moved = 1;
-                }
-            }
-            if (ls->step < ls->end) /* waiting */
-                break;
-            ls->step = ls->phase;
-            if (++ls->chunk == ls->nchunks) {
-                if (tt_trace_on)
-                    trace_phase(x, lane, ls);
-                phase_begin(x, lane, ls, ls->end); /* next phase, or the end of the lane */
-            }
-        }
-        if (ls->chunk >= ls->nchunks)
-            x->lanes_left--;
-    }
-    if (x->lanes_left > 0)
-        return TUTTI_IN_PROGRESS;
-    fr = flush_pending(x);
-    if (fr == TUTTI_SUCCESS && x->npend > 0) {
-        x->wait_conn = x->pend[0]; /* only sends left: wait for the network to take them */
-        x->wait_peer = x->pend[0]->peer;
-        x->wait_dir = 's';
-    }
-    if (fr != TUTTI_SUCCESS)
-        return fr;
-    return x->npend == 0 ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
 }
 
 /* A failed run clears the queued mark of the sends it still had pending. */

@@ -208,10 +208,9 @@ struct tt_wait_policy {
 tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
                            const struct tt_label *what);
 
-/* One chunk of lane step gi: elements [lo, lo + n) of its range (exec_chunk.c); the chunk
- * walk (exec.c) calls it. TUTTI_IN_PROGRESS: not now (nothing of it was done). */
-tutti_result_t tt_exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
-                             const struct tt_lane_state *ls, size_t gi, size_t lo, size_t n);
+/* A lane enters its phase at step `first` (exec.c; the walk, exec_chunk.c, moves it on). */
+void tt_exec_phase_begin(struct tt_exec *x, const struct tt_lane *lane, struct tt_lane_state *ls,
+                         size_t first);
 
 /*
  * A chunk's byte moves (exec_move.c), on the host or through x->mover. The step's source is

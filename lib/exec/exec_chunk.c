@@ -1,9 +1,11 @@
 /*
- * exec_chunk.c -- one chunk of one step (tt_exec_chunk, called by exec.c's chunk walk): take
+ * exec_chunk.c -- the executor's chunk-major walk (tt_exec_progress: every lane, chunk by
+ * chunk through the steps of its phase, until one must wait) and one chunk of one step: take
  * the received message (checking its tag and size), a send slot, move the bytes by the step's
  * primitive (one function each, exec_move.c's movers), commit the send (zero copy where the
  * bytes already lie in registered or final memory) and release the message.
  */
+#include "lib/base/trace.h"
 #include "lib/exec/exec.h"
 #include "lib/base/error.h"
 #include "lib/exec/tag.h"
@@ -350,38 +352,47 @@ static tutti_result_t prim_copy(struct tt_exec *x, struct chunk *k)
     return r == TUTTI_SUCCESS ? tt_mv_postop(x, k->s, k->dst, k->n) : r;
 }
 
-static tutti_result_t (*const prims[TT_NUM_PRIMS])(struct tt_exec *, struct chunk *) = {
-    [TT_PRIM_SEND] = prim_send,
-    [TT_PRIM_RECV] = prim_recv,
-    [TT_PRIM_RECV_REDUCE_SEND] = prim_recv_reduce_send,
-    [TT_PRIM_RECV_REDUCE_COPY] = prim_recv_reduce_copy,
-    [TT_PRIM_RECV_REDUCE_COPY_SEND] = prim_recv_reduce_copy_send,
-    [TT_PRIM_RECV_COPY_SEND] = prim_recv_copy_send,
-    [TT_PRIM_COPY] = prim_copy,
-};
+/* The step's primitive on the chunk (a switch: each call inlines). */
+static tutti_result_t prim_run(struct tt_exec *x, struct chunk *k)
+{
+    switch (k->s->prim) {
+    case TT_PRIM_SEND: return prim_send(x, k);
+    case TT_PRIM_RECV: return prim_recv(x, k);
+    case TT_PRIM_RECV_REDUCE_SEND: return prim_recv_reduce_send(x, k);
+    case TT_PRIM_RECV_REDUCE_COPY: return prim_recv_reduce_copy(x, k);
+    case TT_PRIM_RECV_REDUCE_COPY_SEND: return prim_recv_reduce_copy_send(x, k);
+    case TT_PRIM_RECV_COPY_SEND: return prim_recv_copy_send(x, k);
+    case TT_PRIM_COPY: return prim_copy(x, k);
+    }
+    return tt_fail(NULL, TUTTI_ERR_INTERNAL, "bad primitive %d in plan", k->s->prim);
+}
 
-tutti_result_t tt_exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
-                             const struct tt_lane_state *ls, size_t gi, size_t lo, size_t n)
+/* One chunk of lane step gi: elements [lo, lo + n) of its range. TUTTI_IN_PROGRESS: not now
+ * (nothing of it was done). */
+static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
+                                 const struct tt_lane_state *ls, size_t gi, size_t lo, size_t n)
 {
     const struct tt_step *s = &x->plan->steps[gi];
-    struct chunk k = {
-        .s = s,
-        .gi = gi,
-        .lo = lo,
-        .n = n,
-        .bytes = n * x->esize,
-        .rest = (s->count - lo) * x->esize,
-        .src = (const char *)x->bufs[s->src] + (s->src_off + lo) * x->esize,
-        .dst = (char *)x->bufs[s->dst] + (s->dst_off + lo) * x->esize,
-        .ahead = x->ahead ? &x->ahead[2 * gi] : NULL,
-        .tag = x->tag_steps ? tt_tag_p2p(s->count) : x->tag,
-    };
+    struct chunk k;
     tutti_result_t r;
 
+    /* (every field set here: no zeroing of the whole struct on each poll) */
+    k.s = s, k.gi = gi, k.lo = lo, k.n = n;
+    k.bytes = n * x->esize;
+    k.rest = (s->count - lo) * x->esize;
+    k.src = (const char *)x->bufs[s->src] + (s->src_off + lo) * x->esize;
+    k.dst = (char *)x->bufs[s->dst] + (s->dst_off + lo) * x->esize;
+    k.ahead = x->ahead ? &x->ahead[2 * gi] : NULL;
     k.in_dst = k.ahead && lo < k.ahead[0];
+    k.rc = k.sc = NULL;
+    k.rslot = NULL;
+    k.sslot = NULL;
+    k.rbytes = 0;
+    k.pull = TT_PULL_NONE;
+    k.tag = x->tag_steps ? tt_tag_p2p(s->count) : x->tag;
+    k.zc_src = NULL;
     k.zc_bytes = k.bytes;
-    if ((unsigned)s->prim >= TT_NUM_PRIMS)
-        return tt_fail(NULL, TUTTI_ERR_INTERNAL, "bad primitive %d in plan", s->prim);
+    k.zc_reg = NULL;
     if (x->nzc && tt_prim_writes(s->prim) && !k.in_dst && (r = zc_wait(x, k.dst, k.bytes)))
         return r;
     if (tt_prim_recvs(s->prim) && !k.in_dst && (r = chunk_recv(x, lane->channel, &k)))
@@ -401,7 +412,7 @@ tutti_result_t tt_exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
             k.ahead[0] = s->count;
     }
     chunk_zero_copy(x, lane, ls, &k);
-    if ((r = prims[s->prim](x, &k)) != TUTTI_SUCCESS)
+    if ((r = prim_run(x, &k)) != TUTTI_SUCCESS)
         return r;
     if (k.sc) { /* the send goes: from where its bytes lie (zero copy), else from its slot */
         r = TUTTI_ERR_UNSUPPORTED;
@@ -423,4 +434,114 @@ tutti_result_t tt_exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
         pend_add(x, k.sc);
     }
     return k.rc ? release(x, k.rc) : TUTTI_SUCCESS;
+}
+
+/*
+ * Single copy (x->ahead): a step may move the whole rest of its range in one message by
+ * address, at its first chunk; ahead[2 gi] / ahead[2 gi + 1] record how far step gi has
+ * received / sent ahead of the chunk walk, whose later chunks then skip that part.
+ */
+static int chunk_ahead(const struct tt_exec *x, const struct tt_step *s, size_t gi, size_t lo)
+{
+    int r = tt_prim_recvs(s->prim), w = tt_prim_sends(s->prim);
+
+    return (r || w) && (!r || lo < x->ahead[2 * gi]) && (!w || lo < x->ahead[2 * gi + 1]);
+}
+
+/* TUTTI_TRACE: the phase just finished, as a span on its lane's track. */
+static void trace_phase(struct tt_exec *x, const struct tt_lane *lane, struct tt_lane_state *ls)
+{
+    static const char *names[TT_NUM_PRIMS] = {
+        "send",           "recv", "recv-reduce-send", "recv-reduce-copy", "recv-reduce-copy-send",
+        "recv-copy-send", "copy"};
+    const struct tt_step *first = x->plan->steps + lane->first + ls->phase;
+    double now = tt_trace_us();
+    size_t elems = 0;
+    char args[160];
+
+    for (size_t i = ls->phase; i < ls->end; i++)
+        elems += x->plan->steps[lane->first + i].count;
+    snprintf(args, sizeof(args),
+             "{\"steps\":%zu,\"chunks\":%zu,\"elements\":%zu,\"send_peer\":%d,\"recv_peer\":%d}",
+             ls->end - ls->phase, ls->nchunks, elems, (int)first->send_peer, (int)first->recv_peer);
+    tt_trace_add("step", first->prim < TT_NUM_PRIMS ? names[first->prim] : "step", ls->t0,
+                 now - ls->t0, (int)(lane - x->plan->lanes), args);
+    ls->t0 = now;
+}
+
+/* Push what network connections still hold; drop those that are empty. */
+static tutti_result_t flush_pending(struct tt_exec *x)
+{
+    for (size_t i = 0; i < x->npend;) {
+        struct tt_conn *c = x->pend[i];
+        tutti_result_t r = c->tp->flush(c);
+
+        if (r == TUTTI_SUCCESS && x->drain && c->tp->drained && !c->tp->drained(c))
+            r = TUTTI_IN_PROGRESS;
+        if (r == TUTTI_IN_PROGRESS) {
+            i++;
+            continue;
+        }
+        c->queued = 0;
+        x->pend[i] = x->pend[--x->npend];
+        if (r != TUTTI_SUCCESS)
+            return r;
+    }
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_exec_progress(struct tt_exec *x)
+{
+    tutti_result_t fr;
+
+    x->moved = 0;
+    fr = flush_pending(x);
+    if (fr != TUTTI_SUCCESS)
+        return fr;
+    /* Each lane: chunk by chunk, every step of its phase, until one must wait. */
+    for (int l = 0; l < x->plan->nlanes && x->lanes_left > 0; l++) {
+        struct tt_lane_state *ls = &x->lanes[l];
+        const struct tt_lane *lane = &x->plan->lanes[l];
+        const struct tt_step *steps = x->plan->steps + lane->first;
+
+        if (ls->chunk >= ls->nchunks)
+            continue;
+        while (ls->chunk < ls->nchunks) {
+            size_t lo = ls->chunk * x->chunk_elems;
+
+            for (; ls->step < ls->end; ls->step++) {
+                const struct tt_step *s = &steps[ls->step];
+                if (lo < s->count && !(x->ahead && chunk_ahead(x, s, lane->first + ls->step, lo))) {
+                    size_t n = s->count - lo < x->chunk_elems ? s->count - lo : x->chunk_elems;
+                    tutti_result_t r = exec_chunk(x, lane, ls, lane->first + ls->step, lo, n);
+                    if (r == TUTTI_IN_PROGRESS)
+                        break;
+                    if (r != TUTTI_SUCCESS)
+                        return r;
+                    x->moved = 1;
+                }
+            }
+            if (ls->step < ls->end) /* waiting */
+                break;
+            ls->step = ls->phase;
+            if (++ls->chunk == ls->nchunks) {
+                if (tt_trace_on)
+                    trace_phase(x, lane, ls);
+                tt_exec_phase_begin(x, lane, ls, ls->end); /* next phase, or the end of the lane */
+            }
+        }
+        if (ls->chunk >= ls->nchunks)
+            x->lanes_left--;
+    }
+    if (x->lanes_left > 0)
+        return TUTTI_IN_PROGRESS;
+    fr = flush_pending(x);
+    if (fr == TUTTI_SUCCESS && x->npend > 0) {
+        x->wait_conn = x->pend[0]; /* only sends left: wait for the network to take them */
+        x->wait_peer = x->pend[0]->peer;
+        x->wait_dir = 's';
+    }
+    if (fr != TUTTI_SUCCESS)
+        return fr;
+    return x->npend == 0 ? TUTTI_SUCCESS : TUTTI_IN_PROGRESS;
 }

@@ -58,8 +58,8 @@ static void comm_free(struct tutti_comm *c)
     free(c->scratch);
     free(c->conns.send);
     free(c->conns.recv);
-    free(c->dconns.send);
-    free(c->dconns.recv);
+    free(c->cuda.conns.send);
+    free(c->cuda.conns.recv);
     free(c->tp_of);
     free(c->rings);
     tt_topo_free(&c->topo);
@@ -196,14 +196,14 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     c->tp_of = calloc(n, sizeof(*c->tp_of));
     c->conns.send = calloc(nconn, sizeof(*c->conns.send));
     c->conns.recv = calloc(nconn, sizeof(*c->conns.recv));
-    c->dconns.send = calloc(nconn, sizeof(*c->dconns.send));
-    c->dconns.recv = calloc(nconn, sizeof(*c->dconns.recv));
+    c->cuda.conns.send = calloc(nconn, sizeof(*c->cuda.conns.send));
+    c->cuda.conns.recv = calloc(nconn, sizeof(*c->cuda.conns.recv));
     if (!c->peers || !c->rings || !c->tp_of || !c->conns.send || !c->conns.recv ||
-        !c->dconns.send || !c->dconns.recv)
+        !c->cuda.conns.send || !c->cuda.conns.recv)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory for a communicator of %d ranks",
                        c->nranks);
-    c->conns.nranks = c->dconns.nranks = c->nranks;
-    c->conns.nchannels = c->dconns.nchannels = 2 * c->nchannels;
+    c->conns.nranks = c->cuda.conns.nranks = c->nranks;
+    c->conns.nchannels = c->cuda.conns.nchannels = 2 * c->nchannels;
     TT_CHECK(tt_boot_init(info, c->rank, c->nranks, c->timeout_s, &c->boot));
     tt_boot_set_abort(c->boot, &c->abort_flag);
 
@@ -279,7 +279,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     if (c->nranks > 1)
         TT_CHECK(tt_comm_connect_ring(c, tt_ring_at(&c->rings[0], pos - 1),
                                       tt_ring_at(&c->rings[0], pos + 1)));
-    if (c->cuda_dev_path) /* its stream and kernels first (cuda_dev.c) */
+    if (c->cuda.dev_path) /* its stream and kernels first (cuda_dev.c) */
         TT_CHECK(tt_comm_connect_device_mesh(c, tt_cuda_dev_prepare(c)));
     c->stall_s = tt_env_double("TUTTI_STALL_WARN");
     c->check_coll = tt_env_flag("TUTTI_CHECK_COLL");
