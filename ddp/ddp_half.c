@@ -7,7 +7,7 @@
  * project's 2-vCPU EPYC); on x86-64 CPUs with F16C (every x86-64-v3 one) eight elements go
  * through one vcvtps2ph or vcvtph2ps, whose rounding is in the instruction, not taken from
  * MXCSR, and bfloat16 through AVX2's integer operations; the tails one at a time.
- * tests/ddp/test_half.c checks both paths against _Float16 and a nearest-value search.
+ * tests/integration/ddp/test_half.c checks both paths against _Float16 and a nearest-value search.
  */
 #include "ddp_half.h"
 

@@ -1,7 +1,7 @@
 /*
  * dfifo.h -- a deferred single-producer single-consumer queue of slots: the core of the p2p
  * transport (cuda_ipc.c), kept apart from CUDA so the schedule simulator runs the same protocol
- * on the CPU (tests/algorithms/sim.c).
+ * on the CPU (tests/unit/algorithms/sim.c).
  *
  * The slots belong to the receiver. Whatever fills a slot (sender) or uses one (receiver) is
  * work queued on some device, finished later: so a commit or a release does not publish at

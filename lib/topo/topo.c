@@ -69,7 +69,7 @@ static tutti_result_t load(hwloc_topology_t *topo, const char *xml);
 /*
  * This process's topology (TUTTI_TOPO_FILE or the live machine), loaded once and kept: later
  * communicators skip the load, and hwloc's discovery plugins stay loaded, so leak checkers
- * can name the one that keeps an allocation (tests/sanitize/lsan.supp).
+ * can name the one that keeps an allocation (tests/integration/sanitize/lsan.supp).
  */
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static hwloc_topology_t cached;

@@ -1,0 +1,57 @@
+#!/bin/sh
+# tests/integration/ddp/check-ddp.sh TUTTI_RUN DDP_CHECK DDP_JOIN_CHECK -- the DDP layer on 1 to 4 ranks
+# (ddp_check.c and ddp_join_check.c say what each mode proves). Every job must exit 0 within
+# its bound: the error modes too, because the programs assert that the errors happen and what
+# they say.
+set -eu
+run=$1 check=$2 join=$3
+out=$(mktemp -d /tmp/tutti-ddp-test-XXXXXX)
+trap 'rm -rf "$out"' EXIT
+export TUTTI_TIMEOUT=30
+job() { # job NRANKS MODE ARGS...: ddp_check, or ddp_join_check for join and errors
+    n=$1
+    shift
+    prog=$check
+    case $1 in join | errors) prog=$join ;; esac
+    if ! timeout 120 "$run" -n "$n" "$prog" "$@" >"$out/log" 2>&1; then
+        cat "$out/log"
+        echo "FAILED: $n rank(s): $(basename "$prog") $*"
+        exit 1
+    fi
+    echo "ok: $n rank(s): $(basename "$prog") $*"
+}
+for n in 1 2 3 4; do
+    job $n average none 0
+    job $n average none 1
+done
+for h in fp16 bf16 int8 user; do
+    job 3 average $h 0
+done
+job 2 average fp16 1
+job 3 accum 0
+job 3 accum 1
+for m in mismatch-count mismatch-shape mismatch-setting mismatch-buffer unused unused-one \
+    unused-zero; do
+    job 2 $m
+    job 3 $m
+done
+for n in 1 2 3; do
+    job $n buffers
+done
+job 1 damaged
+job 3 damaged
+# Uneven inputs (with buffers): every optimizer path on 1, 2 and 4 ranks, the hooks on 3 (views
+# both ways).
+for n in 1 2 4; do
+    for o in app sgd0 sgd1 sgd2; do
+        job $n join none 0 $o
+    done
+done
+job 3 join none 1 app
+for h in fp16 bf16 int8 topk user powersgd; do
+    job 3 join $h 1 sgd0
+done
+job 3 join powersgd 0 app
+job 1 errors
+job 3 errors
+echo "ddp checks passed"
