@@ -36,7 +36,8 @@ static tutti_result_t coll_run(struct tutti_comm *comm, struct tt_call *c, tutti
     rc = tt_coll_check_memory(comm, c);
     if (rc != TUTTI_SUCCESS)
         return c->refusal ? tt_coll_refused(comm, c, stream, rc, c->refusal) : rc;
-    TT_CHECK(tt_cuda_dev_check(comm, c));
+    c->engine = tt_coll_engine_kind(comm, c); /* classified once: host, staged, device path */
+    TT_CHECK(tt_coll_engines[c->engine]->check(comm, c));
     if (tt_group_open()) /* checked: tutti_group_end runs it (coll_group.c) */
         return tt_group_add_coll(comm, c, stream);
     return tt_coll_dispatch(comm, c, stream);

@@ -32,6 +32,21 @@ tutti_result_t tt_coll_refused(struct tutti_comm *comm, const struct tt_call *c,
                                tutti_stream_t stream, tutti_result_t rc, unsigned why);
 /* c->dtype (and c->op when has_op) are valid. */
 tutti_result_t tt_coll_check_dtype_op(struct tutti_comm *comm, const struct tt_call *c, int has_op);
+/* An engine (coll_run.c): what runs a collective by the memory it was given. check: its own
+ * checks as the call is made; run: now, on this thread, comm's run lock held; enqueue: on a
+ * wrapped CUDA stream. What its plan runs may use: dev (the device path's hooks, NULL on the
+ * host), a scratch buffer, registrations (zero-copy sends), the measured choices (picks). */
+struct tt_engine {
+    const char *name;
+    tutti_result_t (*check)(struct tutti_comm *comm, const struct tt_call *c);
+    tutti_result_t (*run)(struct tutti_comm *comm, const struct tt_call *c);
+    tutti_result_t (*enqueue)(struct tutti_comm *comm, const struct tt_call *c, tutti_stream_t s);
+    const struct tt_dev_hooks *dev;
+    int scratch, regs, picks;
+};
+/* The engines by enum tt_engine_kind, and the kind a checked call c takes. */
+extern const struct tt_engine *const tt_coll_engines[TT_NUM_ENGINES];
+int tt_coll_engine_kind(const struct tutti_comm *comm, const struct tt_call *c);
 /* How the COLL and P2P items this layer makes run (stream.h). */
 extern const struct tt_work_ops tt_coll_work_ops;
 /* Run w now on this thread, after whatever streams hold for its communicator. */

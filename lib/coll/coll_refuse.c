@@ -44,6 +44,7 @@ tutti_result_t tt_coll_refused(struct tutti_comm *comm, const struct tt_call *c,
     p.refusal = why;
     p.sendbuf = p.recvbuf = nothing;
     p.inplace = p.device = 0;
+    p.engine = TT_ENGINE_HOST;
     p.premul.on = tt_redop_is_custom(c->op); /* named in the tag; never applied */
     p.op = p.premul.on ? TUTTI_SUM : c->op;
     run =

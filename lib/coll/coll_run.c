@@ -62,9 +62,12 @@ static tutti_result_t scratch_for(struct tutti_comm *comm, size_t bytes, const c
     return TUTTI_SUCCESS;
 }
 
-/* Run a checked collective on host buffers on this thread; comm's run lock is held. */
-static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_call *c)
+/* Run a checked collective on this thread by its engine (host, or the device path, whose
+ * plans run on its own connections and stream through e->dev): the host and device-path
+ * engines' run; comm's run lock is held. */
+static tutti_result_t plan_run(struct tutti_comm *comm, const struct tt_call *c)
 {
+    const struct tt_engine *e = tt_coll_engines[c->engine];
     struct tt_coll_args a = {.coll = (enum tt_coll)c->coll,
                              .count = c->count,
                              .root = c->root,
@@ -93,11 +96,11 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
     if (c->coll == TT_COLL_ALL_GATHER || c->coll == TT_COLL_REDUCE_SCATTER)
         bytes *= (size_t)comm->nranks;
     algo = tt_tune_pick(&comm->tuner, a.coll, bytes, &a.nchannels);
-    if (algo->scratch && c->device) /* the device path has no scratch buffer */
+    if (algo->scratch && !e->scratch) /* the device path has no scratch buffer */
         algo = tt_algo_find(a.coll, "ring", comm->nranks, &comm->view);
     /* A premul-sum operator: a SUM over this rank's input, scaled as read or first (redop.c). */
     if (c->premul.on && !c->refused)
-        TT_CHECK(tt_redop_prepare(comm, c, c->device, bufs, &a.inplace, &pre));
+        TT_CHECK(tt_redop_prepare(comm, c, e->dev != NULL, bufs, &a.inplace, &pre));
     label = (struct tt_label){tt_coll_name(a.coll), a.coll,     comm->seq,  c->count,  c->dtype,
                               call_tag(comm, c),    c->refused, c->refusal, comm->rank};
     if (tt_log_on(TT_LOG_TRACE, TT_SUB_COLL))
@@ -125,17 +128,17 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
      * slots, and for all-gather and broadcast over shm a single copy (point-to-point: sendrecv.c).
      */
     struct tt_run run = {.bufs = bufs,
-                         .regs = comm->memregs && !c->device && !c->refused ? regs : NULL,
+                         .regs = comm->memregs && e->regs && !c->refused ? regs : NULL,
                          .dtype = c->dtype,
                          .op = c->op,
                          .what = &label,
-                         .dev = c->device ? &tt_cuda_dev_hooks : NULL,
+                         .dev = e->dev,
                          .after = c->after,
                          .pre = c->premul.on && !c->refused ? &pre : NULL};
     int token = -1, token_sc = -1;
     double t_run = 0;
-    if (!c->device) {
-        token = tt_coll_stream_pick(comm, c->coll, bytes, &run);
+    if (e->picks) {
+        token = tt_coll_nt_pick(comm, c->coll, bytes, &run);
         if (comm->single_copy && (c->coll == TT_COLL_ALL_GATHER || c->coll == TT_COLL_BROADCAST))
             token_sc = tt_coll_single_copy_pick(comm, c->coll, bytes, &run);
         if (token >= 0 || token_sc >= 0)
@@ -146,7 +149,7 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
     double took = token >= 0 || token_sc >= 0 ? tt_now() - t_run : 0;
     /* A trial's vote (lib/engine/pick.c) runs only after a call that succeeded here; one that a
      * rank refused ran to its end everywhere all the same, and counts alike on every rank. */
-    tutti_result_t vrc = tt_coll_stream_done(comm, token, took, rc == TUTTI_SUCCESS);
+    tutti_result_t vrc = tt_coll_nt_done(comm, token, took, rc == TUTTI_SUCCESS);
     tutti_result_t src = tt_coll_single_copy_done(comm, token_sc, took, rc == TUTTI_SUCCESS, 1);
     if (rc == TUTTI_SUCCESS)
         rc = vrc != TUTTI_SUCCESS ? vrc : src;
@@ -173,8 +176,7 @@ static tutti_result_t coll_exec_host(struct tutti_comm *comm, const struct tt_ca
 }
 
 /* Run an item on this thread in comm's turn: a point-to-point batch, or a checked collective
- * by its memory: the host engine on host buffers and on the device path (device buffers stay
- * on the GPU, cuda_dev.c), else through pinned memory (cuda.c). */
+ * by the engine it was classified for. */
 tutti_result_t tt_coll_exec_work(const struct tt_work *w)
 {
     tutti_result_t rc;
@@ -182,12 +184,86 @@ tutti_result_t tt_coll_exec_work(const struct tt_work *w)
     pthread_mutex_lock(&w->comm->run_lock);
     if (w->kind != TT_WORK_COLL)
         rc = tt_p2p_exec(w->comm, w->ops, w->nops, w->call.after, w->collective);
-    else if (!w->call.device || w->call.count == 0 || tt_cuda_dev_use(w->comm, &w->call))
-        rc = coll_exec_host(w->comm, &w->call); /* host memory, or the device path */
-    else if ((rc = tt_coll_check_health(w->comm, w->call.fn)) == TUTTI_SUCCESS)
-        rc = tt_cuda_staged_exec(w->comm, &w->call, coll_exec_host); /* through pinned memory */
+    else
+        rc = tt_coll_engines[w->call.engine]->run(w->comm, &w->call);
     pthread_mutex_unlock(&w->comm->run_lock);
     return rc;
+}
+
+/*
+ * The engines. A collective is classified once as it enters (tt_coll_engine_kind, by its
+ * memory); from then on one engine checks, runs and queues it:
+ *   host         host buffers: plan_run with scratch, registrations and the measured choices
+ *   CUDA staged  device buffers without the device path: the host engine's run between
+ *                copies through pinned memory (lib/cuda/cuda.c)
+ *   device path  device buffers that stay on the GPU: plan_run on the device path's
+ *                connections and stream (lib/cuda/cuda_dev.c), without scratch or the host's
+ *                choices
+ * Each queues its calls on a wrapped CUDA stream its own way (lib/cuda).
+ */
+static tutti_result_t no_check(struct tutti_comm *comm, const struct tt_call *c)
+{
+    (void)comm, (void)c;
+    return TUTTI_SUCCESS;
+}
+
+static tutti_result_t host_enqueue(struct tutti_comm *comm, const struct tt_call *c,
+                                   tutti_stream_t s)
+{
+    return tt_cuda_enqueue(comm, c, s, 0, &tt_coll_work_ops);
+}
+
+static tutti_result_t staged_run(struct tutti_comm *comm, const struct tt_call *c)
+{
+    if (c->count == 0) /* nothing to stage */
+        return plan_run(comm, c);
+    TT_CHECK(tt_coll_check_health(comm, c->fn));
+    return tt_cuda_staged_exec(comm, c, plan_run); /* the staged copy's engine: host */
+}
+
+static tutti_result_t staged_enqueue(struct tutti_comm *comm, const struct tt_call *c,
+                                     tutti_stream_t s)
+{
+    return tt_cuda_enqueue(comm, c, s, 1, &tt_coll_work_ops);
+}
+
+static tutti_result_t devpath_enqueue(struct tutti_comm *comm, const struct tt_call *c,
+                                      tutti_stream_t s)
+{
+    return tt_cuda_enqueue_dev(comm, c, s, &tt_coll_work_ops);
+}
+
+static const struct tt_engine host_engine = {.name = "host",
+                                             .check = no_check,
+                                             .run = plan_run,
+                                             .enqueue = host_enqueue,
+                                             .scratch = 1,
+                                             .regs = 1,
+                                             .picks = 1};
+static const struct tt_engine staged_engine = {.name = "CUDA staged",
+                                               .check = no_check,
+                                               .run = staged_run,
+                                               .enqueue = staged_enqueue,
+                                               .scratch = 1,
+                                               .regs = 1,
+                                               .picks = 1};
+static const struct tt_engine devpath_engine = {.name = "CUDA device path",
+                                                .check = tt_cuda_dev_check,
+                                                .run = plan_run,
+                                                .enqueue = devpath_enqueue,
+                                                .dev = &tt_cuda_dev_hooks};
+
+const struct tt_engine *const tt_coll_engines[TT_NUM_ENGINES] = {
+    [TT_ENGINE_HOST] = &host_engine,
+    [TT_ENGINE_STAGED] = &staged_engine,
+    [TT_ENGINE_DEVPATH] = &devpath_engine,
+};
+
+int tt_coll_engine_kind(const struct tutti_comm *comm, const struct tt_call *c)
+{
+    if (!c->device)
+        return TT_ENGINE_HOST;
+    return tt_cuda_dev_use(comm, c) ? TT_ENGINE_DEVPATH : TT_ENGINE_STAGED;
 }
 
 void tt_coll_skip_work(const struct tt_work *w, const char *why)
@@ -223,7 +299,7 @@ tutti_result_t tt_coll_dispatch(struct tutti_comm *comm, const struct tt_call *c
                                 tutti_stream_t stream)
 {
     if (tt_stream_is_cuda(stream))
-        return tt_cuda_enqueue(comm, c, stream, c->device, &tt_coll_work_ops);
+        return tt_coll_engines[c->engine]->enqueue(comm, c, stream);
     if (stream) {
         struct tt_work w = {
             .kind = TT_WORK_COLL, .how = &tt_coll_work_ops, .comm = comm, .call = *c};

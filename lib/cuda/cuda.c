@@ -47,6 +47,7 @@ void tt_stage_layout(const struct tutti_comm *comm, const struct tt_call *c,
     memset(p, 0, sizeof(*p));
     p->staged = *c;
     p->staged.device = 0;
+    p->staged.engine = TT_ENGINE_HOST;
     p->uses_send = uses_send;
     p->uses_recv = uses_recv;
     if (c->inplace) {

@@ -31,6 +31,10 @@ tutti_result_t tt_cuda_staged_exec(struct tutti_comm *comm, const struct tt_call
  */
 tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c, tutti_stream_t s,
                                int device, const struct tt_work_ops *ops);
+/* Queue checked collective c of the device path on CUDA-wrapped stream s (cuda_async.c).
+ * Returns at once. */
+tutti_result_t tt_cuda_enqueue_dev(struct tutti_comm *comm, const struct tt_call *c,
+                                   tutti_stream_t s, const struct tt_work_ops *ops);
 
 /*
  * Point-to-point batches with device buffers (ops[i] is the operation behind bufs[i]):

@@ -130,6 +130,13 @@ tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c,
     return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "%s: built without CUDA", c->fn);
 }
 
+tutti_result_t tt_cuda_enqueue_dev(struct tutti_comm *comm, const struct tt_call *c,
+                                   tutti_stream_t s, const struct tt_work_ops *ops)
+{
+    (void)s, (void)ops;
+    return tt_fail(comm, TUTTI_ERR_UNSUPPORTED, "%s: built without CUDA", c->fn);
+}
+
 tutti_result_t tt_cuda_enqueue_p2p(struct tutti_comm *comm, const struct tt_p2p_op *ops, int nops,
                                    tutti_stream_t s, const struct tt_work_ops *wops)
 {

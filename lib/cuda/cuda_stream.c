@@ -67,6 +67,15 @@ static tutti_result_t not_capturing(struct tutti_comm *comm, tutti_stream_t s, c
     return TUTTI_SUCCESS;
 }
 
+tutti_result_t tt_cuda_enqueue_dev(struct tutti_comm *comm, const struct tt_call *c,
+                                   tutti_stream_t s, const struct tt_work_ops *ops)
+{
+    struct tt_work w = {.kind = TT_WORK_COLL, .how = ops, .comm = comm, .call = *c};
+
+    TT_CHECK(not_capturing(comm, s, c->fn));
+    return tt_cuda_dev_on_stream(comm, &w, s);
+}
+
 tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c, tutti_stream_t s,
                                int device, const struct tt_work_ops *ops)
 {
@@ -77,10 +86,6 @@ tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c,
     cudaError_t e = cudaSuccess;
 
     TT_CHECK(not_capturing(comm, s, c->fn));
-    if (device && tt_cuda_dev_use(comm, c)) {
-        struct tt_work w = {.kind = TT_WORK_COLL, .how = ops, .comm = comm, .call = *c};
-        return tt_cuda_dev_on_stream(comm, &w, s);
-    }
     it = calloc(1, sizeof(*it));
     if (!it || (!*st && !(*st = calloc(1, sizeof(**st))))) {
         free(it);

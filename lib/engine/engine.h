@@ -35,7 +35,7 @@ struct tt_run {
     /* the measured choices (pick.c): streaming stores into FIFO slots; sending by address
      * (single copy), and whether the picker times this call (it then ends only once its
      * receivers have all read) */
-    int stream_slots, single_send, single_trial;
+    int nt_slots, single_send, single_trial;
     /* out: the run ended under poison (exec.h): the rank that refused its part (-1: none),
      * and why (enum tt_refusal) */
     int refused_by;
@@ -50,11 +50,11 @@ tutti_result_t tt_engine_run_plan(struct tutti_comm *comm, struct tt_run *r);
 tutti_result_t tt_coll_allgather_own(struct tutti_comm *comm, const char *name, unsigned which,
                                      const void *mine, size_t each, void *all);
 /* Streaming stores into FIFO slots for a host call of collective `kind` moving `bytes`: sets
- * r->stream_slots; returns the picker's token (-1: not timed). */
-int tt_coll_stream_pick(struct tutti_comm *comm, unsigned kind, size_t bytes, struct tt_run *r);
+ * r->nt_slots; returns the picker's token (-1: not timed). */
+int tt_coll_nt_pick(struct tutti_comm *comm, unsigned kind, size_t bytes, struct tt_run *r);
 /* That call is over: it took `seconds` (`ok`: it succeeded). At a trial's end the ranks vote
  * (pick.c); the vote's own failure is returned. */
-tutti_result_t tt_coll_stream_done(struct tutti_comm *comm, int token, double seconds, int ok);
+tutti_result_t tt_coll_nt_done(struct tutti_comm *comm, int token, double seconds, int ok);
 /* Single copy over shm for a host call of `kind` (enum tt_coll, or TT_LABEL_P2P) whose
  * sends' size class is `bytes`: sets r->single_send (and single_trial when the picker times
  * this call); returns the picker's token (-1: not timed). */

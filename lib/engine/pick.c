@@ -97,24 +97,24 @@ static tutti_result_t pick_done(struct tutti_comm *comm, struct tt_pick *p,
     return rc;
 }
 
-static const char *const stream_how[2] = {"with ordinary stores into FIFO slots",
-                                          "with streaming stores into FIFO slots"};
+static const char *const nt_how[2] = {"with ordinary stores into FIFO slots",
+                                      "with streaming stores into FIFO slots"};
 static const char *const single_how[2] = {"in two copies through the FIFO",
                                           "in one copy (the receiver reads the sender's memory)"};
 
-int tt_coll_stream_pick(struct tutti_comm *comm, unsigned kind, size_t bytes, struct tt_run *r)
+int tt_coll_nt_pick(struct tutti_comm *comm, unsigned kind, size_t bytes, struct tt_run *r)
 {
     int token;
 
-    r->stream_slots = tt_pick_way(&comm->pick, (int)kind, bytes, &token);
+    r->nt_slots = tt_pick_way(&comm->pick, (int)kind, bytes, &token);
     return token;
 }
 
-tutti_result_t tt_coll_stream_done(struct tutti_comm *comm, int token, double seconds, int ok)
+tutti_result_t tt_coll_nt_done(struct tutti_comm *comm, int token, double seconds, int ok)
 {
     if (token < 0)
         return TUTTI_SUCCESS;
-    return pick_done(comm, &comm->pick, stream_how, token, seconds, ok, 1);
+    return pick_done(comm, &comm->pick, nt_how, token, seconds, ok, 1);
 }
 
 int tt_coll_single_copy_pick(struct tutti_comm *comm, unsigned kind, size_t bytes, struct tt_run *r)

@@ -91,7 +91,7 @@ tutti_result_t tt_engine_run_plan(struct tutti_comm *comm, struct tt_run *r)
         x.refused_by = what->refused_by;
         x.regs = r->regs;
         x.mover = device ? &comm->cuda.mover : NULL;
-        x.stream_slots = !device && r->stream_slots;
+        x.nt_slots = !device && r->nt_slots;
         if (pre && pre->fused) {
             x.premul = pre->value;
             x.pm_kernel = tt_premul_sum_kernel(r->dtype);

@@ -121,7 +121,7 @@ tutti_result_t tt_exec_init(struct tt_exec *x, const struct tt_plan *plan, void 
     x->refusal = 0;
     x->drain = 0;
     x->mover = NULL;
-    x->stream_slots = 0;
+    x->nt_slots = 0;
     x->premul = NULL;
     x->pm_kernel = NULL;
     x->mem = mem;

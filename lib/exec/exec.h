@@ -115,8 +115,8 @@ struct tt_exec {
     int drain;
     const struct tt_mover *mover; /* NULL: host memory; set after tt_exec_init */
     /* Write slots that another process reads (transport.h shared_slots) with streaming
-     * stores (lib/kern/copy.h tt_copy_stream; copy_pick.h says when); set after tt_exec_init. */
-    int stream_slots;
+     * stores (lib/kern/copy.h tt_copy_nt; copy_pick.h says when); set after tt_exec_init. */
+    int nt_slots;
     /* A premul-sum call out of place on the host (redop.c): every read of TT_BUF_SEND, the
      * caller's input, which no step writes, is multiplied by the scalar at premul as it is
      * read (pm_kernel for reductions, tt_premul for copies); NULL otherwise. Set after

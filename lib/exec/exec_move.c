@@ -20,8 +20,8 @@ tutti_result_t tt_mv_copy(struct tt_exec *x, void *dst, const void *src, size_t 
 tutti_result_t tt_mv_copy_out(struct tt_exec *x, const struct tt_conn *sc, void *slot,
                               const void *src, size_t bytes)
 {
-    if (x->stream_slots && !x->mover && sc->tp->shared_slots) {
-        tt_copy_stream(slot, src, bytes);
+    if (x->nt_slots && !x->mover && sc->tp->shared_slots) {
+        tt_copy_nt(slot, src, bytes);
         return TUTTI_SUCCESS;
     }
     return tt_mv_copy(x, slot, src, bytes);

@@ -1,6 +1,6 @@
 /*
  * copy.h -- tt_copy: memmove for payload bytes on host memory, minus one trap; and
- * tt_copy_stream, the same with streaming stores, for FIFO slots a far core reads (below).
+ * tt_copy_nt, the same with streaming stores, for FIFO slots a far core reads (below).
  *
  * glibc (2.36, Debian 12) copies 2 KiB..~512 KiB with `rep movsb` where the CPU has FSRM, and
  * on AMD Zen that instruction runs some twenty times slower when the destination lies 1..31
@@ -56,7 +56,7 @@ static inline void tt_copy(void *dst, const void *src, size_t bytes)
 }
 
 /*
- * tt_copy_stream: the same bytes as tt_copy (dst and src must not overlap), written with
+ * tt_copy_nt: the same bytes as tt_copy (dst and src must not overlap), written with
  * streaming (non-temporal) stores where the CPU has them: the lines go to memory instead of
  * into this core's cache, without first being read for ownership. For a FIFO slot that a
  * reader on a far core (one that shares no cache with this one) reads next, that is about
@@ -66,7 +66,7 @@ static inline void tt_copy(void *dst, const void *src, size_t bytes)
  * the executor uses it only where lib/topo/copy_pick.c measured that it pays. The stores are
  * fenced before returning, so a release store after it publishes them.
  */
-static inline void tt_copy_stream(void *dst, const void *src, size_t bytes)
+static inline void tt_copy_nt(void *dst, const void *src, size_t bytes)
 {
 #if defined(__x86_64__)
     unsigned char *d = dst;

@@ -25,6 +25,8 @@ struct tt_call {
     int root;
     int inplace;
     int device; /* the buffers are CUDA device memory (cuda.c, cuda_dev.c) */
+    int engine; /* enum tt_engine_kind: which engine runs it, classified once as the call
+                 * enters (lib/coll); a staged call's host copy is TT_ENGINE_HOST */
     /* This rank refused its own arguments for this reason (enum tt_refusal): the call runs
      * without its buffers, to tell its peers and consume their messages (exec.h poison). */
     int refused;
@@ -38,6 +40,9 @@ struct tt_call {
         const void *pinned;     /* or a pinned copy of that, to read as the call runs */
     } premul;
 };
+
+/* The engines a collective runs on, by the memory it was given (lib/coll/coll_run.c). */
+enum tt_engine_kind { TT_ENGINE_HOST = 0, TT_ENGINE_STAGED, TT_ENGINE_DEVPATH, TT_NUM_ENGINES };
 
 struct tt_p2p_op {
     int is_send;

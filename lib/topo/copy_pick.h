@@ -1,7 +1,7 @@
 /*
  * copy_pick.h -- measured choices between two ways of moving a large host call, per
  * communicator, collective and size:
- *   - does it write its shared-memory FIFO slots with streaming stores (tt_copy_stream,
+ *   - does it write its shared-memory FIFO slots with streaming stores (tt_copy_nt,
  *     lib/kern/copy.h) or ordinary ones (comm->pick, TUTTI_STREAM_STORES);
  *   - does an all-gather, broadcast or point-to-point batch over shm send its final bytes by
  *     address for the receiver to copy out of the sender's memory, one copy, or through the

@@ -49,7 +49,7 @@ COLL_TESTS(3)
 COLL_TESTS(4)
 COLL_TESTS(8)
 
-/* Large calls with every FIFO slot written by streaming stores (lib/kern/copy.h's tt_copy_stream),
+/* Large calls with every FIFO slot written by streaming stores (lib/kern/copy.h's tt_copy_nt),
  * which TUTTI_STREAM_STORES=auto picks only where they measure faster, so not reliably in the
  * runs above; and with ordinary stores forced. */
 Test(coll, large_streaming_stores, .timeout = 300)

@@ -1,7 +1,7 @@
 /*
  * test_copy.c -- tt_copy (lib/kern/copy.h) moves the same bytes as a byte-by-byte reference at
  * every destination offset around a page, at the sizes on both sides of its own loop's range,
- * and for overlapping ranges (which must keep memmove's meaning); tt_copy_stream (streaming
+ * and for overlapping ranges (which must keep memmove's meaning); tt_copy_nt (streaming
  * stores) at every destination alignment, around its 64-byte loop's edges, not writing a byte
  * outside its range.
  */
@@ -93,8 +93,8 @@ Test(copy, the_band_is_what_copy_h_says)
     cr_assert(!tt_copy_aliased(p + 16, p, 4096));        /* overlapping */
 }
 
-/* tt_copy_stream(arena + dst, arena + src, n) against the bytes src held; a guard band on
- * either side of dst must keep its bytes. Ranges do not overlap (tt_copy_stream's contract). */
+/* tt_copy_nt(arena + dst, arena + src, n) against the bytes src held; a guard band on
+ * either side of dst must keep its bytes. Ranges do not overlap (tt_copy_nt's contract). */
 static void check_stream(size_t dst, size_t src, size_t n)
 {
     const size_t guard = 80;
@@ -102,11 +102,11 @@ static void check_stream(size_t dst, size_t src, size_t n)
     memcpy(want + dst - guard, arena + dst - guard, n + 2 * guard);
     for (size_t i = 0; i < n; i++)
         want[dst + i] = arena[src + i];
-    tt_copy_stream(arena + dst, arena + src, n);
+    tt_copy_nt(arena + dst, arena + src, n);
     for (size_t i = dst - guard; i < dst + n + guard; i++)
         cr_assert(arena[i] == want[i],
-                  "tt_copy_stream(dst %zu, src %zu, %zu bytes): byte %td from dst is %u, not %u",
-                  dst, src, n, (ptrdiff_t)(i - dst), arena[i], want[i]);
+                  "tt_copy_nt(dst %zu, src %zu, %zu bytes): byte %td from dst is %u, not %u", dst,
+                  src, n, (ptrdiff_t)(i - dst), arena[i], want[i]);
 }
 
 Test(copy, stream_every_alignment_and_edge, .init = setup, .fini = teardown)
