@@ -57,7 +57,7 @@ struct tt_transport {
     size_t size;
     const char *name;
     /* Slots are memory that the peer's process reads where it lies (shm): the executor may
-     * write them with streaming stores (exec.h stream_slots). */
+     * write them with streaming stores (exec.h nt_slots). */
     int shared_slots;
     tutti_result_t (*recv_setup)(const struct tt_transport_ctx *ctx, int peer, int channel,
                                  void *blob, size_t *blob_len, struct tt_conn **conn);
