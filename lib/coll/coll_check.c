@@ -195,7 +195,7 @@ tutti_result_t tt_coll_check_match(struct tutti_comm *comm, const struct tt_call
     struct coll_desc me = {.coll = (uint32_t)c->coll,
                            .dtype = (uint32_t)c->dtype,
                            .root = -1,
-                           .device = (uint32_t)tt_cuda_dev_use(comm, c),
+                           .device = c->engine == TT_ENGINE_DEVPATH,
                            .count = c->count,
                            .seq = comm->seq};
     struct coll_desc *all = calloc((size_t)comm->nranks, sizeof(*all));

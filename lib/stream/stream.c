@@ -78,7 +78,7 @@ void tt_stream_record_failure(tutti_stream_t s, tutti_result_t rc, const char *m
 /* The operations a CUDA-wrapped stream does not have. */
 static tutti_result_t not_on_cuda(tutti_stream_t s, const char *fn, const char *instead)
 {
-    if (s && s->magic == TT_STREAM_MAGIC && s->cuda)
+    if (s && s->magic == TT_STREAM_MAGIC && tt_stream_is_cuda(s))
         return tt_fail(NULL, TUTTI_ERR_UNSUPPORTED, "%s: not on a CUDA-wrapped stream (%s)", fn,
                        instead);
     return TUTTI_SUCCESS;

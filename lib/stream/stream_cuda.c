@@ -9,9 +9,11 @@
 
 #include <stdlib.h>
 
+static const struct tt_stream_kind cuda_kind;
+
 int tt_stream_is_cuda(tutti_stream_t s)
 {
-    return s && s->cuda;
+    return s && s->kind == &cuda_kind;
 }
 
 void *tt_stream_cuda_handle(tutti_stream_t s)
@@ -78,7 +80,6 @@ tutti_result_t tutti_stream_wrap_cuda(tutti_stream_t *stream, void *cuda_stream)
     pthread_cond_init(&s->work_cv, NULL);
     pthread_cond_init(&s->done_cv, NULL);
     s->kind = &cuda_kind;
-    s->cuda = 1;
     s->cuda_stream = cuda_stream;
     s->magic = TT_STREAM_MAGIC;
     s->id = tt_stream_next_id();

@@ -35,8 +35,8 @@ struct tutti_stream {
     tutti_result_t error;
     int stop;
     unsigned id;                       /* 1, 2, ... in creation order: the trace's track name */
-    const struct tt_stream_kind *kind; /* host (a worker), or a wrapped cudaStream_t */
-    int cuda;                          /* the latter: no worker; work goes on cuda_stream */
+    const struct tt_stream_kind *kind; /* host (a worker), or a wrapped cudaStream_t (no
+                                        * worker; work goes on cuda_stream) */
     void *cuda_stream;
     void *cuda_state; /* lib/cuda's staging for it (a struct tt_pinned_pool) */
     char msg[TT_ERRMSG_LEN];
