@@ -287,11 +287,17 @@ const struct tt_work_ops tt_coll_work_ops = {
 };
 
 /* Run now on this thread, after whatever streams hold for comm. */
-tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w)
+/* Wait for what streams still hold for comm (unless this is a stream's worker). Queued stream
+ * work is rare: look at the count before the thread-local flag. */
+static inline void after_queued_work(struct tutti_comm *comm)
 {
-    /* Queued stream work is rare: look at the count before the thread-local flag. */
     if (__atomic_load_n(&comm->work_pending, __ATOMIC_ACQUIRE) != 0 && !tt_stream_in_worker())
         tt_comm_wait_idle(comm);
+}
+
+tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w)
+{
+    after_queued_work(comm);
     return tt_coll_exec_work(w);
 }
 
@@ -312,8 +318,6 @@ tutti_result_t tt_coll_dispatch(struct tutti_comm *comm, const struct tt_call *c
     w.how = &tt_coll_work_ops;
     w.comm = comm;
     w.call = *c;
-    /* (after whatever streams hold for comm; queued stream work is rare: the count first) */
-    if (__atomic_load_n(&comm->work_pending, __ATOMIC_ACQUIRE) != 0 && !tt_stream_in_worker())
-        tt_comm_wait_idle(comm);
+    after_queued_work(comm);
     return tt_coll_exec_work(&w);
 }
