@@ -597,6 +597,19 @@ TUTTI_API tutti_result_t tutti_cuda_devices(int *count);
 TUTTI_API tutti_result_t tutti_stream_wrap_cuda(tutti_stream_t *stream, void *cuda_stream);
 
 /*
+ * tutti_comm_cuda_stream - comm's own wrapper of the cudaStream_t `cuda_stream` (NULL: the
+ * legacy default stream): as tutti_stream_wrap_cuda, but made on the first call that names
+ * that CUDA stream, found again by later calls, and freed by tutti_comm_destroy without
+ * touching the CUDA stream, so the program may destroy its CUDA streams in any order and
+ * never destroys the wrapper (tutti_stream_destroy refuses it). A handle that comes back for
+ * a new CUDA stream gets a new wrapper (streams are told apart by cudaStreamGetId).
+ * Errors: TUTTI_ERR_UNSUPPORTED without CUDA or a device, TUTTI_ERR_INVALID_ARG for a
+ * destroyed CUDA stream.
+ */
+TUTTI_API tutti_result_t tutti_comm_cuda_stream(tutti_comm_t comm, void *cuda_stream,
+                                                tutti_stream_t *stream);
+
+/*
  * Tracing. With TUTTI_TRACE=file.json set, the library records every collective (and each
  * phase of its schedule, per channel) and writes a Chrome / Perfetto trace (JSON array of
  * complete events; open it in ui.perfetto.dev or chrome://tracing) when the process exits.
@@ -641,6 +654,15 @@ TUTTI_API void tutti_env_print(FILE *out);
  * any rank.
  */
 TUTTI_API tutti_result_t tutti_env_check(void);
+
+/*
+ * tutti_env_number - the value of the numeric TUTTI_* knob `name` as the library reads it: the
+ * environment's where set, else the default (byte counts in bytes, times in seconds). For
+ * bindings that take a knob of their own from the one table. TUTTI_ERR_INVALID_ARG for a name
+ * that is not a numeric knob, or a value the knob does not accept (named as tutti_env_check
+ * names it).
+ */
+TUTTI_API tutti_result_t tutti_env_number(const char *name, double *value);
 
 #ifdef __cplusplus
 }

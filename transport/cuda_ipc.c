@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 struct p2p_blob {
     char name[96];
@@ -179,6 +180,25 @@ static tutti_result_t p2p_recv_setup(const struct tt_transport_ctx *ctx, int pee
     return TUTTI_SUCCESS;
 }
 
+/* Slots of a rank of this process on another device: enable peer access to that device. */
+static cudaError_t same_process_access(const void *slots)
+{
+    struct cudaPointerAttributes a;
+    int mine;
+    cudaError_t e = cudaPointerGetAttributes(&a, slots);
+
+    if (e == cudaSuccess)
+        e = cudaGetDevice(&mine);
+    if (e != cudaSuccess || a.device == mine)
+        return e;
+    e = cudaDeviceEnablePeerAccess(a.device, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError();
+        e = cudaSuccess;
+    }
+    return e;
+}
+
 static tutti_result_t p2p_send_connect(const struct tt_transport_ctx *ctx, int peer, int channel,
                                        const void *blob, size_t blob_len, struct tt_conn **conn)
 {
@@ -211,9 +231,12 @@ static tutti_result_t p2p_send_connect(const struct tt_transport_ctx *ctx, int p
         return tt_fail(NULL, TUTTI_ERR_INTERNAL, "p2p: segment %s from rank %d is not ours", b.name,
                        peer);
     }
-    if (peer == ctx->rank) { /* ourselves: CUDA IPC opens no handle of its own process */
+    if (peer == ctx->rank || c->peer_pid == (int32_t)getpid()) {
+        /* ourselves, or a rank of this process: CUDA IPC opens no handle of its own process,
+         * and one context addresses the slots directly (another device's through peer
+         * access) */
         c->slots = (char *)(uintptr_t)b.raw;
-        e = cudaSuccess;
+        e = same_process_access(c->slots);
     } else {
         e = cudaIpcOpenMemHandle((void **)&c->slots, b.mem, cudaIpcMemLazyEnablePeerAccess);
         c->mapped = e == cudaSuccess;

@@ -50,6 +50,10 @@ static struct knob knobs[] = {
       0, 0, "INIT|COLL|SHM|NET|IB|TOPO|TUNE|DDP|BOOT|ALL"),
     K("TUTTI_TIMEOUT", "300", "seconds any wait may make no progress before it fails", SECONDS,
       0.001, 1e6, NULL),
+    K("TUTTI_NCCL_TIMEOUT", "1800",
+      "seconds any wait of a communicator made through the NCCL API (libnccl.so.2) may make no "
+      "progress before it fails (ncclRemoteError, the message in ncclGetLastError)",
+      SECONDS, 0.001, 1e6, NULL),
     K("TUTTI_STALL_WARN", "30",
       "seconds without progress after which a rank logs which ranks have not reached the "
       "operation, or (set-up) whom a bootstrap wait waits for and which ranks have not joined "
@@ -451,6 +455,29 @@ tutti_result_t tutti_env_check(void) /* a question: the caller says what it make
     return env_problems("tutti_env_check", msg, sizeof(msg))
                ? tt_fail_quiet(NULL, TUTTI_ERR_INVALID_ARG, "%s", msg)
                : TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_env_number(const char *name, double *value)
+{
+    struct knob *k = name ? find(name) : NULL;
+    char why[256] = "";
+    double x = 0;
+
+    if (!value)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_env_number: value is NULL");
+    if (!k || !(k->kind == INT || k->kind == SIZE || k->kind == SECONDS))
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "tutti_env_number: %s is not a numeric TUTTI_* knob (README, "
+                       "\"Environment variables\")",
+                       name ? name : "(NULL)");
+    k = load(name);
+    if (!accepts(k, k->value, why, sizeof(why)) || parse_number(k, k->value, &x) != 0)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "%s='%.64s' %s (every TUTTI_* variable must hold a value its knob "
+                       "accepts: README, \"Environment variables\")",
+                       name, k->value, *why ? why : "is a word, not a number");
+    *value = x;
+    return TUTTI_SUCCESS;
 }
 
 const char *tt_env_knob(size_t i)

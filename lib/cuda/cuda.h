@@ -104,15 +104,19 @@ void tt_cuda_dev_free(struct tutti_comm *comm);
 
 /*
  * Device-path work w (a collective, or a point-to-point batch whose operations all take the
- * device path) on CUDA-wrapped stream s (cuda_async.c): with comm->cuda.async it is queued on
- * the communicator's runner and s waits on the GPU until it is done (returns at once);
- * otherwise it runs now on this thread, after an event recorded on s, and returns once done.
- * Takes w->ops either way. tt_cuda_async_prepare (from tt_cuda_dev_prepare, device current)
- * decides which (TUTTI_CUDA_ASYNC, the driver's stream memory operations); tt_cuda_async_free
- * undoes it.
+ * device path), or a staged call's host part, on CUDA-wrapped stream s (cuda_async.c): with
+ * comm->cuda.async it is queued on the communicator's runner and s waits on the GPU until it is
+ * done (returns at once); otherwise it runs now on this thread, after an event recorded on s, and
+ * returns once done. Takes w->ops either way. tt_cuda_async_prepare (from tt_cuda_dev_prepare,
+ * device current) decides which (TUTTI_CUDA_ASYNC, the driver's stream memory operations);
+ * tt_cuda_async_free undoes it.
  */
 tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, struct tt_work *w, tutti_stream_t s);
 tutti_result_t tt_cuda_async_prepare(struct tutti_comm *comm);
 void tt_cuda_async_free(struct tutti_comm *comm);
+/* The runner without the device path (a stream of its own for the probe; device current), for
+ * a communicator with ranks in this process: their staged calls then hold no host function
+ * (cuda_stream.c, queue_host_part), which CUDA runs one at a time. Freed as the device path's. */
+tutti_result_t tt_cuda_runner_prepare(struct tutti_comm *comm);
 
 #endif

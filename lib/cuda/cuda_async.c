@@ -127,10 +127,25 @@ tutti_result_t tt_cuda_async_prepare(struct tutti_comm *c)
         c->cuda.async = 1;
     }
     if (c->rank == 0)
-        TT_INFO(TT_SUB_INIT, "device path: calls on wrapped CUDA streams %s%s%s",
+        TT_INFO(TT_SUB_INIT, "%s: calls on wrapped CUDA streams %s%s%s",
+                c->cuda.dev_path ? "device path" : "staged calls",
                 c->cuda.async ? "return at once (the stream waits on the GPU)" : "return once done",
                 c->cuda.async ? "" : ": ", c->cuda.async ? "" : why);
     return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_cuda_runner_prepare(struct tutti_comm *c)
+{
+    cudaStream_t s;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return tt_fail(c, TUTTI_ERR_SYSTEM, "staged calls: creating a CUDA stream: %s",
+                       cudaGetErrorString(e));
+    }
+    c->cuda.stream = s;
+    return tt_cuda_async_prepare(c);
 }
 
 void tt_cuda_async_free(struct tutti_comm *c)

@@ -113,6 +113,12 @@ void tt_cuda_async_free(struct tutti_comm *c)
     (void)c;
 }
 
+tutti_result_t tt_cuda_runner_prepare(struct tutti_comm *c)
+{
+    c->cuda.async = 0;
+    return TUTTI_SUCCESS;
+}
+
 tutti_result_t tt_cuda_dev_on_stream(struct tutti_comm *comm, struct tt_work *w, tutti_stream_t s)
 {
     (void)s;

@@ -1,11 +1,12 @@
 /*
  * cuda_stream.c -- calls on a CUDA stream wrapped with tutti_stream_wrap_cuda (cuda.h).
  *
- * Staged calls queue on the user's stream: the inputs' copy into pinned memory, a host
- * function (cudaLaunchHostFunc) that runs the host collective or point-to-point batch, the
- * outputs' copy back. The call returns at once and runs in the stream's order. The host
- * function makes no CUDA call (CUDA forbids it there); a failure in it is kept by the tutti
- * stream and puts the communicator in its error state. Device-path calls go to cuda_async.c.
+ * Staged calls queue on the user's stream: the inputs' copy into pinned memory, the host
+ * collective or point-to-point batch (on the communicator's runner where it has one, else in a
+ * host function, cudaLaunchHostFunc: queue_host_part), the outputs' copy back. The call returns at
+ * once and runs in the stream's order. The host function makes no CUDA call (CUDA forbids it
+ * there); a failure in it is kept by the tutti stream and puts the communicator in its error state.
+ * Device-path calls go to cuda_async.c.
  */
 #include "lib/cuda/cuda.h"
 #include "lib/cuda/cuda_stage.h"
@@ -39,6 +40,37 @@ static void CUDART_CB host_fn(void *arg)
         free(it->w.ops);
     free(it);
     tt_comm_work_done(comm);
+}
+
+/*
+ * The host part of a staged call, in the stream's order (takes it, and a batch's operations).
+ * Where the communicator has a runner (cuda_async.c) it runs there: the stream waits on the GPU
+ * for it, as for a device-path call, and no host function holds the stream. Host functions run
+ * one at a time on the driver's own thread, so ranks of one process whose host functions each
+ * waited for the others' would wait for ever. Otherwise a host function runs it.
+ */
+static tutti_result_t queue_host_part(struct tutti_comm *comm, struct host_item *it,
+                                      tutti_stream_t s, const char *fn)
+{
+    cudaError_t e;
+
+    if (comm->cuda.async) {
+        struct tt_work w = it->w;
+        free(it);
+        return tt_cuda_dev_on_stream(comm, &w, s);
+    }
+    tt_comm_work_queued(comm);
+    e = cudaLaunchHostFunc((cudaStream_t)tt_stream_cuda_handle(s), host_fn, it);
+    if (e != cudaSuccess) {
+        if (it->w.kind == TT_WORK_P2P)
+            free(it->w.ops);
+        free(it);
+        tt_comm_work_done(comm);
+        return tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
+                                               "%s: queueing on the CUDA stream: %s", fn,
+                                               cudaGetErrorString(e)));
+    }
+    return TUTTI_SUCCESS;
 }
 
 /*
@@ -124,16 +156,7 @@ tutti_result_t tt_cuda_enqueue(struct tutti_comm *comm, const struct tt_call *c,
         return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: queueing the copy from the device: %s", c->fn,
                        cudaGetErrorString(e));
     }
-    tt_comm_work_queued(comm);
-    e = cudaLaunchHostFunc(cs, host_fn, it);
-    if (e != cudaSuccess) {
-        free(it);
-        tt_comm_work_done(comm);
-        return tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
-                                               "%s: queueing the collective on the CUDA stream: "
-                                               "%s",
-                                               c->fn, cudaGetErrorString(e)));
-    }
+    TT_CHECK(queue_host_part(comm, it, s, c->fn));
     if (device && p.out_len) {
         e = cudaMemcpyAsync(p.out_dst, (char *)(*st)->buf + p.out_off, p.out_len,
                             cudaMemcpyHostToDevice, cs);
@@ -230,16 +253,7 @@ static tutti_result_t enqueue_p2p_staged(struct tutti_comm *comm, const struct t
     it->w.comm = comm;
     it->w.ops = mine;
     it->w.nops = nops;
-    tt_comm_work_queued(comm);
-    e = cudaLaunchHostFunc(cs, host_fn, it);
-    if (e != cudaSuccess) {
-        free(it);
-        free(mine);
-        tt_comm_work_done(comm);
-        return tt_comm_set_error(comm, tt_fail(comm, TUTTI_ERR_SYSTEM,
-                                               "point-to-point: queueing on the CUDA stream: %s",
-                                               cudaGetErrorString(e)));
-    }
+    TT_CHECK(queue_host_part(comm, it, s, "point-to-point"));
     /* After the host function: receives go back to the device ("mine" may be freed by now,
      * the offsets are recomputed). */
     off = 0;

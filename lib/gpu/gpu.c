@@ -158,6 +158,22 @@ tutti_result_t tt_cuda_stream_query(void *cuda_stream)
     return TUTTI_SUCCESS;
 }
 
+tutti_result_t tt_cuda_stream_id(void *cuda_stream, unsigned long long *id)
+{
+    cudaError_t e;
+
+    *id = 0;
+    if (!cuda_stream)
+        return TUTTI_SUCCESS;
+    e = cudaStreamGetId((cudaStream_t)cuda_stream, id);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "cudaStreamGetId: %s (a destroyed stream?)",
+                       cudaGetErrorString(e));
+    }
+    return TUTTI_SUCCESS;
+}
+
 tutti_result_t tt_cuda_scratch(void **buf, size_t *cap, size_t bytes, void *stream)
 {
     cudaError_t e = cudaSuccess;

@@ -42,6 +42,9 @@ void tt_pinned_pool_free(struct tt_pinned_pool *pool);
 /* Wait for / poll a cudaStream_t (TUTTI_IN_PROGRESS while work is pending). */
 tutti_result_t tt_cuda_stream_sync(void *cuda_stream);
 tutti_result_t tt_cuda_stream_query(void *cuda_stream);
+/* The CUDA stream's id (cudaStreamGetId: unique in the process, never reused, unlike the
+ * handle's address); 0 for the legacy default stream. */
+tutti_result_t tt_cuda_stream_id(void *cuda_stream, unsigned long long *id);
 
 /* A device buffer, *buf of *cap bytes, grown to `bytes` in the order of CUDA stream `stream`
  * (cudaMallocAsync / cudaFreeAsync: no device-wide wait, which a user's stream held for this

@@ -63,6 +63,13 @@ tutti_result_t tt_cuda_stream_query(void *cuda_stream)
     return TUTTI_ERR_UNSUPPORTED;
 }
 
+tutti_result_t tt_cuda_stream_id(void *cuda_stream, unsigned long long *id)
+{
+    (void)cuda_stream;
+    *id = 0;
+    return tt_fail(NULL, TUTTI_ERR_UNSUPPORTED, "built without CUDA");
+}
+
 tutti_result_t tt_cuda_scratch(void **buf, size_t *cap, size_t bytes, void *stream)
 {
     (void)buf, (void)cap, (void)bytes, (void)stream;

@@ -10,6 +10,7 @@
 #include "lib/core/comm.h"
 #include "lib/core/redop.h"
 #include "lib/cuda/cuda.h"
+#include "lib/gpu/gpu.h"
 
 #include "transport/fifo.h"
 
@@ -48,7 +49,8 @@ static void comm_free(struct tutti_comm *c)
     unlink_unattached(c);
     tt_comm_each_conn(c, 1);
     tt_redop_free(c);
-    tt_cuda_comm_free(c); /* after the p2p connections, which use its stream */
+    tt_comm_streams_free(c); /* after comm_destroy's wait for queued work */
+    tt_cuda_comm_free(c);    /* after the p2p connections, which use its stream */
     tt_boot_close(c->boot);
     tt_plan_free(&c->plan);
     tt_exec_mem_free(&c->exec_mem);
@@ -70,6 +72,7 @@ static void comm_free(struct tutti_comm *c)
     pthread_mutex_destroy(&c->work_lock);
     pthread_mutex_destroy(&c->run_lock);
     pthread_mutex_destroy(&c->redop_lock);
+    pthread_mutex_destroy(&c->streams_lock);
     c->magic = 0;
     free(c);
 }
@@ -168,6 +171,17 @@ static unsigned wait_spin(int sleepy)
         return (unsigned)tt_env_int("TUTTI_SPIN");
     }
     return sleepy ? 0 : 2000;
+}
+
+/* Does another rank of c live in this process (threads as ranks, NCCL's one process driving
+ * several GPUs)? */
+static int peers_in_process(const struct tutti_comm *c)
+{
+    for (int r = 0; r < c->nranks; r++)
+        if (r != c->rank && c->pids[r] == (int32_t)getpid() &&
+            c->topo.node_of[r] == c->topo.node_of[c->rank])
+            return 1;
+    return 0;
 }
 
 /*
@@ -281,6 +295,8 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
                                       tt_ring_at(&c->rings[0], pos + 1)));
     if (c->cuda.dev_path) /* its stream and kernels first (cuda_dev.c) */
         TT_CHECK(tt_comm_connect_device_mesh(c, tt_cuda_dev_prepare(c)));
+    else if (tt_cuda_ready() && peers_in_process(c))
+        TT_CHECK(tt_cuda_runner_prepare(c));
     c->stall_s = tt_env_double("TUTTI_STALL_WARN");
     c->check_coll = tt_env_flag("TUTTI_CHECK_COLL");
     /* Nobody has traced into the shared trace file before this communicator's barrier. */
@@ -322,6 +338,7 @@ tutti_result_t tutti_comm_init(tutti_comm_t *comm, int nranks, const tutti_id_t 
     pthread_mutex_init(&c->run_lock, NULL);
     pthread_mutex_init(&c->work_lock, NULL);
     pthread_mutex_init(&c->redop_lock, NULL);
+    pthread_mutex_init(&c->streams_lock, NULL);
     pthread_cond_init(&c->work_cv, NULL);
     c->rank = rank;
     c->nranks = nranks;

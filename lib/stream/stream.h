@@ -101,6 +101,11 @@ int tt_stream_is_cuda(tutti_stream_t s);
 void *tt_stream_cuda_handle(tutti_stream_t s);
 void **tt_stream_cuda_state(tutti_stream_t s);
 int tt_stream_failed(tutti_stream_t s);
+/* Free a CUDA-wrapped stream without touching its cudaStream_t (which may be destroyed by
+ * now): the caller knows that nothing queued through it still runs on the host. */
+void tt_stream_cuda_release(tutti_stream_t s);
+/* Mark a CUDA-wrapped stream as a communicator's: tutti_stream_destroy refuses it. */
+void tt_stream_cuda_adopt(tutti_stream_t s);
 void tt_stream_record_failure(tutti_stream_t s, tutti_result_t rc, const char *msg);
 
 /* Free what an item owns. */

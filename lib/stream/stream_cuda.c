@@ -46,15 +46,29 @@ static tutti_result_t cuda_query(tutti_stream_t s)
     return tt_cuda_stream_query(s->cuda_stream);
 }
 
-static tutti_result_t cuda_destroy(tutti_stream_t s)
+void tt_stream_cuda_release(tutti_stream_t s)
 {
-    tutti_result_t rc = cuda_sync(s);
-    tt_pinned_pool_free(s->cuda_state);
+    tt_pinned_pool_free(s->cuda_state); /* cudaFreeHost waits for the device first */
     s->magic = 0;
     pthread_cond_destroy(&s->done_cv);
     pthread_cond_destroy(&s->work_cv);
     pthread_mutex_destroy(&s->lock);
     free(s);
+}
+
+void tt_stream_cuda_adopt(tutti_stream_t s)
+{
+    s->comm_owned = 1;
+}
+
+static tutti_result_t cuda_destroy(tutti_stream_t s)
+{
+    if (s->comm_owned)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "tutti_stream_destroy: the stream belongs to its communicator "
+                       "(tutti_comm_cuda_stream); tutti_comm_destroy frees it");
+    tutti_result_t rc = cuda_sync(s);
+    tt_stream_cuda_release(s);
     return rc;
 }
 

@@ -39,6 +39,7 @@ struct tutti_stream {
                                         * worker; work goes on cuda_stream) */
     void *cuda_stream;
     void *cuda_state; /* lib/cuda's staging for it (a struct tt_pinned_pool) */
+    int comm_owned;   /* a communicator's (tutti_comm_cuda_stream): never destroyed by hand */
     char msg[TT_ERRMSG_LEN];
 };
 

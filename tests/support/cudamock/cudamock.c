@@ -5,25 +5,29 @@
  * libcudart_static in the `gpu-mock` build of gpu_check; libtutti itself never links it.
  *
  * What it models:
- * - one device (0), whose memory is host memory: cudaMalloc maps a memfd, and an IPC handle
+ * - a device (0), whose memory is host memory: cudaMalloc maps a memfd, and an IPC handle
  *   names the owner's pid and descriptor, which another process opens through
  *   /proc/PID/fd/N and maps (so a sender's copies land in the receiver's allocation, as over
  *   CUDA IPC). Opening a handle in the process that made it fails, as in CUDA;
  * - streams as threads: each stream runs its operations (copies, memsets, kernels, host
- *   functions, event records, waits) one after another on a thread of its own. The legacy
- *   default stream (NULL) orders against every blocking stream both ways, as CUDA's does;
+ *   functions, event records, waits) one after another on a thread of its own. Each device's
+ *   legacy default stream (NULL) orders against every blocking stream of that device both
+ *   ways, as CUDA's does;
  *   streams made with cudaStreamNonBlocking do not wait for it;
  * - events (record, query, synchronize, wait, elapsed time), cuStreamWaitValue32 (GEQ) on
  *   mapped pinned memory, stream capture (a stream being captured takes no work: anything
  *   queued on it is refused loudly, since tutti must refuse such calls before queueing);
  * - cudaFree and cudaFreeHost wait for the whole device first, as CUDA's do;
  * - a host function (cudaLaunchHostFunc) that makes a CUDA call is refused loudly
- *   (cudaErrorNotPermitted), as CUDA may refuse it, or deadlock;
+ *   (cudaErrorNotPermitted), as CUDA may refuse it, or deadlock; host functions run one at a
+ *   time, whatever their stream, as on the driver's one thread for them;
  * - kernels (cudamock_launch) check that their pointers are device or mapped memory, where a
  *   GPU would fault; cudamock_fail_launches(n) makes the next n launches fail, so that tests
  *   can see what a failing kernel does to a collective.
+ * - CUDAMOCK_DEVICES=N (default 1) devices, each with its own PCI bus id, each reaching the
+ *   others (as over NVLink); their memory is all host memory, recorded with its device;
  * What it does not: time-slicing between processes, copy engines, performance of any kind,
- * several devices, managed memory, graphs (a captured graph is empty).
+ * managed memory, graphs (a captured graph is empty).
  *
  * This file: errors, memory and IPC, the device, driver entry points; stream.c: streams,
  * events, copies, kernels and the stall report.
@@ -33,6 +37,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +116,10 @@ struct region {
     int fd;          /* device memory made here: the memfd an IPC handle names; else -1 */
     int opened;      /* device memory opened from another process's handle */
     unsigned mapped; /* pinned: cudaHostAllocMapped */
+    int device;      /* the current device when it was made */
 };
+
+static __thread int current_device;
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct region *regions;
@@ -208,7 +216,8 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
         close(fd);
         return cudamock_ret(cudaErrorMemoryAllocation);
     }
-    if (add_region((struct region){.base = m, .size = size, .kind = DEVICE, .fd = fd}) != 0) {
+    if (add_region((struct region){
+            .base = m, .size = size, .kind = DEVICE, .fd = fd, .device = current_device}) != 0) {
         munmap(m, size);
         close(fd);
         return cudamock_ret(cudaErrorMemoryAllocation);
@@ -330,7 +339,7 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void
     a->device = -2;
     if (!find_region(p, &r))
         return cudaSuccess;
-    a->device = 0;
+    a->device = r.device;
     if (r.kind == DEVICE) {
         a->type = cudaMemoryTypeDevice;
         a->devicePointer = (void *)p;
@@ -410,23 +419,33 @@ cudaError_t cudaIpcCloseMemHandle(void *p)
     return cudaSuccess;
 }
 
-/* ---- the device ---- */
+/* ---- the devices ---- */
 
-static __thread int current_device;
+static int ndevices(void)
+{
+    const char *v = getenv("CUDAMOCK_DEVICES");
+    int n = v && *v ? atoi(v) : 1;
+    return n >= 1 && n <= 64 ? n : 1;
+}
+
+int cudamock_current_device(void)
+{
+    return current_device;
+}
 
 cudaError_t cudaGetDeviceCount(int *n)
 {
     GUARD();
     if (!n)
         return cudamock_ret(cudaErrorInvalidValue);
-    *n = 1;
+    *n = ndevices();
     return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int d)
 {
     GUARD();
-    if (d != 0)
+    if (d < 0 || d >= ndevices())
         return cudamock_ret(cudaErrorInvalidDevice);
     current_device = d;
     return cudaSuccess;
@@ -441,33 +460,52 @@ cudaError_t cudaGetDevice(int *d)
     return cudaSuccess;
 }
 
-static const char bus_id[] = "0000:0A:00.0";
-
+/* Device d's PCI bus id: 0000:0A:00.0 for device 0, then 0B, 0C... */
 cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int d)
 {
     GUARD();
-    if (!bus || len < (int)sizeof(bus_id) || d != 0)
+    if (!bus || len < 13 || d < 0 || d >= ndevices())
         return cudamock_ret(cudaErrorInvalidValue);
-    memcpy(bus, bus_id, sizeof(bus_id));
+    snprintf(bus, (size_t)len, "0000:%02X:00.0", 0x0A + d);
     return cudaSuccess;
 }
 
 cudaError_t cudaDeviceGetByPCIBusId(int *d, const char *bus)
 {
+    unsigned dom, b, dev, fn;
+
     GUARD();
-    if (!d || !bus || strcasecmp(bus, bus_id) != 0)
+    if (!d || !bus || sscanf(bus, "%x:%x:%x.%x", &dom, &b, &dev, &fn) != 4 || dom || dev || fn ||
+        b < 0x0A || (int)(b - 0x0A) >= ndevices())
         return cudamock_ret(cudaErrorInvalidDevice);
-    *d = 0;
+    *d = (int)(b - 0x0A);
     return cudaSuccess;
 }
 
-/* One device: it has no peer (CUDA answers 0 for a device and itself). */
+/* Every device reaches every other (CUDA answers 0 for a device and itself). */
 cudaError_t cudaDeviceCanAccessPeer(int *can, int d, int peer)
 {
     GUARD();
-    if (!can || d != 0 || peer != 0)
+    if (!can || d < 0 || d >= ndevices() || peer < 0 || peer >= ndevices())
         return cudamock_ret(cudaErrorInvalidDevice);
-    *can = 0;
+    *can = d != peer;
+    return cudaSuccess;
+}
+
+/* Peer access from the current device to `peer`, once (CUDA answers
+ * cudaErrorPeerAccessAlreadyEnabled the second time). */
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags)
+{
+    static _Atomic unsigned long long enabled[64];
+    unsigned long long bit;
+
+    GUARD();
+    if (flags || peer < 0 || peer >= ndevices() || peer == current_device)
+        return cudamock_ret(peer == current_device ? cudaErrorInvalidDevice
+                                                   : cudaErrorInvalidValue);
+    bit = 1ull << peer;
+    if (atomic_fetch_or(&enabled[current_device], bit) & bit)
+        return cudamock_ret(cudaErrorPeerAccessAlreadyEnabled);
     return cudaSuccess;
 }
 

@@ -16,6 +16,9 @@ cudaError_t cudamock_ret(cudaError_t e);
 
 double cudamock_now(void);
 
+/* The calling thread's current device (cudaSetDevice), 0 by default. */
+int cudamock_current_device(void);
+
 /* A host function (cudaLaunchHostFunc) must make no CUDA call: CUDA may answer
  * cudaErrorNotPermitted, or deadlock (the driver runs host functions on its own thread).
  * Set while one runs; a CUDA call then is refused, loudly (GUARD, at each entry point). */

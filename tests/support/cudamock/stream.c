@@ -40,6 +40,7 @@ struct CUstream_st {
     uint64_t queued, done; /* operations queued and run so far */
     int blocking;          /* orders against the legacy default stream */
     int legacy;
+    int device; /* the current device when it was made; the legacy stream's device */
     int capturing;
     int destroyed;
     int id;            /* in the order streams were made: 0 is the legacy default stream */
@@ -66,7 +67,7 @@ struct CUgraph_st {
  * so an idle stream sleeps through the others' operations. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t moved = PTHREAD_COND_INITIALIZER;
-static struct CUstream_st *streams, *legacy_stream;
+static struct CUstream_st *streams, *legacy_streams[64]; /* one legacy stream per device */
 static int nstreams;
 
 static void event_unref(struct CUevent_st *e)
@@ -100,14 +101,23 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
+/* The driver runs host functions on a thread of its own, one at a time, whatever stream they
+ * came from: a host function that waits for another stream's host function waits for ever.
+ * One lock models that. */
+static pthread_mutex_t host_fn_thread = PTHREAD_MUTEX_INITIALIZER;
+
 /* Operation bodies: called on the stream's thread with the lock held. */
 static void run_fn(struct CUstream_st *s, struct op *o)
 {
     (void)s;
     pthread_mutex_unlock(&lock);
+    if (o->host_fn)
+        pthread_mutex_lock(&host_fn_thread);
     cudamock_in_host_fn = o->host_fn;
     o->fn(o->arg);
     cudamock_in_host_fn = 0;
+    if (o->host_fn)
+        pthread_mutex_unlock(&host_fn_thread);
     if (!o->host_fn)
         free(o->arg);
     pthread_mutex_lock(&lock);
@@ -149,6 +159,7 @@ static struct CUstream_st *stream_new(int blocking, int legacy)
         return NULL;
     s->blocking = blocking;
     s->legacy = legacy;
+    s->device = cudamock_current_device();
     pthread_cond_init(&s->work, NULL);
     if (pthread_create(&s->thread, NULL, stream_main, s) != 0) {
         pthread_cond_destroy(&s->work);
@@ -228,21 +239,39 @@ static void legacy_make(void)
 {
     pthread_t w;
 
-    legacy_stream = stream_new(1, 1);
-    if (!legacy_stream || pthread_create(&w, NULL, watchdog, NULL) != 0) {
-        fprintf(stderr, "cudamock: cannot start the default stream's thread\n");
+    if (pthread_create(&w, NULL, watchdog, NULL) != 0) {
+        fprintf(stderr, "cudamock: cannot start the stall watchdog\n");
         abort();
     }
     pthread_detach(w);
 }
 
-/* A handle as a stream: NULL, cudaStreamLegacy and cudaStreamPerThread are the default one. */
+/* The current device's legacy default stream, made on first use. */
+static struct CUstream_st *legacy_stream(void)
+{
+    static pthread_mutex_t make = PTHREAD_MUTEX_INITIALIZER;
+    int d = cudamock_current_device();
+    struct CUstream_st *s;
+
+    pthread_once(&legacy_once, legacy_make);
+    pthread_mutex_lock(&make);
+    if (!legacy_streams[d])
+        legacy_streams[d] = stream_new(1, 1);
+    s = legacy_streams[d];
+    pthread_mutex_unlock(&make);
+    if (!s) {
+        fprintf(stderr, "cudamock: cannot start the default stream's thread\n");
+        abort();
+    }
+    return s;
+}
+
+/* A handle as a stream: NULL, cudaStreamLegacy and cudaStreamPerThread are the current
+ * device's default one. */
 static struct CUstream_st *S(cudaStream_t h)
 {
-    if (h == NULL || h == cudaStreamLegacy || h == cudaStreamPerThread) {
-        pthread_once(&legacy_once, legacy_make);
-        return legacy_stream;
-    }
+    if (h == NULL || h == cudaStreamLegacy || h == cudaStreamPerThread)
+        return legacy_stream();
     return h;
 }
 
@@ -285,12 +314,14 @@ static cudaError_t enqueue_locked(struct CUstream_st *s, struct op *o)
         free(o);
         return cudaErrorStreamCaptureUnsupported;
     }
+    struct CUstream_st *legacy = legacy_streams[s->device];
     if (s->legacy) {
         for (struct CUstream_st *t = streams; t; t = t->next_stream)
-            if (t != s && t->blocking && t->done < t->queued && push_wait_stream(s, t, t->queued))
+            if (t != s && t->blocking && t->device == s->device && t->done < t->queued &&
+                push_wait_stream(s, t, t->queued))
                 goto oom;
-    } else if (s->blocking && legacy_stream && legacy_stream->done < legacy_stream->queued) {
-        if (push_wait_stream(s, legacy_stream, legacy_stream->queued))
+    } else if (s->blocking && legacy && legacy->done < legacy->queued) {
+        if (push_wait_stream(s, legacy, legacy->queued))
             goto oom;
     }
     push(s, o);
@@ -406,6 +437,18 @@ cudaError_t cudaStreamDestroy(cudaStream_t h)
     s->destroyed = 1;
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&lock);
+    return cudaSuccess;
+}
+
+/* Streams are never freed here, so their ids (the order they were made in) are unique. */
+cudaError_t cudaStreamGetId(cudaStream_t h, unsigned long long *id)
+{
+    GUARD();
+    if (!id)
+        return cudamock_ret(cudaErrorInvalidValue);
+    *id = h && h != cudaStreamLegacy && h != cudaStreamPerThread
+              ? (unsigned long long)((struct CUstream_st *)h)->id
+              : 0;
     return cudaSuccess;
 }
 

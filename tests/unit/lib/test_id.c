@@ -276,3 +276,30 @@ Test(config, bad_values_read_early_take_the_default_once, .init = cr_redirect_st
     cr_assert_eq(count_in(out, "TUTTI_TIMEOUT='nan' is not a finite number"), 1, "%s", out);
     cr_assert_eq(count_in(out, "TUTTI_BUFFSIZE='1T' is not a byte count"), 1, "%s", out);
 }
+
+/* tutti_env_number: a binding's numeric knob from the one table, its bad values refused as
+ * tutti_env_check refuses them; words and text knobs, and unknown names, are not numbers. */
+Test(config, env_number_reads_numeric_knobs)
+{
+    double v = -1;
+
+    tt_env_forget();
+    unsetenv("TUTTI_NCCL_TIMEOUT");
+    cr_assert_eq(tutti_env_number("TUTTI_NCCL_TIMEOUT", &v), TUTTI_SUCCESS);
+    cr_assert_eq(v, 1800.0);
+    setenv("TUTTI_BUFFSIZE", "2M", 1);
+    cr_assert_eq(tutti_env_number("TUTTI_BUFFSIZE", &v), TUTTI_SUCCESS);
+    cr_assert_eq(v, 2.0 * (1 << 20));
+    setenv("TUTTI_NCCL_TIMEOUT", "-3", 1);
+    tt_env_forget();
+    cr_assert_eq(tutti_env_number("TUTTI_NCCL_TIMEOUT", &v), TUTTI_ERR_INVALID_ARG);
+    cr_assert(strstr(tutti_last_error(), "TUTTI_NCCL_TIMEOUT='-3' is not a finite number"), "%s",
+              tutti_last_error());
+    cr_assert_eq(tutti_env_number("TUTTI_DEBUG", &v), TUTTI_ERR_INVALID_ARG);
+    cr_assert(strstr(tutti_last_error(), "TUTTI_DEBUG is not a numeric"), "%s", tutti_last_error());
+    cr_assert_eq(tutti_env_number("TUTTI_NO_SUCH_KNOB", &v), TUTTI_ERR_INVALID_ARG);
+    cr_assert_eq(tutti_env_number("TUTTI_TIMEOUT", NULL), TUTTI_ERR_INVALID_ARG);
+    unsetenv("TUTTI_NCCL_TIMEOUT");
+    unsetenv("TUTTI_BUFFSIZE");
+    tt_env_forget();
+}
