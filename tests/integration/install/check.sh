@@ -1,7 +1,7 @@
 #!/bin/sh
 # Install into a scratch root, build tests/integration/install/example.c against it with pkg-config
 # exactly as a user would, run it on 2 ranks with the installed tutti-run, and check that
-# libtutti.so exports the public API and nothing else.
+# libtutti.so exports the public API and nothing else (and the bindings, where built).
 set -eu
 build=$1
 src=$2
@@ -30,6 +30,17 @@ if [ -n "$extra" ]; then
     echo "libtutti.so exports symbols outside the public API:"
     echo "$extra"
     exit 1
+fi
+# NCCL's API, where it was built: beside the system's libraries only in its own folder (it must
+# not shadow NVIDIA's), exporting NCCL's functions only, and finding the installed libtutti.
+nccl=$(find "$dest" -name 'libnccl.so.2' | head -n 1)
+if [ -n "$nccl" ]; then
+    [ "$(basename "$(dirname "$nccl")")" = tutti-nccl ] || { echo "libnccl.so.2 installed in $nccl"; exit 1; }
+    bad=$(nm -D --defined-only "$nccl" | awk '$2 ~ /^[TW]$/ {print $3}' | grep -v '^p\?nccl' || true)
+    [ -z "$bad" ] || { echo "libnccl.so.2 exports more than NCCL's API:"; echo "$bad"; exit 1; }
+    ldd "$nccl" | grep -q "libtutti.so.0 => $(dirname "$lib")/" ||
+        { echo "the installed libnccl.so.2 does not find the installed libtutti"; ldd "$nccl"; exit 1; }
+    echo "libnccl.so.2 installed in $(dirname "$nccl"): ok"
 fi
 # The PyTorch backend, where it was built: importable from where it was installed, and working.
 mod=$(find "$dest" -name '_tutti_torch*.so' | head -n 1)

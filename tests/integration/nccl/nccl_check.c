@@ -541,6 +541,32 @@ static void check_api(void)
     checks++;
 }
 
+/* A call while its stream is captured into a CUDA graph: refused before anything is queued
+ * (tutti's calls cannot be replayed from a graph), NCCL's ncclInvalidUsage, named; on every
+ * rank, so the communicators stay in step. */
+static void check_capture(void)
+{
+    struct buf b[MAXR];
+    cudaStream_t cs[MAXR];
+    cudaGraph_t g;
+
+    for (int k = 0; k < nlocal; k++) {
+        b[k] = dalloc(k, 1024);
+        CU(cudaStreamCreateWithFlags(&cs[k], cudaStreamNonBlocking));
+        CU(cudaStreamBeginCapture(cs[k], cudaStreamCaptureModeRelaxed));
+        ncclResult_t r =
+            ncclAllReduce(b[k].dev, b[k].dev, 256, ncclFloat32, ncclSum, R[k].comm, cs[k]);
+        if (r != ncclInvalidUsage || !strstr(ncclGetLastError(R[k].comm), "graph"))
+            fail("a call under graph capture is ncclInvalidUsage, named", R[k].rank, 0, r,
+                 ncclInvalidUsage);
+        CU(cudaStreamEndCapture(cs[k], &g));
+        CU(cudaGraphDestroy(g));
+        CU(cudaStreamDestroy(cs[k]));
+        dfree(&b[k]);
+    }
+    checks++;
+}
+
 void run_checks(void)
 {
     static const size_t counts[] = {0, 1, 1000, 65536 + 3};
@@ -577,4 +603,5 @@ void run_checks(void)
     check_streams();
     check_split();
     check_api();
+    check_capture();
 }
