@@ -7,7 +7,9 @@
  *
  * Sender: send_slot() hands out a local staging slot; send_commit() queues it and writes what
  * the socket takes; flush()/progress() write the rest. A slot is reused once its message has
- * been written completely. Receiver: progress() reads a socket's next message only into a
+ * been written completely. send_commit_from() sends the bytes from where they lie instead
+ * (the user's buffer: the executor then copies nothing, the kernel copies once), the slot only
+ * holding the message's place. Receiver: progress() reads a socket's next message only into a
  * free slot, so a slow consumer leaves data in the kernel and TCP's own flow control stops
  * the sender: no credits are needed. recv_peek() returns message `tail` once its socket has
  * read all of it.
@@ -52,6 +54,8 @@ struct sock_conn {
     char *slots;
     uint64_t *lens;
     uint32_t *tags;
+    const char **srcs; /* sender: where message m's bytes lie (send_commit_from), else NULL */
+    int zc_logged;
     uint64_t head;           /* sender: messages committed */
     uint64_t tail;           /* receiver: messages released */
     uint64_t next[SOCK_MAX]; /* per socket: next message it carries (== s mod nsocks) */
@@ -88,10 +92,12 @@ static struct sock_conn *conn_new(const struct tt_transport_ctx *ctx, int peer, 
     c->slots = malloc((size_t)c->nslots * ctx->slot_bytes);
     c->lens = calloc(c->nslots, sizeof(*c->lens));
     c->tags = calloc(c->nslots, sizeof(*c->tags));
-    if (!c->slots || !c->lens || !c->tags) {
+    c->srcs = calloc(c->nslots, sizeof(*c->srcs));
+    if (!c->slots || !c->lens || !c->tags || !c->srcs) {
         free(c->slots);
         free(c->lens);
         free(c->tags);
+        free(c->srcs);
         free(c);
         return NULL;
     }
@@ -109,6 +115,7 @@ static void conn_free(struct sock_conn *c)
     free(c->slots);
     free(c->lens);
     free(c->tags);
+    free(c->srcs);
     free(c);
 }
 
@@ -285,8 +292,10 @@ static tutti_result_t send_pump(struct sock_conn *c)
             if (c->done[s] < HDR_LEN)
                 iov[n++] = (struct iovec){hdr + c->done[s], HDR_LEN - c->done[s]};
             size_t poff = c->done[s] > HDR_LEN ? c->done[s] - HDR_LEN : 0;
-            iov[n++] =
-                (struct iovec){c->slots + (m % c->nslots) * c->base.slot_bytes + poff, len - poff};
+            const char *base = c->srcs[m % c->nslots];
+            if (!base)
+                base = c->slots + (m % c->nslots) * c->base.slot_bytes;
+            iov[n++] = (struct iovec){(char *)base + poff, len - poff};
             w = sendmsg(c->fds[s], &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n},
                         MSG_NOSIGNAL | MSG_DONTWAIT);
             if (w < 0) {
@@ -387,8 +396,34 @@ static tutti_result_t sock_send_commit(struct tt_conn *conn, size_t bytes, uint3
 
     c->lens[c->head % c->nslots] = bytes;
     c->tags[c->head % c->nslots] = tag;
+    c->srcs[c->head % c->nslots] = NULL;
     c->head++;
     return send_pump(c);
+}
+
+/* The slot send_slot gave, its bytes read from src instead (any host memory: the kernel
+ * copies them as the socket takes them); src stays untouched until sock_sent says so. */
+static tutti_result_t sock_send_commit_from(struct tt_conn *conn, const void *src, size_t bytes,
+                                            uint32_t tag, struct tt_memreg *reg, uint64_t *ticket)
+{
+    struct sock_conn *c = (struct sock_conn *)conn;
+
+    (void)reg;
+    if (!c->zc_logged) {
+        c->zc_logged = 1;
+        TT_TRACE(TT_SUB_NET, "socket: sending to rank %d (channel %d) from the caller's memory",
+                 c->base.peer, c->base.channel);
+    }
+    c->lens[c->head % c->nslots] = bytes;
+    c->tags[c->head % c->nslots] = tag;
+    c->srcs[c->head % c->nslots] = src;
+    *ticket = c->head++;
+    return send_pump(c);
+}
+
+static int sock_sent(struct tt_conn *conn, uint64_t ticket)
+{
+    return msg_written((struct sock_conn *)conn, ticket);
 }
 
 static tutti_result_t sock_flush(struct tt_conn *conn)
@@ -489,6 +524,9 @@ const struct tt_transport tt_transport_socket = {
     .flush = sock_flush,
     .recv_peek = sock_recv_peek,
     .recv_release = sock_recv_release,
+    .send_commit_from = sock_send_commit_from,
+    .sent = sock_sent,
+    .sends_from_any = 1,
     .progress = sock_progress,
     .wait = sock_wait,
     .alive = tt_transport_no_alive,

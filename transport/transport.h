@@ -94,6 +94,9 @@ struct tt_transport {
                                        uint32_t tag, struct tt_memreg *reg, uint64_t *ticket);
     int (*sent)(struct tt_conn *conn, uint64_t ticket);
     void (*unregister)(struct tt_memreg *reg);
+    /* send_commit_from takes any host memory, reg NULL too (sockets: the kernel copies the
+     * bytes out of it as it sends them), so the executor sends every host buffer in place. */
+    int sends_from_any;
     /* Optional: can send_commit_from read reg's memory where it lies, device memory
      * included (GPUDirect RDMA)? Registers it if needed; 0 if not. */
     int (*can_send_from)(struct tt_memreg *reg);

@@ -275,10 +275,11 @@ static tutti_result_t chunk_send_slot(struct tt_exec *x, int channel, struct chu
 }
 
 /*
- * Zero copy: the bytes this step sends already sit in registered memory (the source of a
- * send, or the destination a copying step writes anyway): the transport reads them from there
- * instead of from the slot. A single-copy transport (shm) instead takes the whole rest of a
- * send whose bytes are final, from any host memory.
+ * Zero copy: the bytes this step sends already sit in registered memory, or in any host memory
+ * where the transport takes that (sockets) -- the source of a send, or the destination a
+ * copying step writes anyway: the transport reads them from there instead of from the slot. A
+ * single-copy transport (shm) instead takes the whole rest of a send whose bytes are final, from
+ * any host memory.
  */
 static void chunk_zero_copy(const struct tt_exec *x, const struct tt_lane *lane,
                             const struct tt_lane_state *ls, struct chunk *k)
@@ -297,12 +298,17 @@ static void chunk_zero_copy(const struct tt_exec *x, const struct tt_lane *lane,
         else if (s->prim == TT_PRIM_RECV_COPY_SEND &&
                  (k->ahead[0] == s->count || k->rest == k->bytes))
             k->zc_src = k->dst, k->zc_bytes = k->rest;
-    } else if (x->regs) {
-        if (s->prim == TT_PRIM_SEND && x->regs[s->src])
-            k->zc_reg = x->regs[s->src], k->zc_src = k->src;
+    } else if (x->regs || (sc->tp->sends_from_any && !x->mover)) {
+        /* registered memory, or any host memory where the transport takes it (sockets) */
+        struct tt_memreg *rs = x->regs ? x->regs[s->src] : NULL;
+        struct tt_memreg *rd = x->regs ? x->regs[s->dst] : NULL;
+        int any = sc->tp->sends_from_any && !x->mover;
+        /* (not the caller's input of a premul sum: its copy into the slot scales it) */
+        if (s->prim == TT_PRIM_SEND && (rs || any) && !(x->premul && s->src == TT_BUF_SEND))
+            k->zc_reg = rs, k->zc_src = k->src;
         else if ((s->prim == TT_PRIM_RECV_COPY_SEND || s->prim == TT_PRIM_RECV_REDUCE_COPY_SEND) &&
-                 x->regs[s->dst])
-            k->zc_reg = x->regs[s->dst], k->zc_src = k->dst;
+                 (rd || any))
+            k->zc_reg = rd, k->zc_src = k->dst;
     }
 }
 

@@ -1,0 +1,442 @@
+/*
+ * link-probe.c -- what the network between two ranks carries: both directions at once, at the
+ * message sizes the collectives use, over plain TCP with everything a transport may tune, so
+ * that every socket figure can stand beside its limit from the same run (issue 41).
+ *
+ *   build/bench/link-probe [-b MIN] [-e MAX] [-f FACTOR] [-s SOCKETS] [-n ITERS] loop [ADDR]
+ *   build/bench/link-probe [options] serve ADDR PORT      (one end: listens)
+ *   build/bench/link-probe [options] connect ADDR PORT    (the other end)
+ *
+ * `loop` runs both ends here (a forked child connects to ADDR, default 127.0.0.1); `serve` and
+ * `connect` put the ends where the caller wants them (two network namespaces joined by a veth
+ * pair: the netns test's layout). For each size S, from MIN (8) to MAX (256M) times FACTOR (4),
+ * each end sends S bytes to the other and receives S bytes from it at the same time, split
+ * over SOCKETS connections (default 2, as TUTTI_NSOCKS; TCP_NODELAY, 4 MiB socket buffers),
+ * two ways: one thread per end moving every connection's bytes with non-blocking calls,
+ * spinning (sched_yield) for 100 us when nothing moves, then poll (what a progress loop can do),
+ * and a sending and a receiving thread per connection at each end with blocking calls (what
+ * parallel copies in and out of the kernel can do). The better of the two, per size, is the link's
+ * limit: the most it carries both ways without any library's protocol. An exchange is timed from a
+ * start both ends agree on (a one-byte handshake on the first connection) to the last byte
+ * received, over a run of exchanges back to back (ITERS, default: about 40 ms' worth, at most 1000)
+ * divided by their number; the median of 7 such runs.
+ *
+ * Prints per size the exchange's time (us) and S over that time (GB/s): the bytes each
+ * direction carried per second while the other carried as many. A 2-rank all-reduce of S bytes
+ * moves S/2 each way twice; its bus bandwidth (S / time, nccl-tests' definition for 2 ranks)
+ * can at most equal this figure at the same size.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXS 16
+#define SAMPLES 7
+
+static int nsocks = 2, iters_fixed, listener = -1;
+static size_t minb = 8, maxb = (size_t)256 << 20, factor = 4;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void die(const char *what)
+{
+    perror(what);
+    exit(1);
+}
+
+static void tune(int fd)
+{
+    int one = 1, buf = 4 << 20;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+}
+
+static void full_write(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            die("send");
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void full_read(int fd, char *p, size_t n)
+{
+    while (n) {
+        ssize_t r = recv(fd, p, n, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            die("recv");
+        p += r;
+        n -= (size_t)r;
+    }
+}
+
+/* One direction of one connection for one exchange. */
+struct job {
+    int fd, send;
+    char *buf;
+    size_t bytes;
+};
+
+static void *run_job(void *arg)
+{
+    struct job *j = arg;
+    if (j->send)
+        full_write(j->fd, j->buf, j->bytes);
+    else
+        full_read(j->fd, j->buf, j->bytes);
+    return NULL;
+}
+
+/* Persistent threads: one sender and one receiver per connection, started per exchange. */
+struct worker {
+    pthread_t t;
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    struct job job;
+    int quit;
+    unsigned long round, finished;
+};
+
+static struct worker W[2 * MAXS];
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    unsigned long seen = 0;
+
+    pthread_mutex_lock(&w->m);
+    for (;;) {
+        while (w->round == seen && !w->quit)
+            pthread_cond_wait(&w->cv, &w->m);
+        if (w->quit)
+            break;
+        seen = w->round;
+        pthread_mutex_unlock(&w->m);
+        run_job(&w->job);
+        pthread_mutex_lock(&w->m);
+        w->finished = seen;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->m);
+    return NULL;
+}
+
+/* Connection s's share of size bytes: at *off, *n bytes. */
+static void share(size_t size, int s, size_t *off, size_t *n)
+{
+    /* No connection carries less than 64 KiB, so small messages take one: the fewest calls. */
+    size_t use = size / (64 << 10) < 1 ? 1 : size / (64 << 10);
+    if (use > (size_t)nsocks)
+        use = (size_t)nsocks;
+    size_t per = (size + use - 1) / use;
+    *off = (size_t)s * per;
+    *n = *off < size ? (size - *off < per ? size - *off : per) : 0;
+}
+
+/* One thread, every connection, non-blocking calls; poll when nothing moved. */
+static void loop_exchange(const int *fds, char *sbuf, char *rbuf, size_t size)
+{
+    size_t sent[MAXS] = {0}, got[MAXS] = {0}, off, n, left = 2 * size;
+    double idle_since = 0;
+
+    while (left) {
+        int moved = 0;
+        struct pollfd p[2 * MAXS];
+        int np = 0;
+        for (int s = 0; s < nsocks; s++) {
+            share(size, s, &off, &n);
+            if (sent[s] < n) {
+                ssize_t w =
+                    send(fds[s], sbuf + off + sent[s], n - sent[s], MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (w > 0) {
+                    sent[s] += (size_t)w, left -= (size_t)w, moved = 1;
+                } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+                    die("send");
+                }
+                if (sent[s] < n)
+                    p[np++] = (struct pollfd){.fd = fds[s], .events = POLLOUT};
+            }
+            if (got[s] < n) {
+                ssize_t r = recv(fds[s], rbuf + off + got[s], n - got[s], MSG_DONTWAIT);
+                if (r > 0) {
+                    got[s] += (size_t)r, left -= (size_t)r, moved = 1;
+                } else if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+                    die("recv");
+                }
+                if (got[s] < n)
+                    p[np++] = (struct pollfd){.fd = fds[s], .events = POLLIN};
+            }
+        }
+        if (moved || !left)
+            idle_since = 0;
+        else if (!idle_since)
+            idle_since = now();
+        else if (now() - idle_since < 100e-6)
+            sched_yield(); /* a message is usually this close: spin, as a progress loop does */
+        else
+            poll(p, (nfds_t)np, 10);
+    }
+}
+
+/* One exchange, by threads: a sending and a receiving thread per connection. */
+static void thread_exchange(const int *fds, char *sbuf, char *rbuf, size_t size)
+{
+    for (int s = 0; s < nsocks; s++) {
+        size_t off, n;
+        share(size, s, &off, &n);
+        for (int d = 0; d < 2; d++) {
+            struct worker *w = &W[2 * s + d];
+            pthread_mutex_lock(&w->m);
+            w->job = (struct job){fds[s], d == 0, (d == 0 ? sbuf : rbuf) + off, n};
+            w->round++;
+            pthread_cond_broadcast(&w->cv);
+            pthread_mutex_unlock(&w->m);
+        }
+    }
+    for (int i = 0; i < 2 * nsocks; i++) {
+        struct worker *w = &W[i];
+        pthread_mutex_lock(&w->m);
+        while (w->finished != w->round)
+            pthread_cond_wait(&w->cv, &w->m);
+        pthread_mutex_unlock(&w->m);
+    }
+}
+
+/* reps exchanges of size bytes both ways, back to back (each waits for the peer's whole
+ * message, so the ends keep in step), from a start both ends agree on; seconds per exchange. */
+static double exchange(const int *fds, char *sbuf, char *rbuf, size_t size, int leader,
+                       int threaded, int reps)
+{
+    char c = 0;
+    double t0;
+
+    /* A common start: the leader sends a byte, the other answers. */
+    if (leader) {
+        full_write(fds[0], &c, 1);
+        full_read(fds[0], &c, 1);
+    } else {
+        full_read(fds[0], &c, 1);
+        full_write(fds[0], &c, 1);
+    }
+    t0 = now();
+    for (int i = 0; i < reps; i++) {
+        if (threaded)
+            thread_exchange(fds, sbuf, rbuf, size);
+        else
+            loop_exchange(fds, sbuf, rbuf, size);
+    }
+    return (now() - t0) / reps;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void run(const int *fds, int leader)
+{
+    char *sbuf = malloc(maxb), *rbuf = malloc(maxb);
+    double *t = malloc(SAMPLES * sizeof(*t));
+
+    if (!sbuf || !rbuf || !t)
+        die("malloc");
+    memset(sbuf, 1, maxb);
+    memset(rbuf, 0, maxb);
+    for (int i = 0; i < 2 * nsocks; i++) {
+        pthread_mutex_init(&W[i].m, NULL);
+        pthread_cond_init(&W[i].cv, NULL);
+        pthread_create(&W[i].t, NULL, worker_main, &W[i]);
+    }
+    if (leader)
+        printf("# link-probe: %d socket(s), both directions at once; median time per exchange "
+               "(us) by one polling thread and by threads; limit: the better, as bytes each way "
+               "per second\n# %12s %10s %10s %10s\n",
+               nsocks, "bytes", "loop_us", "threads_us", "GB/s_each");
+    for (size_t size = minb; size <= maxb; size *= factor) {
+        double med[2];
+        for (int threaded = 0; threaded < 2; threaded++) {
+            int reps;
+            /* Both ends run as many: the leader's first exchange decides how many a sample
+             * takes (about 40 ms), and SAMPLES samples are timed. */
+            double first = exchange(fds, sbuf, rbuf, size, leader, threaded, 1);
+            if (leader) {
+                reps = iters_fixed ? iters_fixed : (int)(0.04 / (first > 1e-6 ? first : 1e-6));
+                reps = reps < 1 ? 1 : reps > 1000 ? 1000 : reps;
+                uint32_t wire = htonl((uint32_t)reps);
+                full_write(fds[0], (char *)&wire, 4);
+            } else {
+                uint32_t wire;
+                full_read(fds[0], (char *)&wire, 4);
+                reps = (int)ntohl(wire);
+            }
+            for (int i = 0; i < SAMPLES; i++)
+                t[i] = exchange(fds, sbuf, rbuf, size, leader, threaded, reps);
+            qsort(t, SAMPLES, sizeof(*t), cmp);
+            med[threaded] = t[SAMPLES / 2];
+        }
+        if (leader) {
+            double best = med[0] < med[1] ? med[0] : med[1];
+            printf("  %12zu %10.1f %10.1f %10.3f\n", size, med[0] * 1e6, med[1] * 1e6,
+                   (double)size / best / 1e9);
+            fflush(stdout);
+        }
+        if (size > maxb / factor)
+            break;
+    }
+    for (int i = 0; i < 2 * nsocks; i++) {
+        pthread_mutex_lock(&W[i].m);
+        W[i].quit = 1;
+        pthread_cond_broadcast(&W[i].cv);
+        pthread_mutex_unlock(&W[i].m);
+        pthread_join(W[i].t, NULL);
+    }
+}
+
+/* Listen on ADDR:PORT (0: any port); the port in *bound. */
+static void serve(const char *addr, int port, int *bound)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    socklen_t len = sizeof(a);
+    int one = 1, l = socket(AF_INET, SOCK_STREAM, 0);
+
+    if (l < 0 || inet_pton(AF_INET, addr, &a.sin_addr) != 1)
+        die("listen address");
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(l, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(l, MAXS) != 0)
+        die("bind/listen");
+    getsockname(l, (struct sockaddr *)&a, &len);
+    *bound = ntohs(a.sin_port);
+    listener = l;
+}
+
+static void accept_all(int *fds)
+{
+    for (int s = 0; s < nsocks; s++) {
+        int fd = accept(listener, NULL, NULL), idx = 0;
+        if (fd < 0)
+            die("accept");
+        full_read(fd, (char *)&idx, sizeof(idx));
+        if (idx < 0 || idx >= nsocks)
+            die("bad index");
+        tune(fd);
+        fds[idx] = fd;
+    }
+    close(listener);
+    listener = -1;
+}
+
+static void connect_all(const char *addr, int port, int *fds)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+
+    if (inet_pton(AF_INET, addr, &a.sin_addr) != 1)
+        die("address");
+    for (int s = 0; s < nsocks; s++) {
+        int fd = -1;
+        for (int tries = 0; tries < 500; tries++) {
+            fd = socket(AF_INET, SOCK_STREAM, 0);
+            if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+                break;
+            close(fd);
+            fd = -1;
+            usleep(10000);
+        }
+        if (fd < 0)
+            die("connect");
+        tune(fd);
+        full_write(fd, (char *)&s, sizeof(s));
+        fds[s] = fd;
+    }
+}
+
+static size_t size_arg(const char *s)
+{
+    char *end;
+    size_t v = strtoull(s, &end, 10);
+    switch (*end) {
+    case 'K': v <<= 10; break;
+    case 'M': v <<= 20; break;
+    case 'G': v <<= 30; break;
+    default: break;
+    }
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    int opt, fds[MAXS], port = 0;
+
+    while ((opt = getopt(argc, argv, "b:e:f:s:n:")) != -1) {
+        switch (opt) {
+        case 'b': minb = size_arg(optarg); break;
+        case 'e': maxb = size_arg(optarg); break;
+        case 'f': factor = size_arg(optarg); break;
+        case 's': nsocks = atoi(optarg); break;
+        case 'n': iters_fixed = atoi(optarg); break;
+        default: return 2;
+        }
+    }
+    if (optind >= argc || nsocks < 1 || nsocks > MAXS || minb < 1 || maxb < minb || factor < 2) {
+        fprintf(stderr, "usage: link-probe [-b MIN] [-e MAX] [-f FACTOR] [-s SOCKETS] [-n ITERS] "
+                        "loop [ADDR] | serve ADDR PORT | connect ADDR PORT\n");
+        return 2;
+    }
+    const char *mode = argv[optind], *addr = optind + 1 < argc ? argv[optind + 1] : "127.0.0.1";
+    if (optind + 2 < argc)
+        port = atoi(argv[optind + 2]);
+    if (strcmp(mode, "loop") == 0) {
+        int bound;
+        pid_t child;
+        serve(addr, 0, &bound);
+        child = fork();
+        if (child == 0) {
+            close(listener);
+            connect_all(addr, bound, fds);
+            run(fds, 0);
+            _exit(0);
+        }
+        accept_all(fds);
+        run(fds, 1);
+        waitpid(child, NULL, 0);
+    } else if (strcmp(mode, "serve") == 0) {
+        int bound;
+        serve(addr, port, &bound);
+        printf("# listening on %s:%d\n", addr, bound);
+        fflush(stdout);
+        accept_all(fds);
+        run(fds, 1);
+    } else if (strcmp(mode, "connect") == 0) {
+        connect_all(addr, port, fds);
+        run(fds, 0);
+    } else {
+        fprintf(stderr, "link-probe: mode %s (loop, serve or connect)\n", mode);
+        return 2;
+    }
+    return 0;
+}
