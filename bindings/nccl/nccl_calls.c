@@ -210,28 +210,7 @@ static ncclResult_t stream_after(struct ncclComm *c, cudaStream_t after, cudaStr
     return ncclSuccess;
 }
 
-static ncclResult_t run_on_device(const struct nc_call *k, int n);
-
-/* The calls k[0..n) of one communicator: one tutti group on k[0]'s stream, queued with the
- * communicator's device current (the NULL stream is that device's; CUDA resources tutti makes
- * for the call belong to it), as NCCL queues them. */
-ncclResult_t nc_run_calls(const struct nc_call *k, int n)
-{
-    int prev = -1;
-    ncclResult_t r;
-
-    if (cudaGetDevice(&prev) == cudaSuccess && prev != k[0].comm->device &&
-        cudaSetDevice(k[0].comm->device) != cudaSuccess) {
-        cudaError_t e = cudaGetLastError();
-        return nc_error(k[0].comm, ncclUnhandledCudaError, "%s: cudaSetDevice(%d): %s", k[0].fn,
-                        k[0].comm->device, cudaGetErrorString(e));
-    }
-    r = run_on_device(k, n);
-    if (prev >= 0 && prev != k[0].comm->device)
-        (void)cudaSetDevice(prev);
-    return r;
-}
-
+/* nc_run_calls with the communicator's device current. */
 static ncclResult_t run_on_device(const struct nc_call *k, int n)
 {
     struct ncclComm *c = k[0].comm;
@@ -276,6 +255,26 @@ static ncclResult_t run_on_device(const struct nc_call *k, int n)
         if (k[i].stream != main)
             r = stream_after(c, k[i].stream, main);
     free(temps);
+    return r;
+}
+
+/* The calls k[0..n) of one communicator: one tutti group on k[0]'s stream, queued with the
+ * communicator's device current (the NULL stream is that device's; CUDA resources tutti makes
+ * for the call belong to it), as NCCL queues them. */
+ncclResult_t nc_run_calls(const struct nc_call *k, int n)
+{
+    int prev = -1;
+    ncclResult_t r;
+
+    if (cudaGetDevice(&prev) == cudaSuccess && prev != k[0].comm->device &&
+        cudaSetDevice(k[0].comm->device) != cudaSuccess) {
+        cudaError_t e = cudaGetLastError();
+        return nc_error(k[0].comm, ncclUnhandledCudaError, "%s: cudaSetDevice(%d): %s", k[0].fn,
+                        k[0].comm->device, cudaGetErrorString(e));
+    }
+    r = run_on_device(k, n);
+    if (prev >= 0 && prev != k[0].comm->device)
+        (void)cudaSetDevice(prev);
     return r;
 }
 

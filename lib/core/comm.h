@@ -182,9 +182,9 @@ static inline tutti_result_t tt_comm_error(const struct tutti_comm *comm)
 /* Stream bookkeeping: an item on comm was queued / has finished; wait until none is queued. */
 void tt_comm_work_queued(struct tutti_comm *comm);
 void tt_comm_work_done(struct tutti_comm *comm);
+void tt_comm_wait_idle(struct tutti_comm *comm);
 
 /* Free the wrappers of tutti_comm_cuda_stream (cuda_streams.c); queued work has finished. */
 void tt_comm_streams_free(struct tutti_comm *comm);
-void tt_comm_wait_idle(struct tutti_comm *comm);
 
 #endif

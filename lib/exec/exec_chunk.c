@@ -286,9 +286,11 @@ static void chunk_zero_copy(const struct tt_exec *x, const struct tt_lane *lane,
 {
     const struct tt_step *s = k->s;
     struct tt_conn *sc = k->sc;
+    int any; /* the transport takes any host memory (sockets) */
 
     if (!sc || !sc->tp->send_commit_from)
         return;
+    any = sc->tp->sends_from_any && !x->mover;
     if (sc->tp->recv_pull) {
         if (!x->single_send || !k->ahead || k->lo != 0)
             return; /* two copies: this rank does not send by address in this call */
@@ -298,11 +300,9 @@ static void chunk_zero_copy(const struct tt_exec *x, const struct tt_lane *lane,
         else if (s->prim == TT_PRIM_RECV_COPY_SEND &&
                  (k->ahead[0] == s->count || k->rest == k->bytes))
             k->zc_src = k->dst, k->zc_bytes = k->rest;
-    } else if (x->regs || (sc->tp->sends_from_any && !x->mover)) {
-        /* registered memory, or any host memory where the transport takes it (sockets) */
+    } else if (x->regs || any) {
         struct tt_memreg *rs = x->regs ? x->regs[s->src] : NULL;
         struct tt_memreg *rd = x->regs ? x->regs[s->dst] : NULL;
-        int any = sc->tp->sends_from_any && !x->mover;
         /* (not the caller's input of a premul sum: its copy into the slot scales it) */
         if (s->prim == TT_PRIM_SEND && (rs || any) && !(x->premul && s->src == TT_BUF_SEND))
             k->zc_reg = rs, k->zc_src = k->src;

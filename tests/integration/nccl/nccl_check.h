@@ -1,6 +1,7 @@
 /*
- * nccl_check.h -- what nccl_check's two files share: nccl_main.c makes the communicators (the
- * ways NCCL's user guide shows) and calls nccl_check.c's battery, run_checks().
+ * nccl_check.h -- what nccl_check's files share: nccl_main.c makes the communicators (the ways
+ * NCCL's user guide shows) and calls nccl_check.c's battery, run_checks(); nccl_values.c has
+ * the element values.
  */
 #ifndef NCCL_CHECK_H
 #define NCCL_CHECK_H
@@ -50,6 +51,13 @@ struct buf {
 /* A device buffer of `bytes` with guard bytes after it, on rank k's device; freed by dfree. */
 struct buf dalloc(int k, size_t bytes);
 void dfree(struct buf *b);
+
+/* Element values (nccl_values.c): a type's size; element i of p as a double and back (small
+ * integers, exact in every type); rank r's input element i (1..5; 1..2 for products). */
+size_t dsize(ncclDataType_t d);
+void put(ncclDataType_t d, void *p, size_t i, double v);
+double get(ncclDataType_t d, const void *p, size_t i);
+double val(int r, size_t i, int prod);
 
 /* Every check, on every rank of this process; exits non-zero at the first wrong result. */
 void run_checks(void);

@@ -1,6 +1,6 @@
 /*
- * mock.h -- what cudamock's two files share: cudamock.c (errors, memory and IPC, the device,
- * driver entry points) and stream.c (streams, events, copies, kernels).
+ * mock.h -- what cudamock's files share: cudamock.c (errors, memory and IPC, the devices,
+ * driver entry points) and the stream files (stream_int.h: streams, events, copies, kernels).
  */
 #ifndef CUDAMOCK_MOCK_H
 #define CUDAMOCK_MOCK_H
