@@ -89,6 +89,17 @@ Test(multinode, every_algorithm_every_dtype_and_op, .timeout = 900)
     }
 }
 
+/* The socket transport's wire format: payloads carried in the header (up to 48 bytes) and
+ * after it (padded to 64 bytes), every length from 1 to 200 bytes back to back on one
+ * connection, then lengths around the slot size, checked element by element. */
+Test(multinode, socket_message_lengths, .timeout = 300)
+{
+    run("", 2, 2, getenv("TUTTI_PERF"), "sendrecv -b 1 -e 200 -i 1 -n 2 -w 0 -c 1 -d int8");
+    run("", 2, 2, getenv("TUTTI_PERF"), "all_reduce -b 1 -e 200 -i 1 -n 2 -w 0 -c 1 -d int8");
+    run("", 2, 2, getenv("TUTTI_PERF"),
+        "broadcast -b 131008 -e 131200 -i 7 -n 2 -w 0 -c 1 -d int8 -r all");
+}
+
 Test(multinode, perf_over_sockets, .timeout = 300)
 {
     run("", 4, 2, getenv("TUTTI_PERF"), "all -b 8 -e 1M -f 16 -n 3 -w 1 -c 1");
