@@ -147,6 +147,37 @@ static void fit_shm(struct tutti_comm *c)
 }
 
 /*
+ * The slot shape of a communicator that runs over sockets alone: every rank alone on its host
+ * and no rank with an InfiniBand/RoCE port (every rank sees the same records, so every rank
+ * decides the same). Unless TUTTI_BUFFSIZE or TUTTI_STEPS is set, its FIFOs keep their bytes
+ * but as 2 slots, not 8: each chunk is one message of 512 KiB on a socket instead of four of
+ * 128 KiB. On 2 emulated hosts that made all-reduce, all-gather, reduce-scatter and broadcast
+ * 1.5-1.8x faster at 1-4 MiB and 1.2-1.5x at 16 MiB, with 64-256 KiB within the VM's noise;
+ * 8 slots of 512 KiB were slower than 2 and take 4x the memory (BENCHMARKS.md, "Sockets
+ * beside the link's limit"). Where a host has several ranks the same chunks would also cut the
+ * shared-memory stages' pipeline, and 2 hosts x 2 ranks measured no gain: those keep the knobs'
+ * defaults.
+ */
+static void fit_net(struct tutti_comm *c)
+{
+    size_t buff = (size_t)c->nslots * c->slot_bytes;
+
+    if (c->nranks < 2 || c->topo.nnodes != c->nranks || tt_env_is_set("TUTTI_BUFFSIZE") ||
+        tt_env_is_set("TUTTI_STEPS"))
+        return;
+    for (int r = 0; r < c->nranks; r++)
+        if (c->peers[r].hca[0])
+            return;
+    c->nslots = 2;
+    c->slot_bytes = (buff / 2) & ~(size_t)63;
+    if (c->rank == 0)
+        TT_INFO(TT_SUB_INIT,
+                "every rank alone on its host, over sockets: %zu KiB FIFOs as 2 slots of %zu KiB "
+                "(set TUTTI_STEPS or TUTTI_BUFFSIZE to choose)",
+                buff >> 10, c->slot_bytes >> 10);
+}
+
+/*
  * Should waits block in the kernel? TUTTI_WAIT, or: do the ranks on this physical machine
  * (emulated nodes included) outnumber the cores they may use together (topo.h)?
  */
@@ -251,6 +282,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     for (size_t r = 0; r < n; r++)
         c->pids[r] = c->peers[r].pid;
     fit_shm(c);
+    fit_net(c);
     c->local_rank = local_rank_hint >= 0 ? local_rank_hint : c->topo.local_of[c->rank];
     c->local_size = c->topo.node_size[c->topo.node_of[c->rank]];
     c->sleepy = oversubscribed(c->topo.machine_ranks, c->topo.machine_cores);
