@@ -44,8 +44,9 @@
 
 #define MAXS 16
 #define SAMPLES 7
+#define NHOW 3 /* ways to move the bytes: a polling loop, threads, a polling loop in pieces */
 
-static int nsocks = 2, iters_fixed, listener = -1;
+static int nsocks = 2, iters_fixed, listener = -1, sockbuf = 4 << 20;
 static size_t minb = 8, maxb = (size_t)256 << 20, factor = 4;
 
 static double now(void)
@@ -63,10 +64,12 @@ static void die(const char *what)
 
 static void tune(int fd)
 {
-    int one = 1, buf = 4 << 20;
+    int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+    if (sockbuf > 0) { /* else the kernel's autotuning */
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof(sockbuf));
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sockbuf, sizeof(sockbuf));
+    }
 }
 
 static void full_write(int fd, const char *p, size_t n)
@@ -158,10 +161,17 @@ static void share(size_t size, int s, size_t *off, size_t *n)
     *n = *off < size ? (size - *off < per ? size - *off : per) : 0;
 }
 
-/* One thread, every connection, non-blocking calls; poll when nothing moved. */
-static void loop_exchange(const int *fds, char *sbuf, char *rbuf, size_t size)
+/* One thread, every connection, non-blocking calls; poll when nothing moved. With pieces
+ * (PIECE_BYTES), every call moves at most one piece and each connection receives into its own
+ * ring of PIECE_RING bytes of rbuf, over and over (a transport's receive slots: they stay in
+ * cache); else each call moves what the socket takes, straight to the bytes' place in rbuf. */
+#define PIECE_BYTES ((size_t)128 << 10)
+#define PIECE_RING ((size_t)1 << 20)
+static void loop_exchange(const int *fds, char *sbuf, char *rbuf, size_t size, int pieces)
 {
     size_t sent[MAXS] = {0}, got[MAXS] = {0}, off, n, left = 2 * size;
+    size_t cap = pieces ? PIECE_BYTES : size,
+           ring = (maxb < PIECE_RING ? maxb : PIECE_RING) / (size_t)nsocks;
     double idle_since = 0;
 
     while (left) {
@@ -171,8 +181,8 @@ static void loop_exchange(const int *fds, char *sbuf, char *rbuf, size_t size)
         for (int s = 0; s < nsocks; s++) {
             share(size, s, &off, &n);
             if (sent[s] < n) {
-                ssize_t w =
-                    send(fds[s], sbuf + off + sent[s], n - sent[s], MSG_NOSIGNAL | MSG_DONTWAIT);
+                size_t want = n - sent[s] < cap ? n - sent[s] : cap;
+                ssize_t w = send(fds[s], sbuf + off + sent[s], want, MSG_NOSIGNAL | MSG_DONTWAIT);
                 if (w > 0) {
                     sent[s] += (size_t)w, left -= (size_t)w, moved = 1;
                 } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
@@ -182,7 +192,14 @@ static void loop_exchange(const int *fds, char *sbuf, char *rbuf, size_t size)
                     p[np++] = (struct pollfd){.fd = fds[s], .events = POLLOUT};
             }
             if (got[s] < n) {
-                ssize_t r = recv(fds[s], rbuf + off + got[s], n - got[s], MSG_DONTWAIT);
+                size_t want = n - got[s] < cap ? n - got[s] : cap;
+                char *to = rbuf + off + got[s];
+                if (pieces && ring >= 64) {
+                    to = rbuf + (size_t)s * ring + got[s] % ring;
+                    if (want > ring - got[s] % ring)
+                        want = ring - got[s] % ring;
+                }
+                ssize_t r = recv(fds[s], to, want, MSG_DONTWAIT);
                 if (r > 0) {
                     got[s] += (size_t)r, left -= (size_t)r, moved = 1;
                 } else if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
@@ -229,8 +246,8 @@ static void thread_exchange(const int *fds, char *sbuf, char *rbuf, size_t size)
 
 /* reps exchanges of size bytes both ways, back to back (each waits for the peer's whole
  * message, so the ends keep in step), from a start both ends agree on; seconds per exchange. */
-static double exchange(const int *fds, char *sbuf, char *rbuf, size_t size, int leader,
-                       int threaded, int reps)
+static double exchange(const int *fds, char *sbuf, char *rbuf, size_t size, int leader, int how,
+                       int reps)
 {
     char c = 0;
     double t0;
@@ -245,10 +262,10 @@ static double exchange(const int *fds, char *sbuf, char *rbuf, size_t size, int 
     }
     t0 = now();
     for (int i = 0; i < reps; i++) {
-        if (threaded)
+        if (how == 1)
             thread_exchange(fds, sbuf, rbuf, size);
         else
-            loop_exchange(fds, sbuf, rbuf, size);
+            loop_exchange(fds, sbuf, rbuf, size, how == 2);
     }
     return (now() - t0) / reps;
 }
@@ -275,16 +292,17 @@ static void run(const int *fds, int leader)
     }
     if (leader)
         printf("# link-probe: %d socket(s), both directions at once; median time per exchange "
-               "(us) by one polling thread and by threads; limit: the better, as bytes each way "
-               "per second\n# %12s %10s %10s %10s\n",
-               nsocks, "bytes", "loop_us", "threads_us", "GB/s_each");
+               "(us) by one polling thread, by threads, and by one polling thread in 128 KiB "
+               "pieces; limit: the best, as bytes each way per second\n# %12s %10s %10s %10s "
+               "%10s\n",
+               nsocks, "bytes", "loop_us", "threads_us", "pieces_us", "GB/s_each");
     for (size_t size = minb; size <= maxb; size *= factor) {
-        double med[2];
-        for (int threaded = 0; threaded < 2; threaded++) {
+        double med[NHOW];
+        for (int how = 0; how < NHOW; how++) {
             int reps;
             /* Both ends run as many: the leader's first exchange decides how many a sample
              * takes (about 40 ms), and SAMPLES samples are timed. */
-            double first = exchange(fds, sbuf, rbuf, size, leader, threaded, 1);
+            double first = exchange(fds, sbuf, rbuf, size, leader, how, 1);
             if (leader) {
                 reps = iters_fixed ? iters_fixed : (int)(0.04 / (first > 1e-6 ? first : 1e-6));
                 reps = reps < 1 ? 1 : reps > 1000 ? 1000 : reps;
@@ -296,14 +314,16 @@ static void run(const int *fds, int leader)
                 reps = (int)ntohl(wire);
             }
             for (int i = 0; i < SAMPLES; i++)
-                t[i] = exchange(fds, sbuf, rbuf, size, leader, threaded, reps);
+                t[i] = exchange(fds, sbuf, rbuf, size, leader, how, reps);
             qsort(t, SAMPLES, sizeof(*t), cmp);
-            med[threaded] = t[SAMPLES / 2];
+            med[how] = t[SAMPLES / 2];
         }
         if (leader) {
-            double best = med[0] < med[1] ? med[0] : med[1];
-            printf("  %12zu %10.1f %10.1f %10.3f\n", size, med[0] * 1e6, med[1] * 1e6,
-                   (double)size / best / 1e9);
+            double best = med[0];
+            for (int how = 1; how < NHOW; how++)
+                best = med[how] < best ? med[how] : best;
+            printf("  %12zu %10.1f %10.1f %10.1f %10.3f\n", size, med[0] * 1e6, med[1] * 1e6,
+                   med[2] * 1e6, (double)size / best / 1e9);
             fflush(stdout);
         }
         if (size > maxb / factor)
@@ -392,13 +412,14 @@ int main(int argc, char **argv)
 {
     int opt, fds[MAXS], port = 0;
 
-    while ((opt = getopt(argc, argv, "b:e:f:s:n:")) != -1) {
+    while ((opt = getopt(argc, argv, "b:e:f:s:n:B:")) != -1) {
         switch (opt) {
         case 'b': minb = size_arg(optarg); break;
         case 'e': maxb = size_arg(optarg); break;
         case 'f': factor = size_arg(optarg); break;
         case 's': nsocks = atoi(optarg); break;
         case 'n': iters_fixed = atoi(optarg); break;
+        case 'B': sockbuf = (int)size_arg(optarg); break;
         default: return 2;
         }
     }
