@@ -3,7 +3,8 @@
  * message sizes the collectives use, over plain TCP with everything a transport may tune, so
  * that every socket figure can stand beside its limit from the same run (issue 41).
  *
- *   build/bench/link-probe [-b MIN] [-e MAX] [-f FACTOR] [-s SOCKETS] [-n ITERS] loop [ADDR]
+ *   build/bench/link-probe [-b MIN] [-e MAX] [-f FACTOR] [-s SOCKETS] [-n ITERS] [-B BYTES]
+ *                          loop [ADDR]
  *   build/bench/link-probe [options] serve ADDR PORT      (one end: listens)
  *   build/bench/link-probe [options] connect ADDR PORT    (the other end)
  *
@@ -11,12 +12,17 @@
  * `connect` put the ends where the caller wants them (two network namespaces joined by a veth
  * pair: the netns test's layout). For each size S, from MIN (8) to MAX (256M) times FACTOR (4),
  * each end sends S bytes to the other and receives S bytes from it at the same time, split
- * over SOCKETS connections (default 2, as TUTTI_NSOCKS; TCP_NODELAY, 4 MiB socket buffers),
- * two ways: one thread per end moving every connection's bytes with non-blocking calls,
- * spinning (sched_yield) for 100 us when nothing moves, then poll (what a progress loop can do),
- * and a sending and a receiving thread per connection at each end with blocking calls (what
- * parallel copies in and out of the kernel can do). The better of the two, per size, is the link's
- * limit: the most it carries both ways without any library's protocol. An exchange is timed from a
+ * over SOCKETS connections (default 2, as TUTTI_NSOCKS; TCP_NODELAY, socket buffers of -B
+ * BYTES, default 4M, 0 for the kernel's autotuning), three ways: one thread per end moving every
+ * connection's bytes with non-blocking calls, spinning (sched_yield) for 100 us when nothing
+ * moves, then poll (what a progress loop can do); a sending and a receiving thread per
+ * connection at each end with blocking calls (what parallel copies in and out of the kernel
+ * can do); and the polling thread again, moving at most 128 KiB a call and receiving into a
+ * 1 MiB ring (a transport's slots, which stay in cache). The best of the three, per size, is
+ * what the link carries both ways by plain calls without any library's protocol: the figure
+ * socket results stand beside. It is not a proven ceiling: since its payloads keep their cache
+ * line alignment, tutti's socket transport beats it from 256 KiB up on this VM (BENCHMARKS.md,
+ * "Sockets beside the link's limit"). An exchange is timed from a
  * start both ends agree on (a one-byte handshake on the first connection) to the last byte
  * received, over a run of exchanges back to back (ITERS, default: about 40 ms' worth, at most 1000)
  * divided by their number; the median of 7 such runs.
@@ -424,8 +430,10 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc || nsocks < 1 || nsocks > MAXS || minb < 1 || maxb < minb || factor < 2) {
-        fprintf(stderr, "usage: link-probe [-b MIN] [-e MAX] [-f FACTOR] [-s SOCKETS] [-n ITERS] "
-                        "loop [ADDR] | serve ADDR PORT | connect ADDR PORT\n");
+        fprintf(
+            stderr,
+            "usage: link-probe [-b MIN] [-e MAX] [-f FACTOR] [-s SOCKETS] [-n ITERS] [-B BYTES] "
+            "loop [ADDR] | serve ADDR PORT | connect ADDR PORT\n");
         return 2;
     }
     const char *mode = argv[optind], *addr = optind + 1 < argc ? argv[optind + 1] : "127.0.0.1";
