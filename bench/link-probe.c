@@ -28,7 +28,9 @@
  * divided by their number; the median of 7 such runs.
  *
  * Prints per size the exchange's time (us) and S over that time (GB/s): the bytes each
- * direction carried per second while the other carried as many. A 2-rank all-reduce of S bytes
+ * direction carried per second while the other carried as many; with MIN <= 4 KiB and MAX >=
+ * 1 MiB, then a TUTTI_TUNE_LINKS line whose network figures are the smallest exchange's time
+ * and the largest one's rate, for the tuner to plan with this link. A 2-rank all-reduce of S bytes
  * moves S/2 each way twice; its bus bandwidth (S / time, nccl-tests' definition for 2 ranks)
  * can at most equal this figure at the same size.
  */
@@ -284,6 +286,7 @@ static int cmp(const void *a, const void *b)
 
 static void run(const int *fds, int leader)
 {
+    double first_us = 0, last_gbs = 0;
     char *sbuf = malloc(maxb), *rbuf = malloc(maxb);
     double *t = malloc(SAMPLES * sizeof(*t));
 
@@ -331,10 +334,19 @@ static void run(const int *fds, int leader)
             printf("  %12zu %10.1f %10.1f %10.1f %10.3f\n", size, med[0] * 1e6, med[1] * 1e6,
                    med[2] * 1e6, (double)size / best / 1e9);
             fflush(stdout);
+            if (size == minb)
+                first_us = best * 1e6;
+            last_gbs = (double)size / best / 1e9;
         }
         if (size > maxb / factor)
             break;
     }
+    /* The tuner's network link (lib/topo/tune.c: a hop's latency, a link's bytes per second
+     * each way): the smallest exchange's time and the largest one's rate. */
+    if (leader && minb <= 4096 && maxb >= ((size_t)1 << 20))
+        printf("# for the tuner (its network link from this run; the first two figures are its "
+               "shared-memory defaults):\n# TUTTI_TUNE_LINKS=0.25,12,%.1f,%.2f\n",
+               first_us, last_gbs);
     for (int i = 0; i < 2 * nsocks; i++) {
         pthread_mutex_lock(&W[i].m);
         W[i].quit = 1;
