@@ -55,6 +55,11 @@
 #define HDR_FIELDS 16
 #define INLINE_MAX (HDR_LEN - HDR_FIELDS)
 
+/* A receiver reads a message's start with up to READ_AHEAD bytes at once (into a buffer per
+ * socket, copied out from there): a small message, header and payload, takes one call, and so
+ * may the ones after it on the socket; the rest of a larger one goes straight into its slot. */
+#define READ_AHEAD (((size_t)4 << 10) + HDR_LEN) /* a 4 KiB payload with its header */
+
 static const unsigned char wire_zeros[WIRE_ALIGN];
 
 /* Bytes a message of len payload bytes takes on the wire. */
@@ -81,6 +86,8 @@ struct sock_conn {
     uint64_t next[SOCK_MAX]; /* per socket: next message it carries (== s mod nsocks) */
     size_t done[SOCK_MAX];   /* bytes of that message moved, header included */
     unsigned char hdr[SOCK_MAX][HDR_LEN];
+    char *ahead; /* receiver: per socket, READ_AHEAD bytes: read, not yet used */
+    size_t ahead_pos[SOCK_MAX], ahead_len[SOCK_MAX];
     char eof[SOCK_MAX];    /* receiver: the peer closed this socket (no more messages on it) */
     tutti_result_t failed; /* sticky */
 };
@@ -136,6 +143,7 @@ static void conn_free(struct sock_conn *c)
     free(c->lens);
     free(c->tags);
     free(c->srcs);
+    free(c->ahead);
     free(c);
 }
 
@@ -180,6 +188,11 @@ static tutti_result_t sock_recv_setup(const struct tt_transport_ctx *ctx, int pe
         return rc;
     }
     c->nsocks = tt_socket_nsocks();
+    c->ahead = aligned_alloc(WIRE_ALIGN, (size_t)c->nsocks * READ_AHEAD);
+    if (!c->ahead) {
+        conn_free(c);
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "socket: out of memory");
+    }
     tt_addr_pack(&at, b.addr);
     tt_put64(b.nonce, c->nonce);
     tt_put32(b.nsocks, (uint32_t)c->nsocks);
@@ -346,6 +359,39 @@ static tutti_result_t send_pump(struct sock_conn *c)
     return TUTTI_SUCCESS;
 }
 
+/* Receiver: the next n bytes of socket s's stream into dst (NULL: dropped), those read ahead
+ * first; with pad, the pad bytes after them dropped in the same call where it reads the socket.
+ * What recv returns: > 0 bytes moved (pad ones included), 0 the peer closed, < 0 see errno. */
+static ssize_t stream_read(struct sock_conn *c, int s, void *dst, size_t n, size_t pad)
+{
+    size_t have = c->ahead_len[s] - c->ahead_pos[s];
+    char *ahead = c->ahead + (size_t)s * READ_AHEAD;
+    unsigned char drop[WIRE_ALIGN];
+    struct iovec iov[2];
+    int k = 0;
+    ssize_t r;
+
+    if (have == 0 && n + pad < READ_AHEAD) {
+        r = recv(c->fds[s], ahead, READ_AHEAD, MSG_DONTWAIT);
+        if (r <= 0)
+            return r;
+        c->ahead_pos[s] = 0;
+        c->ahead_len[s] = have = (size_t)r;
+    }
+    if (have > 0) {
+        size_t take = have < n ? have : n;
+        if (dst)
+            memcpy(dst, ahead + c->ahead_pos[s], take);
+        c->ahead_pos[s] += take;
+        return (ssize_t)take;
+    }
+    iov[k++] = (struct iovec){dst, n}; /* n + pad >= READ_AHEAD: a payload, dst set */
+    if (pad)
+        iov[k++] = (struct iovec){drop, pad};
+    return recvmsg(c->fds[s], &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)k},
+                   MSG_DONTWAIT);
+}
+
 /* Receiver: read messages into free slots. */
 static tutti_result_t recv_pump(struct sock_conn *c)
 {
@@ -355,7 +401,7 @@ static tutti_result_t recv_pump(struct sock_conn *c)
             ssize_t r;
 
             if (c->done[s] < HDR_LEN) {
-                r = recv(c->fds[s], c->hdr[s] + c->done[s], HDR_LEN - c->done[s], MSG_DONTWAIT);
+                r = stream_read(c, s, c->hdr[s] + c->done[s], HDR_LEN - c->done[s], 0);
                 if (r <= 0)
                     goto short_read;
                 c->done[s] += (size_t)r;
@@ -369,15 +415,11 @@ static tutti_result_t recv_pump(struct sock_conn *c)
             if (len <= INLINE_MAX) {
                 memcpy(slot, c->hdr[s] + HDR_FIELDS, len);
             } else if (c->done[s] < wire_bytes(len)) { /* the payload, then its padding */
-                unsigned char pad[WIRE_ALIGN];
                 size_t got = c->done[s] - HDR_LEN, padding = wire_bytes(len) - HDR_LEN - len;
-                struct iovec iov[2];
-                int n = 0;
                 if (got < len)
-                    iov[n++] = (struct iovec){slot + got, len - got};
-                iov[n++] = (struct iovec){pad, got < len ? padding : padding - (got - len)};
-                r = recvmsg(c->fds[s], &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n},
-                            MSG_DONTWAIT);
+                    r = stream_read(c, s, slot + got, len - got, padding);
+                else
+                    r = stream_read(c, s, NULL, padding - (got - len), 0);
                 if (r <= 0)
                     goto short_read;
                 c->done[s] += (size_t)r;

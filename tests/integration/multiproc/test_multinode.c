@@ -90,12 +90,16 @@ Test(multinode, every_algorithm_every_dtype_and_op, .timeout = 900)
 }
 
 /* The socket transport's wire format: payloads carried in the header (up to 48 bytes) and
- * after it (padded to 64 bytes), every length from 1 to 200 bytes back to back on one
- * connection, then lengths around the slot size (both slot shapes), checked element by element. */
+ * after it (padded to 64 bytes), a message's start read ahead in one call (up to 4 KiB of
+ * payload): every length from 1 to 200 and from 3968 to 4300 bytes back to back on one
+ * connection, then lengths around the slot size (both slot shapes), checked element by
+ * element. */
 Test(multinode, socket_message_lengths, .timeout = 300)
 {
     run("", 2, 2, getenv("TUTTI_PERF"), "sendrecv -b 1 -e 200 -i 1 -n 2 -w 0 -c 1 -d int8");
     run("", 2, 2, getenv("TUTTI_PERF"), "all_reduce -b 1 -e 200 -i 1 -n 2 -w 0 -c 1 -d int8");
+    /* around what a receiver reads ahead (4 KiB of payload and its header) */
+    run("", 2, 2, getenv("TUTTI_PERF"), "sendrecv -b 3968 -e 4300 -i 1 -n 2 -w 0 -c 1 -d int8");
     /* 2 slots of 512 KiB (one rank a host over sockets), and 8 of 128 KiB */
     run("", 2, 2, getenv("TUTTI_PERF"),
         "broadcast -b 524224 -e 524416 -i 7 -n 2 -w 0 -c 1 -d int8 -r all");
