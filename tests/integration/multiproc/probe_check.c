@@ -7,6 +7,7 @@
  *   probe_check reduce-null-root   the root of a reduce passes recvbuf NULL (the others do not):
  *                                  it alone is refused; the next all-reduce is right everywhere
  *   probe_check reduce-overlap-root  the same with overlapping buffers on the root alone
+ *        (both: PROBE_COUNT elements, default 4)
  *   probe_check bcast-null-root    the root of a broadcast passes sendbuf NULL: it is refused,
  *                                  every other rank fails at once naming it (never "succeeds"
  *                                  with the root's next input); the next all-reduce is right
@@ -92,18 +93,27 @@ static void next_call_fails(const char *when, const char *word)
           word, tutti_last_error());
 }
 
+/* PROBE_COUNT elements (default 4): large ones make the refusing root release many whole
+ * messages of its peers unread. */
 static void reduce_root(int overlap)
 {
-    float buf[8], out[4];
+    size_t n = getenv("PROBE_COUNT") ? strtoul(getenv("PROBE_COUNT"), NULL, 10) : 4;
+    float *buf = malloc(2 * n * sizeof(float)), *out = malloc(n * sizeof(float));
     tutti_result_t rc;
 
-    for (int i = 0; i < 8; i++)
+    if (!buf || !out || n < 4) {
+        printf("RESULT rank %d: PROBE_COUNT must be at least 4 (and fit in memory)\n", rank);
+        exit(1);
+    }
+    for (size_t i = 0; i < 2 * n; i++)
         buf[i] = 1000.0f * (float)(rank + 1);
     if (rank == 0)
         rc =
-            tutti_reduce(buf, overlap ? buf + 1 : NULL, 4, TUTTI_FLOAT32, TUTTI_SUM, 0, comm, NULL);
+            tutti_reduce(buf, overlap ? buf + 1 : NULL, n, TUTTI_FLOAT32, TUTTI_SUM, 0, comm, NULL);
     else
-        rc = tutti_reduce(buf, out, 4, TUTTI_FLOAT32, TUTTI_SUM, 0, comm, NULL);
+        rc = tutti_reduce(buf, out, n, TUTTI_FLOAT32, TUTTI_SUM, 0, comm, NULL);
+    free(buf);
+    free(out);
     result("reduce", rc);
     if (rank == 0)
         CHECK(rc == TUTTI_ERR_INVALID_ARG &&

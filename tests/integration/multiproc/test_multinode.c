@@ -107,6 +107,15 @@ Test(multinode, socket_message_lengths, .timeout = 300)
         "broadcast -b 131008 -e 131200 -i 7 -n 2 -w 0 -c 1 -d int8 -r all");
 }
 
+/* The root of a large reduce refuses it (recvbuf NULL) while its peers on other hosts send
+ * megabytes over sockets: it releases their messages unread, and the next all-reduces are
+ * right on every rank (nothing of the refused call is left in the streams). */
+Test(multinode, refused_large_call_over_sockets, .timeout = 120)
+{
+    run("PROBE_COUNT=1000003", 2, 2, getenv("PROBE_CHECK"), "reduce-null-root");
+    run("PROBE_COUNT=300007", 3, 3, getenv("PROBE_CHECK"), "reduce-overlap-root");
+}
+
 Test(multinode, perf_over_sockets, .timeout = 300)
 {
     run("", 4, 2, getenv("TUTTI_PERF"), "all -b 8 -e 1M -f 16 -n 3 -w 1 -c 1");
