@@ -21,8 +21,8 @@
  * 1 MiB ring (a transport's slots, which stay in cache). The best of the three, per size, is
  * what the link carries both ways by plain calls without any library's protocol: the figure
  * socket results stand beside. It is not a proven ceiling: tutti's socket transport beats it
- * from 256 KiB up on this VM, for reasons not yet found (BENCHMARKS.md, "Sockets beside the
- * link's limit"). An exchange is timed from a
+ * from 32 KiB up on this VM, for reasons not yet found (BENCHMARKS.md, "Sockets at wire
+ * speed"). An exchange is timed from a
  * start both ends agree on (a one-byte handshake on the first connection) to the last byte
  * received, over a run of exchanges back to back (ITERS, default: about 40 ms' worth, at most 1000)
  * divided by their number; the median of 7 such runs.

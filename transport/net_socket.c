@@ -48,7 +48,7 @@
  * bytes of the stream: the kernel's copies into and out of its socket buffers keep the cache
  * line alignment of slots and user buffers on both ends, which halves their cost (with a
  * 12-byte header the payloads drifted off it by 12 bytes a message: 2x slower from 32 KiB up,
- * BENCHMARKS.md "Sockets beside the link's limit"). A payload that fits in the header takes
+ * BENCHMARKS.md "Sockets at wire speed"). A payload that fits in the header takes
  * one receive call, not two. */
 #define WIRE_ALIGN 64
 #define HDR_LEN WIRE_ALIGN

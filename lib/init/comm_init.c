@@ -154,9 +154,9 @@ static void fit_shm(struct tutti_comm *c)
  * 128 KiB. On 2 emulated hosts that made all-reduce, all-gather, reduce-scatter and broadcast
  * 1.5-1.8x faster at 1-4 MiB and 1.2-1.5x at 16 MiB, with 64-256 KiB within the VM's noise;
  * 8 slots of 512 KiB were slower than 2 and take 4x the memory (BENCHMARKS.md, "Sockets
- * beside the link's limit"). Where a host has several ranks the same chunks would also cut the
- * shared-memory stages' pipeline, and 2 hosts x 2 ranks measured no gain: those keep the knobs'
- * defaults.
+ * at wire speed"). Where a host has several ranks the same chunks also shape the shared-memory
+ * stages: on 2 hosts x 2 ranks they gained at 1-16 MiB but lost at 64-256 KiB (broadcast
+ * 0.79-0.86x), so those keep the knobs' defaults.
  */
 static void fit_net(struct tutti_comm *c)
 {
