@@ -8,6 +8,7 @@
 #include "lib/base/log.h"
 #include "lib/base/trace.h"
 #include "lib/core/comm.h"
+#include "lib/init/net_measure.h"
 #include "lib/core/redop.h"
 #include "lib/cuda/cuda.h"
 #include "lib/gpu/gpu.h"
@@ -387,6 +388,13 @@ tutti_result_t tutti_comm_init(tutti_comm_t *comm, int nranks, const tutti_id_t 
     if (!tt_comm_registry_add(c)) {
         rc = tt_fail(NULL, TUTTI_ERR_SYSTEM, "tutti_comm_init: out of memory");
         goto undo_comm;
+    }
+    if (nranks > 1 && c->topo.nnodes > 1 && tt_tune_links_measured()) {
+        rc = tt_comm_measure_net(c); /* collectives: c must be live */
+        if (rc != TUTTI_SUCCESS) {
+            tt_comm_registry_remove(c);
+            goto undo_comm;
+        }
     }
     TT_INFO(TT_SUB_INIT,
             "rank %d of %d ready (local rank %d of %d, %d channel(s), %d x %zu-byte "

@@ -54,6 +54,8 @@ tutti_result_t tt_tune_links(struct tt_links *l)
     const char *s = tt_env_str("TUTTI_TUNE_LINKS");
 
     *l = (struct tt_links){0.25, 12.0, 10.0, 2.5, 7.0};
+    if (tt_tune_links_measured()) /* the defaults until init has measured the network */
+        return TUTTI_SUCCESS;
     if (*s &&
         sscanf(s, "%lf,%lf,%lf,%lf", &l->intra_us, &l->intra_gbs, &l->inter_us, &l->inter_gbs) != 4)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
@@ -62,6 +64,19 @@ tutti_result_t tt_tune_links(struct tt_links *l)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
                        "TUTTI_TUNE_LINKS='%s': bandwidths must be > 0, latencies >= 0", s);
     return TUTTI_SUCCESS;
+}
+
+int tt_tune_links_measured(void)
+{
+    return strcmp(tt_env_str("TUTTI_TUNE_LINKS"), "measure") == 0;
+}
+
+void tt_tune_set_network(struct tt_tuner *t, double inter_us, double inter_gbs)
+{
+    t->model.links.inter_us = inter_us;
+    t->model.links.inter_gbs = inter_gbs;
+    memset(t->logged, 0, sizeof(t->logged));
+    memset(t->last, 0, sizeof(t->last)); /* picks made with the old figures are forgotten */
 }
 
 static int ilog2_ceil(int n)

@@ -41,6 +41,10 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
 /* Links from TUTTI_TUNE_LINKS ("intra_us,intra_gbs,inter_us,inter_gbs"), else defaults. */
 tutti_result_t tt_tune_links(struct tt_links *l);
 
+/* TUTTI_TUNE_LINKS=measure: a communicator on several nodes measures its network link at init
+ * (lib/init/net_measure.c) and sets it with tt_tune_set_network. */
+int tt_tune_links_measured(void);
+
 struct tt_tuner {
     const struct tt_algo *forced[TT_NUM_COLLS]; /* from TUTTI_ALGO, NULL: cost model */
     const struct tt_topo_view *topo;
@@ -54,6 +58,9 @@ struct tt_tuner {
         int nchannels;
     } last[TT_NUM_COLLS];
 };
+
+/* The network half of t's links (us a hop, GB/s); earlier picks are forgotten. */
+void tt_tune_set_network(struct tt_tuner *t, double inter_us, double inter_gbs);
 
 /* Read TUTTI_ALGO ("all_reduce:ring;all_gather:ring") and the link table. */
 tutti_result_t tt_tune_init(struct tt_tuner *t, int nranks, int max_channels,

@@ -116,6 +116,20 @@ Test(multinode, refused_large_call_over_sockets, .timeout = 120)
     run("PROBE_COUNT=300007", 3, 3, getenv("PROBE_CHECK"), "reduce-overlap-root");
 }
 
+/* TUTTI_TUNE_LINKS=measure: the network link measured at init (one figure for every rank,
+ * said by rank 0), and every collective right with the tuner on it. */
+Test(multinode, tune_links_measured, .timeout = 300)
+{
+    run("TUTTI_TUNE_LINKS=measure TUTTI_DEBUG=INFO TUTTI_DEBUG_SUBSYS=TUNE", 4, 2,
+        getenv("TUTTI_PERF"),
+        "all -b 8 -e 1M -f 32 -n 2 -w 1 -c 1 >/tmp/tutti-measure.$$ 2>&1; rc=$?; "
+        "grep -v ' TUNE [a-z_]* of ' /tmp/tutti-measure.$$; "
+        "grep -q '^.0. .*network link measured at init: [0-9.]* us a hop, [0-9.]* GB/s' "
+        "/tmp/tutti-measure.$$ || rc=9; rm -f /tmp/tutti-measure.$$; exit $rc");
+    run("TUTTI_TUNE_LINKS=measure", 3, 3, getenv("TUTTI_PERF"),
+        "all_reduce -b 8 -e 4M -f 8 -n 2 -w 1 -c 1");
+}
+
 Test(multinode, perf_over_sockets, .timeout = 300)
 {
     run("", 4, 2, getenv("TUTTI_PERF"), "all -b 8 -e 1M -f 16 -n 3 -w 1 -c 1");

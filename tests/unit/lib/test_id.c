@@ -231,6 +231,8 @@ Test(config, ranges_and_words)
         {"TUTTI_TUNE_LINKS", "0.3,nan,5,2", 0},
         {"TUTTI_TUNE_LINKS", "0.3,10,5,0", 0},
         {"TUTTI_TUNE_LINKS", "0.3,10,5,2,9", 0},
+        {"TUTTI_TUNE_LINKS", "measure", 1},
+        {"TUTTI_TUNE_LINKS", "measured", 0},
         {"TUTTI_JOB_TAG", "r123_a.b-c", 1},
         {"TUTTI_JOB_TAG", "../x", 0},
         {"TUTTI_IB_GID_INDEX", "256", 0},
