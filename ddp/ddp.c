@@ -90,6 +90,7 @@ tutti_result_t tutti_ddp_create(tutti_ddp_t *out, tutti_comm_t comm,
     }
     d->comm = comm;
     d->last_active = -1;
+    d->weight = 1.0 / (double)d->nranks;
     d->cfg = defaults;
     if (config) {
         rc = check_config(d, config);
@@ -225,7 +226,14 @@ static tutti_result_t bucket_begin(void *arg)
     struct ddp_bucket *b = arg;
     struct tutti_ddp *d = b->owner;
     float *data = ddp_bucket_data(d, b);
+    /* The compressing hooks divide by nranks themselves (data / n): the weight of
+     * tutti_ddp_set_batch goes in as weight * nranks. The hook none reduces with a premul sum
+     * by the weight instead of an average (the product inside the reduction: no extra pass).
+     * A user hook gets the weighted values. */
     float scale = d->cfg.hook == TUTTI_DDP_HOOK_USER ? 1.0f / (float)d->nranks : 1.0f;
+    if (d->weighted && d->cfg.hook != TUTTI_DDP_HOOK_NONE)
+        scale =
+            (float)(d->cfg.hook == TUTTI_DDP_HOOK_USER ? d->weight : d->weight * (double)d->nranks);
     size_t off = 0;
 
     b->t_start = ddp_now();
@@ -470,6 +478,53 @@ tutti_result_t tutti_ddp_no_sync(tutti_ddp_t d, int enable)
     return TUTTI_SUCCESS;
 }
 
+/*
+ * Every rank's local batch, summed by one all-reduce (collective): the next reductions weight
+ * this rank's gradient by local / total instead of 1 / nranks. A bad value on any rank fails
+ * the call on every rank (it travels in the all-reduce), so no rank is left waiting.
+ */
+tutti_result_t tutti_ddp_set_batch(tutti_ddp_t d, long long local_batch)
+{
+    long long mine[2], all[2];
+    tutti_result_t rc;
+
+    TUTTI_DDP_CHECK(ddp_check_live(d, "tutti_ddp_set_batch"));
+    if (d->in_step)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_set_batch: a step is in flight (call it between steps, on "
+                        "every rank)");
+    if (d->cfg.uneven_inputs)
+        return ddp_fail(d, TUTTI_ERR_UNSUPPORTED,
+                        "tutti_ddp_set_batch: not with uneven_inputs (a rank in tutti_ddp_join "
+                        "could not take part in its all-reduce)");
+    mine[0] = local_batch > 0 ? local_batch : 0;
+    mine[1] = local_batch < 0;
+    rc = tutti_all_reduce(mine, all, 2, TUTTI_INT64, TUTTI_SUM, d->comm, NULL);
+    if (rc != TUTTI_SUCCESS)
+        return ddp_fail(d, rc, "tutti_ddp_set_batch: summing the ranks' batches: %s",
+                        tutti_last_error());
+    if (all[1] > 0)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_set_batch: %lld rank(s) passed a negative batch (this rank: "
+                        "%lld)",
+                        all[1], local_batch);
+    if (all[0] <= 0)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_set_batch: every rank's batch is 0: nothing to weight by");
+    float w = (float)((double)local_batch / (double)all[0]);
+    tutti_op_t op;
+    rc = tutti_op_create_premul_sum(&op, &w, TUTTI_FLOAT32, TUTTI_SCALAR_HOST_IMMEDIATE, d->comm);
+    if (rc != TUTTI_SUCCESS)
+        return ddp_fail(d, rc, "tutti_ddp_set_batch: the weighting operator: %s",
+                        tutti_last_error());
+    if (d->weighted) /* (calls made with it have returned: no step is in flight) */
+        tutti_op_destroy(d->weight_op, d->comm);
+    d->weight_op = op;
+    d->weight = (double)local_batch / (double)all[0];
+    d->weighted = 1;
+    return TUTTI_SUCCESS;
+}
+
 float *tutti_ddp_grad(tutti_ddp_t d, int index)
 {
     const struct ddp_param *p;
@@ -514,6 +569,8 @@ tutti_result_t tutti_ddp_destroy(tutti_ddp_t d)
     broken = d->broken;
     if (d->stream)
         rc = tutti_stream_destroy(d->stream);
+    if (d->weighted)
+        tutti_op_destroy(d->weight_op, d->comm);
     ddp_hook_free(d);
     ddp_optim_free(d);
     ddp_free_buckets(d->buckets, d->nbuckets);

@@ -400,20 +400,23 @@ tutti_result_t ddp_hook_queue(struct tutti_ddp *d, struct ddp_bucket *b)
     float *data = ddp_bucket_data(d, b);
 
     switch (d->cfg.hook) {
-    case TUTTI_DDP_HOOK_NONE:
+    case TUTTI_DDP_HOOK_NONE: {
+        /* the mean, or with tutti_ddp_set_batch the weighted sum */
+        tutti_op_t op = d->weighted ? d->weight_op : TUTTI_AVG;
         if (d->cfg.zero == 2) {
             /* Each owner gets the mean of its run (reduce-scatter over the flat ownership). */
             for (int r = 0; r < d->nranks; r++) {
                 size_t lo, hi;
                 ddp_owner_run(d, b, r, &lo, &hi);
                 if (lo < hi)
-                    Q(tutti_reduce(data + lo, data + lo, hi - lo, TUTTI_FLOAT32, TUTTI_AVG, r,
-                                   d->comm, s));
+                    Q(tutti_reduce(data + lo, data + lo, hi - lo, TUTTI_FLOAT32, op, r, d->comm,
+                                   s));
             }
             return TUTTI_SUCCESS;
         }
-        Q(tutti_all_reduce(data, data, b->count, TUTTI_FLOAT32, TUTTI_AVG, d->comm, s));
+        Q(tutti_all_reduce(data, data, b->count, TUTTI_FLOAT32, op, d->comm, s));
         return TUTTI_SUCCESS;
+    }
     case TUTTI_DDP_HOOK_FP16:
     case TUTTI_DDP_HOOK_BF16:
         Q(tutti_stream_launch(s, half_pack, b));

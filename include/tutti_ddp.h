@@ -68,7 +68,8 @@ typedef enum {
 
 /*
  * A bucket, as a user hook sees it: `count` float32 values in `data`, which hold this rank's
- * gradients already divided by the number of ranks. The hook must arrange that, once the
+ * gradients already multiplied by its weight (1 / number of ranks, or its share of the global
+ * batch after tutti_ddp_set_batch). The hook must arrange that, once the
  * work it queued on `stream` has run, `data` holds the sum over ranks (the average gradient).
  * It runs on the application's thread inside tutti_ddp_grad_ready/finish, and must only queue
  * work (collectives on `comm` with `stream`, host functions with tutti_stream_launch), in the
@@ -186,6 +187,20 @@ TUTTI_API tutti_result_t tutti_ddp_finish(tutti_ddp_t ddp);
  * steps only.
  */
 TUTTI_API tutti_result_t tutti_ddp_no_sync(tutti_ddp_t ddp, int enable);
+
+/*
+ * tutti_ddp_set_batch - this rank's local batch, when ranks train on batches of different
+ * sizes. Collective (every rank, between steps; one small all-reduce on the communicator):
+ * from the next synchronised reduction on, rank r's gradient is weighted by b_r / B (B: the
+ * sum of every rank's b_r) instead of 1 / nranks, so gradients that are each the mean over
+ * their rank's batch combine into the mean over the global batch: any split gives the update
+ * one rank with all B samples would make. It applies to the gradient as reduced (with
+ * no_sync, the accumulated one) and holds until called again; b_r may be 0 (that rank's
+ * gradient counts nothing), not negative; B must be at least 1. A bad value on any rank fails
+ * the call on every rank. Not with uneven_inputs (TUTTI_ERR_UNSUPPORTED). Where the weights
+ * are not 1 / nranks, each bucket is scaled once more before it is reduced.
+ */
+TUTTI_API tutti_result_t tutti_ddp_set_batch(tutti_ddp_t ddp, long long local_batch);
 
 /* tutti_ddp_grad - where parameter index's gradient lives now (the bucket view, or grad). */
 TUTTI_API float *tutti_ddp_grad(tutti_ddp_t ddp, int index);

@@ -11,6 +11,7 @@
  */
 #include "data.h"
 #include "mlp.h"
+#include "split.h"
 #include "tutti.h"
 #include "tutti_ddp.h"
 
@@ -34,7 +35,7 @@ struct opts {
     unsigned long long seed;
     long long max_steps;
     size_t limit;
-    const char *checkpoint, *trace, *data, *save_params;
+    const char *checkpoint, *trace, *data, *save_params, *split;
 };
 
 static int rank, nranks;
@@ -66,6 +67,9 @@ static void usage(FILE *f)
     fprintf(f, "usage: tutti-run -n N tutti-train [options]\n"
                "  --epochs N        passes over the training set (1)\n"
                "  --batch B         global batch, split contiguously across ranks (128)\n"
+               "  --split b0,b1,..  each rank's part of --batch (each >= 1; default equal):\n"
+               "                    gradients are local means, weighted b_r / B by the DDP\n"
+               "                    layer (tutti_ddp_set_batch)\n"
                "  --lr X            learning rate (0.05)\n"
                "  --momentum X      SGD momentum (0.9)\n"
                "  --optim sgd|adam  optimizer (sgd)\n"
@@ -160,6 +164,8 @@ static void parse(int argc, char **argv, struct opts *o)
             o->checkpoint = v ? v : (die("--checkpoint needs a directory"), NULL);
         else if (!strcmp(a, "--trace"))
             o->trace = v ? v : (die("--trace needs a file"), NULL);
+        else if (!strcmp(a, "--split"))
+            o->split = v ? v : (die("--split needs b0,b1,..."), NULL);
         else if (!strcmp(a, "--data"))
             o->data = v ? v : (die("--data needs a directory"), NULL);
         else if (!strcmp(a, "--save-params"))
@@ -246,10 +252,10 @@ static void permutation(uint32_t *perm, size_t n, unsigned long long seed, int e
 /* This rank's contiguous part of a batch of B: [*first, *first + *count). */
 static void my_part(int B, int r, int n, int *first, int *count)
 {
-    int base = B / n, rem = B % n;
-    *count = base + (r < rem);
-    *first = r * base + (r < rem ? r : rem);
+    split_part(&(struct split_plan){.n = n}, B, r, first, count);
 }
+
+static struct split_plan plan; /* --split */
 
 struct model {
     struct mlp m;
@@ -332,12 +338,23 @@ static int micro_step(struct model *md, const struct dataset *tr, const uint32_t
     double t0 = now(), tf, t1, t2;
     float scale;
 
-    my_part(B, md->rank, md->nranks, &first, &count);
+    split_part(&plan, B, md->rank, &first, &count);
     if (tutti_ddp_no_sync(md->ddp, !sync) != TUTTI_SUCCESS)
         die("%s", tutti_ddp_last_error(md->ddp));
     point_grads(md);
-    /* Per-sample weight nranks / (accum * B): after the ranks' average, the mean. */
-    scale = (float)md->nranks / ((float)accum * (float)B);
+    if (plan.want) {
+        /* --split: the local mean, weighted count / B by the DDP layer. B is the same on
+         * every rank, so all call the collective set_batch together when it changes (an
+         * accumulation group with a shorter last batch is weighted by that batch's split). */
+        static int last_B = -1;
+        if (B != last_B && tutti_ddp_set_batch(md->ddp, count) != TUTTI_SUCCESS)
+            die("%s", tutti_ddp_last_error(md->ddp));
+        last_B = B;
+        scale = 1.0f / ((float)accum * (float)count);
+    } else {
+        /* Per-sample weight nranks / (accum * B): after the ranks' average, the mean. */
+        scale = (float)md->nranks / ((float)accum * (float)B);
+    }
     mlp_forward(&md->m, tr->x, tr->dim, idx + first, count);
     tf = now();
     sp->loss_sum +=
@@ -541,6 +558,9 @@ int main(int argc, char **argv)
     tutti_comm_rank(comm, &rank);
     tutti_comm_size(comm, &nranks);
     parse(argc, argv, &o);
+    plan.n = nranks;
+    if (o.split && split_parse(&plan, o.split, nranks, o.batch, err, sizeof(err)) != 0)
+        die("%s", err);
     openblas_set_num_threads(o.threads);
     tutti_trace_name_thread("train");
     if (dataset_load(&tr, o.data, "train", o.limit, err, sizeof(err)) != 0 ||

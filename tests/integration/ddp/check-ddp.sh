@@ -28,6 +28,13 @@ for h in fp16 bf16 int8 user; do
     job 3 average $h 0
 done
 job 2 average fp16 1
+for n in 1 2 3; do
+    job $n weights none 0
+    job $n weights none 1
+done
+for h in fp16 int8 user; do
+    job 3 weights $h 0
+done
 job 3 accum 0
 job 3 accum 1
 for m in mismatch-count mismatch-shape mismatch-setting mismatch-buffer unused unused-one \

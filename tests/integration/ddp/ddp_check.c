@@ -32,6 +32,12 @@
  *                                  leave the parameters alone; the good file loads after them,
  *                                  removing the PATH.tmp a killed save left
  *
+ *   ddp_check weights HOOK VIEWS   tutti_ddp_set_batch(rank + 1), then rank 0 alone 3 and the
+ *                                  rest 0: after each finish every gradient is the sum of the
+ *                                  ranks' gradients weighted by their batch / the total; then
+ *                                  a negative batch on the last rank fails the call on every
+ *                                  rank naming it, and with uneven_inputs the call is refused
+ *
  * Also checked in every mode that gets that far: init gives every rank rank 0's values.
  * Exit status 0 means every check on this rank passed.
  */
@@ -44,17 +50,12 @@ static void mode_average(tutti_comm_t comm, const char *hook, int views)
     int calls = 0;
     double tol;
 
-    cfg.hook = hook_of(hook, &tol);
+    check_config(&cfg, hook, views, &calls, &tol);
     if (tol < 0) {
         fprintf(stderr, "ddp_check: average: %s approximates the average; try it with join\n",
                 hook);
         exit(2);
     }
-    cfg.user_hook = user_hook;
-    cfg.user_state = &calls;
-    cfg.grad_as_bucket_view = views;
-    cfg.bucket_cap_mb = 0.1;
-    cfg.first_bucket_mb = 0.005;
     tutti_ddp_t d = setup(comm, &cfg, NP - 1, 0);
     if (tutti_ddp_init(d) != TUTTI_SUCCESS) {
         fail("tutti_ddp_init: %s", tutti_ddp_last_error(d));
@@ -100,6 +101,58 @@ static void mode_accum(tutti_comm_t comm, int views)
         }
         check_grads(d, views, 0, 1, 1e-6, round ? "accumulated, rebuilt" : "accumulated");
     }
+    tutti_ddp_destroy(d);
+}
+
+/* The batches of tutti_ddp_set_batch in mode_weights' current round, per rank. */
+static long long wbatch[64];
+
+static double weighted(int s, int i, size_t j)
+{
+    double sum = 0, total = 0;
+    for (int r = 0; r < nranks; r++)
+        total += (double)wbatch[r];
+    for (int r = 0; r < nranks; r++)
+        sum += (double)wbatch[r] / total * grad_value(s, r, i, j);
+    return sum;
+}
+
+static void mode_weights(tutti_comm_t comm, const char *hook, int views)
+{
+    tutti_ddp_config_t cfg = TUTTI_DDP_CONFIG_INIT;
+    double tol;
+    int calls = 0;
+
+    check_config(&cfg, hook, views, &calls, &tol);
+    tutti_ddp_t d = setup(comm, &cfg, NP - 1, 0);
+    if (tol < 0 || nranks > 64 || tutti_ddp_init(d) != TUTTI_SUCCESS) {
+        fail("weights: hook %s, %d ranks: %s", hook, nranks, tutti_ddp_last_error(d));
+        return;
+    }
+    for (int round = 0; round < 3; round++) {
+        char what[64];
+        for (int r = 0; r < nranks; r++)
+            wbatch[r] = round == 1 ? (r == 0 ? 3 : 0) : r + 1 + round;
+        if (tutti_ddp_set_batch(d, wbatch[rank]) != TUTTI_SUCCESS ||
+            backward(d, round, views, 0, -1) != TUTTI_SUCCESS ||
+            tutti_ddp_finish(d) != TUTTI_SUCCESS) {
+            fail("weights round %d: %s", round, tutti_ddp_last_error(d));
+            return;
+        }
+        snprintf(what, sizeof(what), "weighted by batch, round %d (hook %s)", round, hook);
+        check_against(d, views, round, round, tol > 1e-6 ? tol : 1e-6, what, weighted);
+    }
+    expect_error(d, tutti_ddp_set_batch(d, rank == nranks - 1 ? -5 : 4), "tutti_ddp_set_batch",
+                 "negative batch", NULL);
+    tutti_ddp_destroy(d);
+    cfg = (tutti_ddp_config_t)TUTTI_DDP_CONFIG_INIT;
+    cfg.uneven_inputs = 1;
+    d = setup(comm, &cfg, NP - 1, 0);
+    if (tutti_ddp_init(d) != TUTTI_SUCCESS) {
+        fail("weights, uneven_inputs: %s", tutti_ddp_last_error(d));
+        return;
+    }
+    expect_error(d, tutti_ddp_set_batch(d, 1), "tutti_ddp_set_batch", "uneven_inputs", NULL);
     tutti_ddp_destroy(d);
 }
 
@@ -377,6 +430,8 @@ int main(int argc, char **argv)
 
     if (!strcmp(mode, "average") && argc == 4)
         mode_average(comm, argv[2], atoi(argv[3]));
+    else if (!strcmp(mode, "weights") && argc == 4)
+        mode_weights(comm, argv[2], atoi(argv[3]));
     else if (!strcmp(mode, "accum") && argc == 3)
         mode_accum(comm, atoi(argv[2]));
     else if (!strcmp(mode, "mismatch-count"))
@@ -398,7 +453,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "damaged"))
         mode_damaged(comm);
     else {
-        fprintf(stderr, "usage: ddp_check average {none,fp16,bf16,int8,user} {0,1} | accum "
+        fprintf(stderr, "usage: ddp_check average|weights {none,fp16,bf16,int8,user} {0,1} | accum "
                         "{0,1} | mismatch-count | mismatch-shape | mismatch-setting | "
                         "mismatch-buffer | buffers | damaged | unused | unused-one | "
                         "unused-zero\n");

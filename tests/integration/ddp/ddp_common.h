@@ -177,6 +177,19 @@ SHARED float *grad_ptr(tutti_ddp_t d, int i, int views)
     return views ? tutti_ddp_grad(d, i) : grads[i];
 }
 
+/* cfg for the checks' small buckets (several per step) with hook (hook_of: *tol), the user
+ * hook counting its calls in *calls, and views. */
+SHARED void check_config(tutti_ddp_config_t *cfg, const char *hook, int views, int *calls,
+                         double *tol)
+{
+    cfg->hook = hook_of(hook, tol);
+    cfg->user_hook = user_hook;
+    cfg->user_state = calls;
+    cfg->grad_as_bucket_view = views;
+    cfg->bucket_cap_mb = 0.1;
+    cfg->first_bucket_mb = 0.005;
+}
+
 /* Writes step s's gradients (added to what is there when `add`) and marks them ready, all but
  * parameter `skip` (-1: none). */
 SHARED tutti_result_t backward(tutti_ddp_t d, int s, int views, int add, int skip)

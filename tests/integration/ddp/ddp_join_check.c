@@ -76,12 +76,7 @@ static void mode_join(tutti_comm_t comm, const char *hook, int views, const char
     tutti_ddp_stats_t st;
     int calls = 0, app = !strcmp(opt, "app"), last_gs = -1;
 
-    cfg.hook = hook_of(hook, &tol);
-    cfg.user_hook = user_hook;
-    cfg.user_state = &calls;
-    cfg.grad_as_bucket_view = views;
-    cfg.bucket_cap_mb = 0.1;
-    cfg.first_bucket_mb = 0.005;
+    check_config(&cfg, hook, views, &calls, &tol);
     cfg.uneven_inputs = 1;
     if (!app) {
         if (strncmp(opt, "sgd", 3) != 0 || opt[3] < '0' || opt[3] > '2' || opt[4]) {
