@@ -69,3 +69,32 @@ void split_part(const struct split_plan *p, int B, int r, int *first, int *count
     *first = (int)at;
     *count = (int)share[r];
 }
+
+int split_rebalance(struct split_plan *p, int batch, const double *sec_per_sample)
+{
+    double speed[SPLIT_MAX_RANKS], total = 0, rest[SPLIT_MAX_RANKS];
+    int n = p->n, given = 0;
+
+    if (n > SPLIT_MAX_RANKS || batch < n)
+        return -1;
+    if (!p->want && !(p->want = calloc((size_t)n, sizeof(int))))
+        return -1;
+    for (int r = 0; r < n; r++)
+        total += speed[r] = 1.0 / sec_per_sample[r];
+    /* one sample each first, the rest in proportion */
+    for (int r = 0; r < n; r++) {
+        double share = (double)(batch - n) * speed[r] / total;
+        p->want[r] = 1 + (int)share;
+        rest[r] = share - (int)share;
+        given += p->want[r];
+    }
+    for (; given < batch; given++) {
+        int best = 0;
+        for (int r = 1; r < n; r++)
+            if (rest[r] > rest[best])
+                best = r;
+        p->want[best]++;
+        rest[best] = -1;
+    }
+    return 0;
+}

@@ -20,4 +20,9 @@ int split_parse(struct split_plan *p, const char *s, int n, int batch, char *err
  * the global batch). */
 void split_part(const struct split_plan *p, int B, int r, int *first, int *count);
 
+/* New shares of batch for p->n ranks in proportion to their speeds (1 / seconds per sample,
+ * each > 0), each at least 1 (largest remainders); p->want allocated if it was NULL. 0, or -1
+ * when out of memory or batch < n. */
+int split_rebalance(struct split_plan *p, int batch, const double *sec_per_sample);
+
 #endif

@@ -29,6 +29,9 @@
 struct opts {
     int epochs, batch, hidden, layers, accum, zero, threads, bench, bench_steps, views, resume;
     int find_unused, quiet;
+    int slow_rank,
+        balance; /* --slow RANK:FACTOR (rank -1: none); --balance: every this many steps */
+    double slow_factor;
     double lr, momentum, bucket_mb;
     tutti_ddp_hook_t hook;
     tutti_ddp_optim_t optim;
@@ -39,6 +42,8 @@ struct opts {
 };
 
 static int rank, nranks;
+static int slow_rank = -1; /* --slow */
+static double slow_factor = 1;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -70,6 +75,9 @@ static void usage(FILE *f)
                "  --split b0,b1,..  each rank's part of --batch (each >= 1; default equal):\n"
                "                    gradients are local means, weighted b_r / B by the DDP\n"
                "                    layer (tutti_ddp_set_batch)\n"
+               "  --balance auto[:K] every K optimizer steps (10) re-divide --batch in\n"
+               "                    proportion to each rank's measured compute speed\n"
+               "  --slow R:F        rank R does F times its compute (extra forward passes)\n"
                "  --lr X            learning rate (0.05)\n"
                "  --momentum X      SGD momentum (0.9)\n"
                "  --optim sgd|adam  optimizer (sgd)\n"
@@ -123,7 +131,8 @@ static double real(const char *opt, const char *v, double lo, double hi)
 
 static void parse(int argc, char **argv, struct opts *o)
 {
-    *o = (struct opts){.epochs = 1,
+    *o = (struct opts){.slow_rank = -1,
+                       .epochs = 1,
                        .batch = 128,
                        .hidden = 1024,
                        .layers = 2,
@@ -174,7 +183,17 @@ static void parse(int argc, char **argv, struct opts *o)
             o->max_steps = num(a, v, 0, 1ll << 40);
         else if (!strcmp(a, "--limit"))
             o->limit = (size_t)num(a, v, 1, 1ll << 40);
-        else if (!strcmp(a, "--threads"))
+        else if (!strcmp(a, "--slow")) {
+            char *end;
+            o->slow_rank = v ? (int)strtol(v, &end, 10) : -1;
+            if (!v || end == v || *end != ':' || o->slow_rank < 0)
+                die("--slow: '%s' is not RANK:FACTOR", v ? v : "");
+            o->slow_factor = real(a, end + 1, 1, 100);
+        } else if (!strcmp(a, "--balance")) {
+            if (!v || strncmp(v, "auto", 4) || (v[4] && v[4] != ':'))
+                die("--balance: '%s' is not auto or auto:K", v ? v : "");
+            o->balance = v[4] ? (int)num(a, v + 5, 1, 1000000) : 10;
+        } else if (!strcmp(a, "--threads"))
             o->threads = (int)num(a, v, 1, 1024);
         else if (!strcmp(a, "--bench-steps"))
             o->bench_steps = (int)num(a, v, 1, 1 << 20);
@@ -255,7 +274,10 @@ static void my_part(int B, int r, int n, int *first, int *count)
     split_part(&(struct split_plan){.n = n}, B, r, first, count);
 }
 
-static struct split_plan plan; /* --split */
+static struct split_plan plan; /* --split, --balance */
+static int plan_version;       /* bumped by every --balance re-division */
+static double bal_compute;     /* --balance: compute seconds and samples since the last one */
+static long long bal_samples;
 
 struct model {
     struct mlp m;
@@ -343,13 +365,16 @@ static int micro_step(struct model *md, const struct dataset *tr, const uint32_t
         die("%s", tutti_ddp_last_error(md->ddp));
     point_grads(md);
     if (plan.want) {
-        /* --split: the local mean, weighted count / B by the DDP layer. B is the same on
-         * every rank, so all call the collective set_batch together when it changes (an
-         * accumulation group with a shorter last batch is weighted by that batch's split). */
-        static int last_B = -1;
-        if (B != last_B && tutti_ddp_set_batch(md->ddp, count) != TUTTI_SUCCESS)
+        /* --split, --balance: the local mean, weighted count / B by the DDP layer. B and the
+         * plan are the same on every rank, so all call the collective set_batch together when
+         * either changes (an accumulation group with a shorter last batch is weighted by that
+         * batch's split). */
+        static int last_B = -1, last_version = -1;
+        if ((B != last_B || plan_version != last_version) &&
+            tutti_ddp_set_batch(md->ddp, count) != TUTTI_SUCCESS)
             die("%s", tutti_ddp_last_error(md->ddp));
         last_B = B;
+        last_version = plan_version;
         scale = 1.0f / ((float)accum * (float)count);
     } else {
         /* Per-sample weight nranks / (accum * B): after the ranks' average, the mean. */
@@ -360,6 +385,14 @@ static int micro_step(struct model *md, const struct dataset *tr, const uint32_t
     sp->loss_sum +=
         mlp_backward(&md->m, tr->y, idx + first, count, scale, k > 0, on_ready, md) * count;
     t1 = now();
+    if (md->rank == slow_rank) { /* --slow: real work, forward passes, for (F - 1) x as long */
+        double until = t1 + (slow_factor - 1) * (t1 - t0);
+        while (now() < until)
+            mlp_forward(&md->m, tr->x, tr->dim, idx + first, count);
+        t1 = now();
+    }
+    bal_compute += t1 - t0;
+    bal_samples += count;
     if (tutti_ddp_finish(md->ddp) != TUTTI_SUCCESS)
         die("%s", tutti_ddp_last_error(md->ddp));
     t2 = now();
@@ -380,6 +413,35 @@ static int micro_step(struct model *md, const struct dataset *tr, const uint32_t
     }
     sp->samples += count;
     return sync;
+}
+
+/* --balance: every rank's seconds per sample since the last call (all-gathered), and --batch
+ * re-divided in proportion to speed; rank 0 says so. Collective. */
+static void rebalance(struct model *md, const struct opts *o, long long steps)
+{
+    double mine = bal_samples > 0 ? bal_compute / (double)bal_samples : 0, all[SPLIT_MAX_RANKS];
+
+    if (md->nranks > SPLIT_MAX_RANKS)
+        die("--balance: at most %d ranks", SPLIT_MAX_RANKS);
+    if (tutti_all_gather(&mine, all, 1, TUTTI_FLOAT64, md->comm, NULL) != TUTTI_SUCCESS)
+        die("--balance: %s", tutti_last_error());
+    bal_compute = 0;
+    bal_samples = 0;
+    for (int r = 0; r < md->nranks; r++)
+        if (!(all[r] > 0))
+            return; /* a rank without a sample measured: keep the split */
+    if (split_rebalance(&plan, o->batch, all) != 0)
+        die("--balance: out of memory");
+    plan_version++;
+    if (md->rank == 0 && !o->quiet) {
+        printf("balance after step %lld: split", steps);
+        for (int r = 0; r < md->nranks; r++)
+            printf("%s%d", r ? "," : " ", plan.want[r]);
+        printf(" (us per sample:");
+        for (int r = 0; r < md->nranks; r++)
+            printf(" %.1f", all[r] * 1e6);
+        printf(")\n");
+    }
 }
 
 static double test_accuracy(struct model *md, const struct dataset *te)
@@ -561,6 +623,10 @@ int main(int argc, char **argv)
     plan.n = nranks;
     if (o.split && split_parse(&plan, o.split, nranks, o.batch, err, sizeof(err)) != 0)
         die("%s", err);
+    if (o.slow_rank >= nranks)
+        die("--slow %d: there are %d ranks", o.slow_rank, nranks);
+    slow_rank = o.slow_rank;
+    slow_factor = o.slow_factor;
     openblas_set_num_threads(o.threads);
     tutti_trace_name_thread("train");
     if (dataset_load(&tr, o.data, "train", o.limit, err, sizeof(err)) != 0 ||
@@ -620,6 +686,8 @@ int main(int argc, char **argv)
                 tutti_trace_span("micro-batch", "train", ts * 1e6, now() * 1e6, NULL);
             if (stepped) {
                 rs.steps++;
+                if (o.balance && rs.steps % o.balance == 0)
+                    rebalance(&md, &o, rs.steps);
                 if (o.max_steps && rs.steps >= o.max_steps) {
                     rs.epoch = epoch;
                     rs.micro = mb + 1;

@@ -13,6 +13,8 @@
 #     one in the last bit, and Adam divides a gradient by its own running magnitude, so where
 #     a weight's gradient is near zero (an input pixel that is almost never lit) that bit
 #     moves it by up to a few hundredths of a step;
+#   - --balance auto:5 with --slow 1:2 (the split re-divided by measured speed every 5 steps)
+#     equals 1 rank, same tolerance;
 #   - ZeRO-1 and ZeRO-2 equal plain DDP (SGD and Adam), same tolerance;
 #   - every compression hook trains: test accuracy after one epoch of 4096 images >= 0.60
 #     (plain all-reduce reaches about 0.75, an untrained model about 0.10);
@@ -82,6 +84,8 @@ train 2 accum --batch 32 --accum 2 --max-steps 30
 same accum one "batch 32 accumulated twice equals batch 64"
 
 train 1 adam-one --batch 64 --max-steps 30 --optim adam --lr 0.001
+train 2 balance --batch 64 --max-steps 30 --balance auto:5 --slow 1:2
+same balance one "--balance auto:5 with rank 1 slowed 2x (the split re-divided every 5 steps) equals 1 rank"
 for z in 0 1 2; do
     train 3 split$z --batch 64 --split 1,40,23 --max-steps 30 --zero $z
     same split$z one "3 ranks with batches 1, 40, 23 equal 1 rank with 64 (SGD, ZeRO-$z)"
