@@ -175,3 +175,31 @@ tutti_result_t tutti_ddp_set_lr(tutti_ddp_t d, double lr)
     d->cfg.lr = lr;
     return TUTTI_SUCCESS;
 }
+
+/* One grouped all-reduce (average) of every registered parameter, in place. */
+tutti_result_t tutti_ddp_average_params(tutti_ddp_t d)
+{
+    tutti_result_t rc, end;
+
+    TUTTI_DDP_CHECK(ddp_check_live(d, "tutti_ddp_average_params"));
+    if (d->in_step)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_average_params: a step is in flight (call it between steps)");
+    if (d->cfg.zero)
+        return ddp_fail(d, TUTTI_ERR_UNSUPPORTED,
+                        "tutti_ddp_average_params: not with zero %d (each optimizer step "
+                        "all-gathers the parameters from their owners)",
+                        d->cfg.zero);
+    rc = tutti_group_start();
+    for (int i = 0; rc == TUTTI_SUCCESS && i < d->nparams; i++)
+        rc = tutti_all_reduce(d->params[i].data, d->params[i].data, d->params[i].count,
+                              TUTTI_FLOAT32, TUTTI_AVG, d->comm, NULL);
+    end = tutti_group_end();
+    if (rc == TUTTI_SUCCESS)
+        rc = end;
+    if (rc != TUTTI_SUCCESS) {
+        d->broken = 1; /* some parameters may be averaged and others not */
+        return ddp_fail(d, rc, "tutti_ddp_average_params: %s", tutti_last_error());
+    }
+    return TUTTI_SUCCESS;
+}

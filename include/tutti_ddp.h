@@ -202,6 +202,16 @@ TUTTI_API tutti_result_t tutti_ddp_no_sync(tutti_ddp_t ddp, int enable);
  */
 TUTTI_API tutti_result_t tutti_ddp_set_batch(tutti_ddp_t ddp, long long local_batch);
 
+/*
+ * tutti_ddp_average_params - every rank's parameters replaced by their average over the ranks
+ * (collective, between steps; one group of all-reduces): the averaging of local SGD
+ * (PyTorch's PeriodicModelAverager). Steps taken with no_sync and tutti_ddp_step in between
+ * update each rank's copy from its own gradients; the optimizer state stays each rank's own.
+ * Not with zero >= 1 (TUTTI_ERR_UNSUPPORTED: their optimizer steps all-gather the parameters
+ * from the shards' owners). A failure part-way leaves the ddp unusable.
+ */
+TUTTI_API tutti_result_t tutti_ddp_average_params(tutti_ddp_t ddp);
+
 /* tutti_ddp_grad - where parameter index's gradient lives now (the bucket view, or grad). */
 TUTTI_API float *tutti_ddp_grad(tutti_ddp_t ddp, int index);
 

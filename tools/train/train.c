@@ -29,8 +29,9 @@
 struct opts {
     int epochs, batch, hidden, layers, accum, zero, threads, bench, bench_steps, views, resume;
     int find_unused, quiet;
-    int slow_rank,
-        balance; /* --slow RANK:FACTOR (rank -1: none); --balance: every this many steps */
+    int slow_rank;         /* --slow RANK:FACTOR (-1: none) */
+    int balance;           /* --balance: every this many steps (0: off) */
+    int local_sgd, warmup; /* --local-sgd H (0: off), --warmup W */
     double slow_factor;
     double lr, momentum, bucket_mb;
     tutti_ddp_hook_t hook;
@@ -78,6 +79,9 @@ static void usage(FILE *f)
                "  --balance auto[:K] every K optimizer steps (10) re-divide --batch in\n"
                "                    proportion to each rank's measured compute speed\n"
                "  --slow R:F        rank R does F times its compute (extra forward passes)\n"
+               "  --local-sgd H     after --warmup W synchronous steps (0), local steps with\n"
+               "                    the parameters averaged every H steps (and before each\n"
+               "                    evaluation)\n"
                "  --lr X            learning rate (0.05)\n"
                "  --momentum X      SGD momentum (0.9)\n"
                "  --optim sgd|adam  optimizer (sgd)\n"
@@ -193,7 +197,11 @@ static void parse(int argc, char **argv, struct opts *o)
             if (!v || strncmp(v, "auto", 4) || (v[4] && v[4] != ':'))
                 die("--balance: '%s' is not auto or auto:K", v ? v : "");
             o->balance = v[4] ? (int)num(a, v + 5, 1, 1000000) : 10;
-        } else if (!strcmp(a, "--threads"))
+        } else if (!strcmp(a, "--local-sgd"))
+            o->local_sgd = (int)num(a, v, 1, 1000000);
+        else if (!strcmp(a, "--warmup"))
+            o->warmup = (int)num(a, v, 0, 1000000000);
+        else if (!strcmp(a, "--threads"))
             o->threads = (int)num(a, v, 1, 1024);
         else if (!strcmp(a, "--bench-steps"))
             o->bench_steps = (int)num(a, v, 1, 1 << 20);
@@ -235,6 +243,11 @@ static void parse(int argc, char **argv, struct opts *o)
     }
     if (o->resume && !o->checkpoint)
         die("--resume needs --checkpoint DIR");
+    if (o->local_sgd && o->zero)
+        die("--local-sgd: not with --zero %d (its optimizer steps all-gather the parameters)",
+            o->zero);
+    if (o->warmup && !o->local_sgd)
+        die("--warmup is the synchronous start of --local-sgd");
     if (o->batch < nranks)
         die("--batch %d is smaller than the number of ranks (%d)", o->batch, nranks);
 }
@@ -354,17 +367,20 @@ struct split {
  * optimizer step when `sync`. idx holds the global batch's image numbers.
  */
 static int micro_step(struct model *md, const struct dataset *tr, const uint32_t *idx, int B,
-                      int accum, int k, struct split *sp)
+                      int accum, int k, int local, struct split *sp)
 {
     int first, count, sync = k == accum - 1;
     double t0 = now(), tf, t1, t2;
     float scale;
 
     split_part(&plan, B, md->rank, &first, &count);
-    if (tutti_ddp_no_sync(md->ddp, !sync) != TUTTI_SUCCESS)
+    /* (local SGD: no gradient is reduced; the step is this rank's own) */
+    if (tutti_ddp_no_sync(md->ddp, local || !sync) != TUTTI_SUCCESS)
         die("%s", tutti_ddp_last_error(md->ddp));
     point_grads(md);
-    if (plan.want) {
+    if (local) {
+        scale = 1.0f / ((float)accum * (float)count); /* this rank's own mean */
+    } else if (plan.want) {
         /* --split, --balance: the local mean, weighted count / B by the DDP layer. B and the
          * plan are the same on every rank, so all call the collective set_batch together when
          * either changes (an accumulation group with a shorter last batch is weighted by that
@@ -413,6 +429,12 @@ static int micro_step(struct model *md, const struct dataset *tr, const uint32_t
     }
     sp->samples += count;
     return sync;
+}
+
+static void average_params(struct model *md)
+{
+    if (tutti_ddp_average_params(md->ddp) != TUTTI_SUCCESS)
+        die("%s", tutti_ddp_last_error(md->ddp));
 }
 
 /* --balance: every rank's seconds per sample since the last call (all-gathered), and --batch
@@ -526,7 +548,7 @@ static struct split run_steps(struct model *md, const struct opts *o, const stru
 
     for (long long s = 0; s < steps; s++)
         for (int k = 0; k < o->accum; k++) {
-            micro_step(md, tr, perm + pos * (size_t)B, B, o->accum, k, &sp);
+            micro_step(md, tr, perm + pos * (size_t)B, B, o->accum, k, 0, &sp);
             pos = (pos + 1) % (nb ? nb : 1);
         }
     sp.total = now() - t0;
@@ -679,13 +701,16 @@ int main(int argc, char **argv)
             if (B < nranks)
                 break; /* a tail smaller than the ranks: skipped */
             /* Accumulation groups do not cross epochs: a short last group steps on its own. */
-            stepped =
-                micro_step(&md, &tr, perm + lo, B,
-                           mb == (int64_t)nb - 1 && k < o.accum - 1 ? k + 1 : o.accum, k, &sp);
+            int local = o.local_sgd && rs.steps >= o.warmup;
+            stepped = micro_step(&md, &tr, perm + lo, B,
+                                 mb == (int64_t)nb - 1 && k < o.accum - 1 ? k + 1 : o.accum, k,
+                                 local, &sp);
             if (tutti_trace_enabled())
                 tutti_trace_span("micro-batch", "train", ts * 1e6, now() * 1e6, NULL);
             if (stepped) {
                 rs.steps++;
+                if (local && (rs.steps - o.warmup) % o.local_sgd == 0)
+                    average_params(&md);
                 if (o.balance && rs.steps % o.balance == 0)
                     rebalance(&md, &o, rs.steps);
                 if (o.max_steps && rs.steps >= o.max_steps) {
@@ -698,6 +723,8 @@ int main(int argc, char **argv)
         }
         sp.total = now() - t0;
         tutti_ddp_stats(md.ddp, &b);
+        if (o.local_sgd && rs.steps > o.warmup && (rs.steps - o.warmup) % o.local_sgd != 0)
+            average_params(&md); /* local SGD: one model to evaluate, save and check */
         acc = test_accuracy(&md, &te);
         loss[0] = sp.loss_sum;
         loss[1] = (double)sp.samples;
@@ -707,7 +734,9 @@ int main(int argc, char **argv)
             double tcomp = sp.compute + sp.optim;
             double hidden = comm_s > 0 ? (tcomp + comm_s - sp.total) / comm_s : 1;
             char hid[32] = "n/a (one rank)";
-            if (nranks > 1)
+            if (o.local_sgd) /* averaging is not a reduction behind backward */
+                snprintf(hid, sizeof(hid), "n/a (local SGD)");
+            else if (nranks > 1)
                 snprintf(hid, sizeof(hid), "%.0f%%", hidden * 100);
             printf("epoch %lld/%d: loss %.4f, test accuracy %.4f, %.0f samples/s, communication "
                    "%.2f s, exposed %.2f s, hidden behind compute %s (%.2f ms/step: compute "

@@ -15,6 +15,11 @@
 #     moves it by up to a few hundredths of a step;
 #   - --balance auto:5 with --slow 1:2 (the split re-divided by measured speed every 5 steps)
 #     equals 1 rank, same tolerance;
+#   - local SGD: --local-sgd 1 (with and without --warmup) equals synchronous DDP (SGD with
+#     momentum and weight decay are linear, so averaging the parameters after every local step
+#     is averaging the gradients), same tolerance; --local-sgd 8 --warmup 20 on the full
+#     training set and the reference model reaches test accuracy >= 0.80 in one epoch;
+#     --local-sgd with --zero 1 is refused, naming it;
 #   - ZeRO-1 and ZeRO-2 equal plain DDP (SGD and Adam), same tolerance;
 #   - every compression hook trains: test accuracy after one epoch of 4096 images >= 0.60
 #     (plain all-reduce reaches about 0.75, an untrained model about 0.10);
@@ -84,6 +89,21 @@ train 2 accum --batch 32 --accum 2 --max-steps 30
 same accum one "batch 32 accumulated twice equals batch 64"
 
 train 1 adam-one --batch 64 --max-steps 30 --optim adam --lr 0.001
+for w in 0 10; do
+    train 2 local1-$w --batch 64 --max-steps 30 --local-sgd 1 --warmup $w
+    same local1-$w two "--local-sgd 1 --warmup $w equals synchronous DDP"
+done
+train 2 local8 --epochs 1 --hidden 1024 --limit 60000 --local-sgd 8 --warmup 20
+acc=$(sed -n 's/.*final test accuracy \([0-9.]*\).*/\1/p' "$out/local8.txt")
+python3 -c "import sys; sys.exit(0 if float('$acc') >= 0.80 else 1)" ||
+    { cat "$out/local8.txt"; echo "FAILED: --local-sgd 8: test accuracy $acc < 0.80"; exit 1; }
+echo "ok: --local-sgd 8 --warmup 20 trains (test accuracy $acc after one epoch)"
+if "$run" -n 2 "$train" $small --local-sgd 4 --zero 1 >"$out/lz.txt" 2>&1 ||
+    ! grep -q -- "--local-sgd: not with --zero 1" "$out/lz.txt"; then
+    cat "$out/lz.txt"; echo "FAILED: --local-sgd with --zero 1 was not refused"; exit 1
+fi
+echo "ok: --local-sgd with --zero 1 refused"
+
 train 2 balance --batch 64 --max-steps 30 --balance auto:5 --slow 1:2
 same balance one "--balance auto:5 with rank 1 slowed 2x (the split re-divided every 5 steps) equals 1 rank"
 for z in 0 1 2; do
