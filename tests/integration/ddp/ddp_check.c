@@ -145,6 +145,11 @@ static void mode_weights(tutti_comm_t comm, const char *hook, int views)
     expect_error(d, tutti_ddp_set_batch(d, rank == nranks - 1 ? -5 : 4), "tutti_ddp_set_batch",
                  "negative batch", NULL);
     tutti_ddp_destroy(d);
+    for (int i = 0; i < NP; i++) { /* setup allocates the parameters anew */
+        free(vals[i]);
+        free(grads[i]);
+        vals[i] = grads[i] = NULL;
+    }
     cfg = (tutti_ddp_config_t)TUTTI_DDP_CONFIG_INIT;
     cfg.uneven_inputs = 1;
     d = setup(comm, &cfg, NP - 1, 0);
