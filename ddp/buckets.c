@@ -29,6 +29,81 @@ void ddp_free_buckets(struct ddp_bucket *bk, int n)
     free(bk);
 }
 
+static const double adapt_caps[DDP_ADAPT_N] = {0.25, 1, 4, 16, 64}; /* MiB */
+#define ADAPT_TIMED DDP_ADAPT_TIMED /* steps timed per candidate, after one warm-up step */
+
+int ddp_adapting(const struct tutti_ddp *d)
+{
+    return d->cfg.adaptive_buckets && d->adapt_cand < DDP_ADAPT_N;
+}
+
+/* Buckets again in the current order with bucket_cap_mb = cap. */
+static tutti_result_t regroup(struct tutti_ddp *d, double cap)
+{
+    int *order = malloc((size_t)d->nparams * sizeof(int));
+    tutti_result_t rc;
+
+    if (!order)
+        return ddp_fail(d, TUTTI_ERR_SYSTEM, "adaptive buckets: out of memory");
+    memcpy(order, d->build_order, (size_t)d->nparams * sizeof(int));
+    d->cfg.bucket_cap_mb = cap;
+    rc = ddp_build_buckets(d, order);
+    free(order);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * After a synchronised finish, between steps: the first call puts the first candidate in
+ * place; each candidate then runs one warm-up step and ADAPT_TIMED timed ones (the exposed
+ * seconds tutti_ddp_finish waited in each, their median kept: one slow step of a noisy host
+ * does not decide); after the last, an all-reduce (max) of every rank's medians picks the
+ * candidate whose slowest rank waited least, on every rank alike.
+ */
+tutti_result_t ddp_adapt_buckets(struct tutti_ddp *d)
+{
+    double all[DDP_ADAPT_N];
+    char line[320];
+    int best = 0, n = 0;
+    tutti_result_t rc;
+
+    if (!d->adapt_started) {
+        d->adapt_started = 1;
+        return regroup(d, adapt_caps[0]);
+    }
+    if (++d->adapt_steps > 1) /* (the first is the warm-up) */
+        d->adapt_step_s[d->adapt_steps - 2] = d->exposed_s - d->adapt_t0;
+    d->adapt_t0 = d->exposed_s;
+    if (d->adapt_steps <= ADAPT_TIMED)
+        return TUTTI_SUCCESS;
+    qsort(d->adapt_step_s, ADAPT_TIMED, sizeof(double), cmp_double);
+    d->adapt_exposed[d->adapt_cand] = d->adapt_step_s[ADAPT_TIMED / 2];
+    d->adapt_steps = 0;
+    if (++d->adapt_cand < DDP_ADAPT_N)
+        return regroup(d, adapt_caps[d->adapt_cand]);
+    rc = tutti_all_reduce(d->adapt_exposed, all, DDP_ADAPT_N, TUTTI_FLOAT64, TUTTI_MAX, d->comm,
+                          NULL);
+    if (rc != TUTTI_SUCCESS)
+        return ddp_fail(d, rc, "adaptive buckets: agreeing on the choice: %s", tutti_last_error());
+    for (int c = 0; c < DDP_ADAPT_N; c++) {
+        if (all[c] < all[best])
+            best = c;
+        n += snprintf(line + n, sizeof(line) - (size_t)n, "%s%g MiB %.3f ms", c ? ", " : "",
+                      adapt_caps[c], all[c] * 1e3);
+    }
+    if (d->rank == 0)
+        ddp_info(d,
+                 "adaptive buckets: exposed communication per step (the slowest rank's): %s; "
+                 "keeping %g MiB",
+                 line, adapt_caps[best]);
+    return regroup(d, adapt_caps[best]);
+}
+
 tutti_result_t ddp_build_buckets(struct tutti_ddp *d, const int *order)
 {
     struct ddp_bucket *nb = calloc((size_t)d->nparams, sizeof(*nb));

@@ -59,13 +59,22 @@ enum {
     S_CAP_MB,
     S_REBUILD,
     S_UNEVEN,
+    S_ADAPT,
     S_COUNT
 };
-static const char *const setting_name[S_COUNT] = {
-    "parameters",    "buffers",         "hook",
-    "topk_ratio",    "powersgd_rank",   "seed",
-    "zero",          "optim",           "first_bucket_mb",
-    "bucket_cap_mb", "rebuild_buckets", "uneven_inputs"};
+static const char *const setting_name[S_COUNT] = {"parameters",
+                                                  "buffers",
+                                                  "hook",
+                                                  "topk_ratio",
+                                                  "powersgd_rank",
+                                                  "seed",
+                                                  "zero",
+                                                  "optim",
+                                                  "first_bucket_mb",
+                                                  "bucket_cap_mb",
+                                                  "rebuild_buckets",
+                                                  "uneven_inputs",
+                                                  "adaptive_buckets"};
 #define S_REAL ((1u << S_TOPK) | (1u << S_FIRST_MB) | (1u << S_CAP_MB))
 
 static void settings_of(const struct tutti_ddp *d, uint64_t *v)
@@ -89,6 +98,7 @@ static void settings_of(const struct tutti_ddp *d, uint64_t *v)
     real[S_CAP_MB] = c->bucket_cap_mb;
     v[S_REBUILD] = c->rebuild_buckets != 0;
     v[S_UNEVEN] = (uint64_t)c->uneven_inputs;
+    v[S_ADAPT] = (uint64_t)c->adaptive_buckets;
     for (int k = 0; k < S_COUNT; k++)
         if (S_REAL >> k & 1)
             memcpy(&v[k], &real[k], sizeof(v[k]));

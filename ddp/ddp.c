@@ -51,6 +51,16 @@ static tutti_result_t check_config(struct tutti_ddp *d, const tutti_ddp_config_t
     if ((unsigned)c->optim > TUTTI_DDP_OPTIM_ADAM)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_create: optim %d is not an optimizer",
                         (int)c->optim);
+    if (c->size > offsetof(tutti_ddp_config_t, adaptive_buckets) && c->adaptive_buckets != 0 &&
+        c->adaptive_buckets != 1)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_create: adaptive_buckets is %d; must be 0 or 1",
+                        c->adaptive_buckets);
+    if (c->size > offsetof(tutti_ddp_config_t, adaptive_buckets) && c->adaptive_buckets &&
+        c->uneven_inputs)
+        return ddp_fail(d, TUTTI_ERR_UNSUPPORTED,
+                        "tutti_ddp_create: adaptive_buckets does not combine with "
+                        "uneven_inputs (a joined rank could not take part in the choice)");
     if (c->size > offsetof(tutti_ddp_config_t, uneven_inputs) && c->uneven_inputs != 0 &&
         c->uneven_inputs != 1)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
@@ -462,6 +472,10 @@ tutti_result_t tutti_ddp_finish(tutti_ddp_t d)
         return ddp_break_step(d, rc);
     if (d->cfg.rebuild_buckets && !d->rebuilt) {
         rc = rebuild(d);
+        if (rc != TUTTI_SUCCESS)
+            return ddp_break_step(d, rc);
+    } else if (ddp_adapting(d)) { /* (after the rebuild: the trials use its order) */
+        rc = ddp_adapt_buckets(d);
         if (rc != TUTTI_SUCCESS)
             return ddp_break_step(d, rc);
     }

@@ -63,6 +63,9 @@ struct ddp_bucket {
 struct ddp_hook_state; /* hooks.c */
 struct ddp_optim;      /* optim.c */
 
+#define DDP_ADAPT_N 5     /* adaptive_buckets' candidate caps */
+#define DDP_ADAPT_TIMED 5 /* and the steps timed for each */
+
 struct tutti_ddp {
     tutti_comm_t comm;
     int rank, nranks;
@@ -96,6 +99,10 @@ struct tutti_ddp {
     int *ready_order;     /* registration indices in the order marked during the first step */
     int nready;
     int rebuilt;
+    /* adaptive_buckets (buckets.c ddp_adapt_buckets): the candidate on trial, its steps so
+     * far, the exposed time when its timing began, each candidate's exposed seconds a step */
+    int adapt_cand, adapt_steps, adapt_started;
+    double adapt_t0, adapt_exposed[DDP_ADAPT_N], adapt_step_s[DDP_ADAPT_TIMED];
     long long steps;
 
     struct ddp_hook_state *hook;
@@ -125,6 +132,10 @@ struct tutti_ddp {
 /* Record a failure: message into ddp->err (and stderr at WARN unless TUTTI_DEBUG=NONE). */
 tutti_result_t ddp_fail(struct tutti_ddp *d, tutti_result_t rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* A note at TUTTI_DEBUG=INFO or TRACE, on stderr. */
+void ddp_info(const struct tutti_ddp *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 double ddp_now(void);
 
@@ -183,6 +194,9 @@ long long *ddp_optim_t(const struct tutti_ddp *d);
 /* buckets.c: rebuild buckets from an order of registration indices (first = bucket 0);
  * free an array of n buckets. */
 tutti_result_t ddp_build_buckets(struct tutti_ddp *d, const int *order);
+/* adaptive_buckets: after each synchronised finish until the choice is made (collective). */
+tutti_result_t ddp_adapt_buckets(struct tutti_ddp *d);
+int ddp_adapting(const struct tutti_ddp *d);
 void ddp_free_buckets(struct ddp_bucket *bk, int n);
 
 /* Copy `count` floats between the flat space and parameter data (to_flat: gather). */

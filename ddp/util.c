@@ -18,6 +18,20 @@ double ddp_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+void ddp_info(const struct tutti_ddp *d, const char *fmt, ...)
+{
+    const char *lvl = getenv("TUTTI_DEBUG");
+    char msg[DDP_ERR_LEN];
+    va_list ap;
+
+    if (!lvl || (strcmp(lvl, "INFO") != 0 && strcmp(lvl, "TRACE") != 0))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "tutti DDP INFO rank %d: %s\n", d->rank, msg);
+}
+
 /* The last failure of this thread, for calls that have no context to keep it (create). */
 static _Thread_local char thread_err[DDP_ERR_LEN];
 

@@ -118,12 +118,19 @@ typedef struct {
                                           synchronised step starts with a 4-byte all-reduce
                                           of who still trains, and a rank out of data calls
                                           tutti_ddp_join (0) */
+    int adaptive_buckets;              /* 1: the first synchronised steps try bucket caps of
+                                          0.25, 1, 4, 16 and 64 MiB (one warm-up and five
+                                          timed steps each) and keep the one whose median step
+                                          waited least for communication in tutti_ddp_finish, the
+                                          same on every rank (the slowest rank's figures);
+                                          TUTTI_DEBUG=INFO says what was measured and chosen.
+                                          bucket_cap_mb is then that cap (0) */
 } tutti_ddp_config_t;
 
 #define TUTTI_DDP_CONFIG_INIT                                                                      \
     {                                                                                              \
         sizeof(tutti_ddp_config_t), 25.0, 1.0, 0, 0, 1, TUTTI_DDP_HOOK_NONE, 0.01, 4, NULL, NULL,  \
-            0, TUTTI_DDP_OPTIM_NONE, 0.01, 0.0, 0.0, 0.9, 0.999, 1e-8, 1, 0                        \
+            0, TUTTI_DDP_OPTIM_NONE, 0.01, 0.0, 0.0, 0.9, 0.999, 1e-8, 1, 0, 0                     \
     }
 
 /*

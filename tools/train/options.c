@@ -40,7 +40,8 @@ void usage(FILE *f)
                "  --optim sgd|adam  optimizer (sgd)\n"
                "  --hidden H        units per hidden layer (1024)\n"
                "  --layers L        hidden layers (2)\n"
-               "  --bucket-mb X     bucket cap in MiB (25; the first bucket closes at 1)\n"
+               "  --bucket-mb X     bucket cap in MiB (25; the first bucket closes at 1);\n"
+               "                    auto: tried over the first steps (adaptive_buckets)\n"
                "  --accum K         accumulate K batches per optimizer step (no_sync on K-1)\n"
                "  --hook H          none, fp16, bf16, int8, topk, powersgd (none)\n"
                "  --zero Z          0, 1 or 2: shard optimizer state (1), and gradients (2)\n"
@@ -118,6 +119,8 @@ void parse(int argc, char **argv, struct opts *o, int nranks)
             o->hidden = (int)num(a, v, 1, 1 << 16);
         else if (!strcmp(a, "--layers"))
             o->layers = (int)num(a, v, 0, MLP_MAX_LAYERS - 1);
+        else if (!strcmp(a, "--bucket-mb") && v && !strcmp(v, "auto"))
+            o->adaptive_buckets = 1;
         else if (!strcmp(a, "--bucket-mb"))
             o->bucket_mb = real(a, v, 1e-6, 1e6);
         else if (!strcmp(a, "--accum"))

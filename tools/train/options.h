@@ -15,6 +15,7 @@ struct opts {
     int slow_rank;         /* --slow RANK:FACTOR (-1: none) */
     int balance;           /* --balance: every this many steps (0: off) */
     int local_sgd, warmup; /* --local-sgd H (0: off), --warmup W */
+    int adaptive_buckets;  /* --bucket-mb auto */
     double slow_factor;
     double lr, momentum, bucket_mb;
     tutti_ddp_hook_t hook;

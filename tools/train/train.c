@@ -116,6 +116,7 @@ static void build_model(struct model *md, const struct opts *o, tutti_comm_t com
                  o->seed + 7919ull * (unsigned long long)md->rank) != 0)
         die("out of memory for the model");
     cfg.bucket_cap_mb = o->bucket_mb;
+    cfg.adaptive_buckets = o->adaptive_buckets;
     cfg.grad_as_bucket_view = o->views;
     cfg.hook = o->hook;
     cfg.zero = o->zero;

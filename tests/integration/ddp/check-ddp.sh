@@ -35,6 +35,7 @@ done
 for h in fp16 int8 user; do
     job 3 weights $h 0
 done
+job 1 adaptive-config
 job 3 accum 0
 job 3 accum 1
 for m in mismatch-count mismatch-shape mismatch-setting mismatch-buffer unused unused-one \

@@ -20,6 +20,8 @@
 #     is averaging the gradients), same tolerance; --local-sgd 8 --warmup 20 on the full
 #     training set and the reference model reaches test accuracy >= 0.80 in one epoch;
 #     --local-sgd with --zero 1 is refused, naming it;
+#   - --bucket-mb auto (adaptive_buckets: five caps tried over the first steps, one kept, the
+#     choice said at INFO) equals 1 rank, same tolerance;
 #   - ZeRO-1 and ZeRO-2 equal plain DDP (SGD and Adam), same tolerance;
 #   - every compression hook trains: test accuracy after one epoch of 4096 images >= 0.60
 #     (plain all-reduce reaches about 0.75, an untrained model about 0.10);
@@ -103,6 +105,15 @@ if "$run" -n 2 "$train" $small --local-sgd 4 --zero 1 >"$out/lz.txt" 2>&1 ||
     cat "$out/lz.txt"; echo "FAILED: --local-sgd with --zero 1 was not refused"; exit 1
 fi
 echo "ok: --local-sgd with --zero 1 refused"
+
+export TUTTI_DEBUG=INFO
+train 2 adaptive --batch 64 --max-steps 40 --bucket-mb auto
+unset TUTTI_DEBUG
+train 1 one40 --batch 64 --max-steps 40
+same adaptive one40 "--bucket-mb auto (five bucket caps tried over 31 steps) equals 1 rank"
+grep -q "adaptive buckets: exposed communication per step .*; keeping [0-9.]* MiB" \
+    "$out/adaptive.txt" || { cat "$out/adaptive.txt"; echo "FAILED: no adaptive-bucket choice"; exit 1; }
+echo "ok: $(sed -n 's/.*\(keeping [0-9.]* MiB\).*/adaptive buckets: \1/p' "$out/adaptive.txt")"
 
 train 2 balance --batch 64 --max-steps 30 --balance auto:5 --slow 1:2
 same balance one "--balance auto:5 with rank 1 slowed 2x (the split re-divided every 5 steps) equals 1 rank"

@@ -8,6 +8,8 @@
  *                                  finish every gradient equals the average over ranks within
  *                                  the hook's tolerance. HOOK: none, fp16, bf16, int8, user (a
  *                                  callback that queues its own all-reduce); VIEWS: 0 or 1
+ *   ddp_check adaptive-config      adaptive_buckets = 2, and adaptive_buckets with
+ *                                  uneven_inputs: tutti_ddp_create refuses each, naming it
  *   ddp_check accum VIEWS          a no_sync step then a synchronised one: the gradients are the
  *                                  average of the two steps' sums
  *   ddp_check mismatch-count       the last rank registers one parameter fewer: init fails on
@@ -159,6 +161,24 @@ static void mode_weights(tutti_comm_t comm, const char *hook, int views)
     }
     expect_error(d, tutti_ddp_set_batch(d, 1), "tutti_ddp_set_batch", "uneven_inputs", NULL);
     tutti_ddp_destroy(d);
+}
+
+/* adaptive_buckets' settings: 2 refused, with uneven_inputs refused, each naming it. */
+static void mode_adaptive_config(tutti_comm_t comm)
+{
+    tutti_ddp_config_t cfg = TUTTI_DDP_CONFIG_INIT;
+    tutti_ddp_t d = NULL;
+    tutti_result_t rc;
+
+    cfg.adaptive_buckets = 2;
+    rc = tutti_ddp_create(&d, comm, &cfg);
+    if (rc == TUTTI_SUCCESS || !strstr(tutti_ddp_last_error(NULL), "adaptive_buckets is 2"))
+        fail("adaptive_buckets = 2: %s", tutti_ddp_last_error(NULL));
+    cfg.adaptive_buckets = 1;
+    cfg.uneven_inputs = 1;
+    rc = tutti_ddp_create(&d, comm, &cfg);
+    if (rc == TUTTI_SUCCESS || !strstr(tutti_ddp_last_error(NULL), "uneven_inputs"))
+        fail("adaptive_buckets with uneven_inputs: %s", tutti_ddp_last_error(NULL));
 }
 
 /* what: 0 one parameter fewer, 1 a shape transposed, 2 a setting (uneven_inputs), 3 a buffer
@@ -437,6 +457,8 @@ int main(int argc, char **argv)
         mode_average(comm, argv[2], atoi(argv[3]));
     else if (!strcmp(mode, "weights") && argc == 4)
         mode_weights(comm, argv[2], atoi(argv[3]));
+    else if (!strcmp(mode, "adaptive-config"))
+        mode_adaptive_config(comm);
     else if (!strcmp(mode, "accum") && argc == 3)
         mode_accum(comm, atoi(argv[2]));
     else if (!strcmp(mode, "mismatch-count"))
@@ -458,10 +480,11 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "damaged"))
         mode_damaged(comm);
     else {
-        fprintf(stderr, "usage: ddp_check average|weights {none,fp16,bf16,int8,user} {0,1} | accum "
-                        "{0,1} | mismatch-count | mismatch-shape | mismatch-setting | "
-                        "mismatch-buffer | buffers | damaged | unused | unused-one | "
-                        "unused-zero\n");
+        fprintf(stderr,
+                "usage: ddp_check average|weights {none,fp16,bf16,int8,user} {0,1} | accum "
+                "{0,1} | adaptive-config | mismatch-count | mismatch-shape | mismatch-setting | "
+                "mismatch-buffer | buffers | damaged | unused | unused-one | "
+                "unused-zero\n");
         return 2;
     }
     return ddp_end(comm, "ddp_check", mode);
