@@ -403,6 +403,11 @@ ncclResult_t pncclCommAbort(ncclComm_t comm)
 }
 NC_ALIAS(ncclCommAbort)
 
+#ifndef NCCL_REVOKE_DEFAULT /* an nccl.h older than ncclCommRevoke (2.28.3 has none): its one flag \
+                             */
+#define NCCL_REVOKE_DEFAULT 0
+#endif
+
 /* In-flight and later operations fail; only destroy (or abort) remains. */
 ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags)
 {
