@@ -1,5 +1,5 @@
 /*
- * net_socket.c -- TCP transport between hosts.
+ * net_socket.c -- TCP transport between hosts: the data path.
  *
  * A connection is TUTTI_NSOCKS nonblocking TCP sockets. Message k (one FIFO slot: a 64-byte
  * header with its length and tag, then the payload padded to 64 bytes; see WIRE_ALIGN) travels
@@ -15,50 +15,21 @@
  * the sender: no credits are needed. recv_peek() returns message `tail` once its socket has
  * read all of it.
  *
- * Setup: the receiver listens on the interface its bootstrap uses and sends the address and
- * a random 64-bit nonce in the blob (which travels over the authenticated bootstrap); the
- * sender connects nsocks sockets and presents the nonce and the socket's index; finish()
- * accepts them, dropping any connection that does not present the nonce.
+ * Setting connections up: net_socket_conn.c; what both files share: net_socket.h.
  */
-#include "transport/transport.h"
+#include "transport/net_socket.h"
 
-#include "lib/base/config.h"
 #include "lib/base/error.h"
-#include "lib/boot/id.h"
-#include "lib/topo/topo.h"
 #include "lib/base/log.h"
 #include "lib/boot/socket.h"
-#include "lib/base/wait.h"
 
 #include <errno.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <unistd.h>
-
-#define SOCK_MAX 16
-#define HELLO_LEN 16 /* "TTNS", index, nonce */
-/* On the wire a message is a header of HDR_LEN bytes (length, 64 bit; tag; 4 zero bytes; up
- * to INLINE_MAX bytes of payload), then a payload too long for it followed by zeros up to a
- * multiple of WIRE_ALIGN. Every payload outside the header thus starts at a multiple of 64
- * bytes of the stream: the kernel's copies into and out of its socket buffers keep the cache
- * line alignment of slots and user buffers on both ends, which halves their cost (with a
- * 12-byte header the payloads drifted off it by 12 bytes a message: 2x slower from 32 KiB up,
- * BENCHMARKS.md "Sockets at wire speed"). A payload that fits in the header takes
- * one receive call, not two. */
-#define WIRE_ALIGN 64
-#define HDR_LEN WIRE_ALIGN
-#define HDR_FIELDS 16
-#define INLINE_MAX (HDR_LEN - HDR_FIELDS)
-
-/* A receiver reads a message's start with up to READ_AHEAD bytes at once (into a buffer per
- * socket, copied out from there): a small message, header and payload, takes one call, and so
- * may the ones after it on the socket; the rest of a larger one goes straight into its slot. */
-#define READ_AHEAD (((size_t)4 << 10) + HDR_LEN) /* a 4 KiB payload with its header */
 
 static const unsigned char wire_zeros[WIRE_ALIGN];
 
@@ -66,241 +37,6 @@ static const unsigned char wire_zeros[WIRE_ALIGN];
 static size_t wire_bytes(size_t len)
 {
     return len <= INLINE_MAX ? HDR_LEN : HDR_LEN + (len + WIRE_ALIGN - 1) / WIRE_ALIGN * WIRE_ALIGN;
-}
-
-struct sock_conn {
-    struct tt_conn base;
-    int sender;
-    int nsocks;
-    int fds[SOCK_MAX];
-    int lfd; /* receiver: listener, until every socket is accepted */
-    uint64_t nonce;
-    uint32_t nslots;
-    char *slots;
-    uint64_t *lens;
-    uint32_t *tags;
-    const char **srcs; /* sender: where message m's bytes lie (send_commit_from), else NULL */
-    int zc_logged;
-    uint64_t head;           /* sender: messages committed */
-    uint64_t tail;           /* receiver: messages released */
-    uint64_t next[SOCK_MAX]; /* per socket: next message it carries (== s mod nsocks) */
-    size_t done[SOCK_MAX];   /* bytes of that message moved, header included */
-    unsigned char hdr[SOCK_MAX][HDR_LEN];
-    char *ahead; /* receiver: per socket, READ_AHEAD bytes: read, not yet used */
-    size_t ahead_pos[SOCK_MAX], ahead_len[SOCK_MAX];
-    char eof[SOCK_MAX];    /* receiver: the peer closed this socket (no more messages on it) */
-    tutti_result_t failed; /* sticky */
-};
-
-struct sock_blob {
-    unsigned char addr[TT_ADDR_PACKED];
-    unsigned char nonce[8];
-    unsigned char nsocks[4];
-};
-
-static struct sock_conn *conn_new(const struct tt_transport_ctx *ctx, int peer, int channel,
-                                  int sender)
-{
-    struct sock_conn *c = calloc(1, sizeof(*c));
-
-    if (!c)
-        return NULL;
-    c->base.tp = &tt_transport_socket;
-    c->base.peer = peer;
-    c->base.channel = channel;
-    c->base.slot_bytes = ctx->slot_bytes;
-    c->sender = sender;
-    c->lfd = -1;
-    c->nslots = (uint32_t)ctx->nslots;
-    for (int s = 0; s < SOCK_MAX; s++) {
-        c->fds[s] = -1;
-        c->next[s] = (uint64_t)s;
-    }
-    c->slots = malloc((size_t)c->nslots * ctx->slot_bytes);
-    c->lens = calloc(c->nslots, sizeof(*c->lens));
-    c->tags = calloc(c->nslots, sizeof(*c->tags));
-    c->srcs = calloc(c->nslots, sizeof(*c->srcs));
-    if (!c->slots || !c->lens || !c->tags || !c->srcs) {
-        free(c->slots);
-        free(c->lens);
-        free(c->tags);
-        free(c->srcs);
-        free(c);
-        return NULL;
-    }
-    memset(c->slots, 0, (size_t)c->nslots * ctx->slot_bytes); /* fault the pages in now */
-    return c;
-}
-
-static void conn_free(struct sock_conn *c)
-{
-    for (int s = 0; s < SOCK_MAX; s++)
-        if (c->fds[s] >= 0)
-            close(c->fds[s]);
-    if (c->lfd >= 0)
-        close(c->lfd);
-    free(c->slots);
-    free(c->lens);
-    free(c->tags);
-    free(c->srcs);
-    free(c->ahead);
-    free(c);
-}
-
-static tutti_result_t fail(struct sock_conn *c, tutti_result_t rc, const char *what, int err)
-{
-    errno = err;
-    c->failed =
-        tt_fail(NULL, rc, "socket: %s rank %d (channel %d): %s: %m",
-                c->sender ? "sending to" : "receiving from", c->base.peer, c->base.channel, what);
-    return c->failed;
-}
-
-int tt_socket_nsocks(void)
-{
-    return (int)tt_env_int("TUTTI_NSOCKS");
-}
-
-static tutti_result_t sock_recv_setup(const struct tt_transport_ctx *ctx, int peer, int channel,
-                                      void *blob, size_t *blob_len, struct tt_conn **conn)
-{
-    struct sock_conn *c = conn_new(ctx, peer, channel, 0);
-    struct sock_blob b;
-    struct tt_addr at;
-    tutti_result_t rc;
-
-    if (!c)
-        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "socket: out of memory");
-    if (!ctx->net_addr) {
-        conn_free(c);
-        return tt_fail(NULL, TUTTI_ERR_INTERNAL, "socket: no local address to listen on");
-    }
-    at = *(const struct tt_addr *)ctx->net_addr;
-    tt_addr_set_port(&at, 0);
-    rc = tt_sock_listen(&at, SOCK_MAX, &c->lfd);
-    if (rc != TUTTI_SUCCESS) {
-        conn_free(c);
-        return rc;
-    }
-    rc = tt_random(&c->nonce, sizeof(c->nonce));
-    if (rc != TUTTI_SUCCESS) {
-        conn_free(c);
-        return rc;
-    }
-    c->nsocks = tt_socket_nsocks();
-    c->ahead = aligned_alloc(WIRE_ALIGN, (size_t)c->nsocks * READ_AHEAD);
-    if (!c->ahead) {
-        conn_free(c);
-        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "socket: out of memory");
-    }
-    tt_addr_pack(&at, b.addr);
-    tt_put64(b.nonce, c->nonce);
-    tt_put32(b.nsocks, (uint32_t)c->nsocks);
-    memcpy(blob, &b, sizeof(b));
-    *blob_len = sizeof(b);
-    *conn = &c->base;
-    return TUTTI_SUCCESS;
-}
-
-/*
- * No Nagle delay; and a link that goes silent is declared dead after TUTTI_NET_TIMEOUT
- * seconds instead of TCP's minutes: keepalive probes on idle sockets (a receiver has nothing
- * to send), a user timeout on unacknowledged data.
- */
-static void tune_socket(int fd)
-{
-    int one = 1, t = (int)tt_env_int("TUTTI_NET_TIMEOUT");
-    int idle = t / 2 > 0 ? t / 2 : 1, count = t - idle > 0 ? t - idle : 1, intvl = 1;
-    unsigned user_ms = (unsigned)(t > 0 ? t : 1) * 1000u;
-
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
-    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof(user_ms));
-}
-
-static tutti_result_t sock_send_connect(const struct tt_transport_ctx *ctx, int peer, int channel,
-                                        const void *blob, size_t blob_len, struct tt_conn **conn)
-{
-    struct sock_conn *c;
-    struct sock_blob b;
-    struct tt_addr to;
-    double deadline = tt_now() + ctx->timeout_s;
-    char where[80];
-
-    if (blob_len != sizeof(b))
-        return tt_fail(NULL, TUTTI_ERR_INTERNAL, "socket: blob from rank %d has %zu bytes", peer,
-                       blob_len);
-    memcpy(&b, blob, sizeof(b));
-    if (tt_addr_unpack(b.addr, &to) != 0 || tt_get32(b.nsocks) < 1 || tt_get32(b.nsocks) > SOCK_MAX)
-        return tt_fail(NULL, TUTTI_ERR_REMOTE, "socket: bad connection blob from rank %d", peer);
-    c = conn_new(ctx, peer, channel, 1);
-    if (!c)
-        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "socket: out of memory");
-    c->nsocks = (int)tt_get32(b.nsocks);
-    c->nonce = tt_get64(b.nonce);
-    for (int s = 0; s < c->nsocks; s++) {
-        unsigned char hello[HELLO_LEN];
-        tutti_result_t rc = tt_sock_connect(&to, deadline, &c->fds[s]);
-
-        memcpy(hello, "TTNS", 4);
-        tt_put32(hello + 4, (uint32_t)s);
-        tt_put64(hello + 8, c->nonce);
-        if (rc == TUTTI_SUCCESS)
-            rc = tt_sock_write(c->fds[s], hello, sizeof(hello), deadline);
-        if (rc != TUTTI_SUCCESS) {
-            tt_fail(NULL, rc, "socket: cannot connect to rank %d at %s: %s", peer,
-                    tt_addr_str(&to, where, sizeof(where)), tt_thread_error());
-            conn_free(c);
-            return rc;
-        }
-        tune_socket(c->fds[s]);
-    }
-    *conn = &c->base;
-    return TUTTI_SUCCESS;
-}
-
-/* Receiver: accept the sender's sockets (it has connected by now, or will shortly). */
-static tutti_result_t sock_finish(struct tt_conn *conn, double deadline)
-{
-    struct sock_conn *c = (struct sock_conn *)conn;
-    int have = 0;
-
-    if (c->sender || c->lfd < 0)
-        return TUTTI_SUCCESS;
-    while (have < c->nsocks) {
-        struct pollfd p = {.fd = c->lfd, .events = POLLIN};
-        unsigned char hello[HELLO_LEN];
-        int fd, idx;
-
-        if (tt_now() >= deadline)
-            return tt_fail(NULL, TUTTI_ERR_TIMEOUT,
-                           "socket: rank %d connected %d of %d sockets before the deadline",
-                           c->base.peer, have, c->nsocks);
-        if (poll(&p, 1, 100) <= 0)
-            continue;
-        fd = accept4(c->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
-            continue;
-        if (tt_sock_read(fd, hello, sizeof(hello), tt_now() + 5.0) != TUTTI_SUCCESS ||
-            memcmp(hello, "TTNS", 4) != 0 || tt_get64(hello + 8) != c->nonce ||
-            (idx = (int)tt_get32(hello + 4)) < 0 || idx >= c->nsocks || c->fds[idx] >= 0) {
-            TT_WARN(TT_SUB_NET,
-                    "socket: dropped a connection that did not present the nonce "
-                    "of the connection from rank %d",
-                    c->base.peer);
-            close(fd);
-            continue;
-        }
-        tune_socket(fd);
-        c->fds[idx] = fd;
-        have++;
-    }
-    close(c->lfd);
-    c->lfd = -1;
-    return TUTTI_SUCCESS;
 }
 
 static int msg_written(const struct sock_conn *c, uint64_t m)
@@ -347,7 +83,7 @@ static tutti_result_t send_pump(struct sock_conn *c)
             if (w < 0) {
                 if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                     break;
-                return fail(c, TUTTI_ERR_REMOTE, "send", errno);
+                return sk_fail(c, TUTTI_ERR_REMOTE, "send", errno);
             }
             c->done[s] += (size_t)w;
             if (c->done[s] < total)
@@ -408,7 +144,7 @@ static tutti_result_t recv_pump(struct sock_conn *c)
                 if (c->done[s] < HDR_LEN)
                     continue;
                 if (tt_get64(c->hdr[s]) > c->base.slot_bytes)
-                    return fail(c, TUTTI_ERR_REMOTE, "message longer than a slot", EPROTO);
+                    return sk_fail(c, TUTTI_ERR_REMOTE, "message longer than a slot", EPROTO);
             }
             len = tt_get64(c->hdr[s]);
             char *slot = c->slots + (m % c->nslots) * c->base.slot_bytes;
@@ -436,14 +172,14 @@ static tutti_result_t recv_pump(struct sock_conn *c)
                 /* The peer is done with this socket. An error only if a message was cut short
                  * or one we need is due on it (recv_peek). */
                 if (c->done[s] != 0)
-                    return fail(c, TUTTI_ERR_REMOTE, "connection closed inside a message",
-                                ECONNRESET);
+                    return sk_fail(c, TUTTI_ERR_REMOTE, "connection closed inside a message",
+                                   ECONNRESET);
                 c->eof[s] = 1;
                 break;
             }
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                 break;
-            return fail(c, TUTTI_ERR_REMOTE, "recv", errno);
+            return sk_fail(c, TUTTI_ERR_REMOTE, "recv", errno);
         }
     }
     return TUTTI_SUCCESS;
@@ -534,8 +270,8 @@ static tutti_result_t sock_recv_peek(struct tt_conn *conn, const void **slot, si
         TT_CHECK(recv_pump(c));
         if (!msg_written(c, c->tail)) {
             if (c->eof[c->tail % (uint64_t)c->nsocks])
-                return fail(c, TUTTI_ERR_REMOTE, "connection closed by the peer (did it exit?)",
-                            ECONNRESET);
+                return sk_fail(c, TUTTI_ERR_REMOTE, "connection closed by the peer (did it exit?)",
+                               ECONNRESET);
             return TUTTI_IN_PROGRESS;
         }
     }
@@ -579,7 +315,7 @@ static void sock_fail(struct tt_conn *conn)
 static void sock_close(struct tt_conn *conn)
 {
     if (conn)
-        conn_free((struct sock_conn *)conn);
+        sk_conn_free((struct sock_conn *)conn);
 }
 
 /* Any two ranks: another host, or one whose other transports are excluded. */
@@ -600,9 +336,9 @@ const struct tt_transport tt_transport_socket = {
     .describe = sock_describe,
     .size = sizeof(struct tt_transport),
     .name = "socket",
-    .recv_setup = sock_recv_setup,
-    .send_connect = sock_send_connect,
-    .finish = sock_finish,
+    .recv_setup = sk_recv_setup,
+    .send_connect = sk_send_connect,
+    .finish = sk_finish,
     .send_slot = sock_send_slot,
     .send_commit = sock_send_commit,
     .flush = sock_flush,
