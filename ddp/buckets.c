@@ -169,7 +169,7 @@ tutti_result_t ddp_build_buckets(struct tutti_ddp *d, const int *order)
             off += p->count;
         }
     }
-    if (!d->cfg.grad_as_bucket_view && most > d->staging_count) {
+    if (!d->cfg.grad_as_bucket_view && d->cfg.zero != 3 && most > d->staging_count) {
         float *s = realloc(d->staging, most * sizeof(float));
         if (!s)
             goto oom;
@@ -212,6 +212,14 @@ void ddp_owner_run(const struct tutti_ddp *d, const struct ddp_bucket *b, int r,
 
 void ddp_flat_copy(const struct tutti_ddp *d, float *flat, size_t lo, size_t hi, int to_flat)
 {
+    if (d->cfg.zero == 3) {
+        size_t a = lo > d->own_lo ? lo : d->own_lo, z = hi < d->own_hi ? hi : d->own_hi;
+        if (a < z && to_flat)
+            memcpy(flat + (a - lo), d->param_shard + (a - d->own_lo), (z - a) * sizeof(float));
+        else if (a < z)
+            memcpy(d->param_shard + (a - d->own_lo), flat + (a - lo), (z - a) * sizeof(float));
+        return;
+    }
     for (int i = 0; i < d->nparams; i++) {
         const struct ddp_param *p = &d->params[i];
         size_t a = p->flat_off > lo ? p->flat_off : lo;

@@ -115,7 +115,7 @@ static void bucket_order(const struct tutti_ddp *d, int32_t *order)
 tutti_result_t tutti_ddp_save(tutti_ddp_t d, const char *path, const void *extra, size_t extra_len)
 {
     struct ckpt_header h;
-    unsigned char *buf = NULL, *w = NULL;
+    unsigned char *buf = NULL, *w = NULL, *pw = NULL;
     size_t size, shard_all;
     float *tmp = NULL;
     tutti_result_t rc = TUTTI_SUCCESS;
@@ -146,6 +146,7 @@ tutti_result_t tutti_ddp_save(tutti_ddp_t d, const char *path, const void *extra
     w += (h.nparams + h.nbuffers) * sizeof(struct ddp_desc);
     bucket_order(d, (int32_t *)w);
     w += h.nparams * sizeof(int32_t);
+    pw = w; /* (zero 3: the shards are gathered below) */
     ddp_flat_copy(d, (float *)w, 0, d->total, 1);
     w += d->total * sizeof(float);
     for (int i = 0; i < d->nbuffers; i++)
@@ -154,6 +155,19 @@ tutti_result_t tutti_ddp_save(tutti_ddp_t d, const char *path, const void *extra
     w += d->buffer_total * sizeof(float);
 gather:
     /* Collective part: every rank takes it whatever happened above. */
+    if (d->cfg.zero == 3) { /* the parameters, from every rank's shard */
+        tutti_result_t grc = TUTTI_SUCCESS;
+        float *mine = tmp ? tmp + (size_t)d->rank * d->shard : NULL;
+        if (mine)
+            memcpy(mine, d->param_shard, (d->own_hi - d->own_lo) * sizeof(float));
+        if (tmp)
+            grc = tutti_all_gather(mine, tmp, d->shard, TUTTI_FLOAT32, d->comm, NULL);
+        if (grc == TUTTI_SUCCESS && pw)
+            memcpy(pw, tmp, d->total * sizeof(float));
+        if (grc != TUTTI_SUCCESS && rc == TUTTI_SUCCESS)
+            rc = ddp_fail(d, grc, "tutti_ddp_save: gathering the parameters: %s",
+                          tutti_comm_last_error(d->comm));
+    }
     for (unsigned s = 0; s < h.slots; s++) {
         size_t lo, hi;
         const float *st = ddp_optim_slot(d, (int)s, &lo, &hi);

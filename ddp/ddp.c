@@ -36,14 +36,23 @@ static tutti_result_t check_config(struct tutti_ddp *d, const tutti_ddp_config_t
     if (c->hook == TUTTI_DDP_HOOK_POWERSGD && (c->powersgd_rank < 1 || c->powersgd_rank > 64))
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
                         "tutti_ddp_create: powersgd_rank %d is not in [1, 64]", c->powersgd_rank);
-    if (c->zero < 0 || c->zero > 2)
-        return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_create: zero is %d; must be 0, 1 or 2",
-                        c->zero);
-    if (c->zero == 2 && c->hook != TUTTI_DDP_HOOK_NONE)
+    if (c->zero < 0 || c->zero > 3)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
-                        "tutti_ddp_create: zero 2 reduce-scatters gradients; it does not combine "
+                        "tutti_ddp_create: zero is %d; must be 0, 1, 2 or 3", c->zero);
+    if (c->zero >= 2 && c->hook != TUTTI_DDP_HOOK_NONE)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_create: zero %d reduce-scatters gradients; it does not combine "
                         "with the %s hook",
-                        tutti_ddp_hook_name(c->hook));
+                        c->zero, tutti_ddp_hook_name(c->hook));
+    if (c->zero == 3 && c->grad_as_bucket_view)
+        return ddp_fail(d, TUTTI_ERR_UNSUPPORTED,
+                        "tutti_ddp_create: zero 3 keeps no whole gradients between steps; "
+                        "grad_as_bucket_view (buckets holding every gradient) does not combine "
+                        "with it");
+    if (c->zero == 3 && c->size > offsetof(tutti_ddp_config_t, uneven_inputs) && c->uneven_inputs)
+        return ddp_fail(d, TUTTI_ERR_UNSUPPORTED,
+                        "tutti_ddp_create: zero 3 does not combine with uneven_inputs (a joined "
+                        "rank could not take part in the others' gathers)");
     if (c->zero > 0 && c->optim == TUTTI_DDP_OPTIM_NONE)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
                         "tutti_ddp_create: zero %d shards the optimizer; set optim (SGD or Adam)",
@@ -131,10 +140,10 @@ tutti_result_t tutti_ddp_register(tutti_ddp_t d, const char *name, float *data, 
     if (count == 0 || !data)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
                         "tutti_ddp_register: parameter '%s': data is NULL or count is 0", name);
-    if (!grad && !d->cfg.grad_as_bucket_view)
+    if (!grad && !d->cfg.grad_as_bucket_view && d->cfg.zero != 3)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
                         "tutti_ddp_register: parameter '%s': grad is NULL (allowed only with "
-                        "grad_as_bucket_view)",
+                        "grad_as_bucket_view or zero 3)",
                         name);
     if (ndim < 1 || ndim > DDP_MAX_DIMS || !shape)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
@@ -216,106 +225,19 @@ tutti_result_t tutti_ddp_init(tutti_ddp_t d)
     rc = ddp_build_buckets(d, order);
     free(order);
     TUTTI_DDP_CHECK(rc);
-    if (d->cfg.zero == 2) {
+    if (d->cfg.zero >= 2) {
         d->shard_grad = calloc(d->shard ? d->shard : 1, sizeof(float));
         if (!d->shard_grad)
             return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
     }
+    if (d->cfg.zero == 3)
+        TUTTI_DDP_CHECK(ddp_zero3_init(d));
     TUTTI_DDP_CHECK(ddp_hook_init(d));
     TUTTI_DDP_CHECK(ddp_optim_init(d));
     rc = tutti_stream_create(&d->stream);
     if (rc != TUTTI_SUCCESS)
         return ddp_fail(d, rc, "tutti_ddp_init: %s", tutti_last_error());
     d->initialized = 1;
-    return TUTTI_SUCCESS;
-}
-
-/* Work queued before and after a bucket's hook: copy in, time it; copy out, account. */
-static tutti_result_t bucket_begin(void *arg)
-{
-    struct ddp_bucket *b = arg;
-    struct tutti_ddp *d = b->owner;
-    float *data = ddp_bucket_data(d, b);
-    /* The compressing hooks divide by nranks themselves (data / n): the weight of
-     * tutti_ddp_set_batch goes in as weight * nranks. The hook none reduces with a premul sum
-     * by the weight instead of an average (the product inside the reduction: no extra pass).
-     * A user hook gets the weighted values. */
-    float scale = d->cfg.hook == TUTTI_DDP_HOOK_USER ? 1.0f / (float)d->nranks : 1.0f;
-    if (d->weighted && d->cfg.hook != TUTTI_DDP_HOOK_NONE)
-        scale =
-            (float)(d->cfg.hook == TUTTI_DDP_HOOK_USER ? d->weight : d->weight * (double)d->nranks);
-    size_t off = 0;
-
-    b->t_start = ddp_now();
-    for (int k = 0; k < b->nparams; k++) {
-        const struct ddp_param *p = &d->params[b->params[k]];
-        float *dst = data + off;
-        if (p->zero_fill)
-            memset(dst, 0, p->count * sizeof(float));
-        else if (!d->cfg.grad_as_bucket_view)
-            memcpy(dst, p->grad, p->count * sizeof(float));
-        if (scale != 1.0f)
-            for (size_t j = 0; j < p->count; j++)
-                dst[j] *= scale;
-        off += p->count;
-    }
-    return TUTTI_SUCCESS;
-}
-
-static tutti_result_t bucket_end(void *arg)
-{
-    struct ddp_bucket *b = arg;
-    struct tutti_ddp *d = b->owner;
-    const float *data = ddp_bucket_data(d, b);
-    double now = ddp_now();
-
-    if (d->cfg.zero == 2) {
-        size_t lo, hi, off = 0;
-        /* This rank's run, reduced onto it: into the flat shard. */
-        ddp_owner_run(d, b, d->rank, &lo, &hi);
-        for (int k = 0; k < b->nparams && lo < hi; k++) {
-            const struct ddp_param *p = &d->params[b->params[k]];
-            size_t a = off > lo ? off : lo, z = off + p->count < hi ? off + p->count : hi;
-            if (a < z)
-                memcpy(d->shard_grad + (p->flat_off + (a - off) - d->own_lo), data + a,
-                       (z - a) * sizeof(float));
-            off += p->count;
-        }
-    } else if (!d->cfg.grad_as_bucket_view) {
-        size_t off = 0;
-        for (int k = 0; k < b->nparams; k++) {
-            const struct ddp_param *p = &d->params[b->params[k]];
-            memcpy(p->grad, data + off, p->count * sizeof(float));
-            off += p->count;
-        }
-    }
-    d->comm_s += now - b->t_start;
-    d->bytes_reduced += b->count * sizeof(float);
-    if (tutti_trace_enabled()) {
-        char args[96];
-        snprintf(args, sizeof(args), "{\"bucket\":%d,\"bytes\":%zu,\"hook\":\"%s\"}", b->index,
-                 b->count * sizeof(float), tutti_ddp_hook_name(d->cfg.hook));
-        tutti_trace_span("bucket reduction", "ddp", b->t_start * 1e6, now * 1e6, args);
-    }
-    return TUTTI_SUCCESS;
-}
-
-/* A failure mid-step: make the peers fail too, and keep the first message. */
-static tutti_result_t launch(struct tutti_ddp *d, struct ddp_bucket *b)
-{
-    tutti_result_t rc;
-
-    b->launched = 1;
-    rc = tutti_stream_launch(d->stream, bucket_begin, b);
-    if (rc == TUTTI_SUCCESS)
-        rc = ddp_hook_queue(d, b);
-    if (rc == TUTTI_SUCCESS)
-        rc = tutti_stream_launch(d->stream, bucket_end, b);
-    if (rc != TUTTI_SUCCESS) {
-        if (!d->err[0])
-            ddp_fail(d, rc, "bucket %d: queueing its reduction: %s", b->index, tutti_last_error());
-        return ddp_break_step(d, rc);
-    }
     return TUTTI_SUCCESS;
 }
 
@@ -338,7 +260,7 @@ static tutti_result_t launch_ready(struct tutti_ddp *d)
 {
     while (d->next_launch < d->nbuckets && d->buckets[d->next_launch].pending == 0) {
         d->err[0] = 0;
-        TUTTI_DDP_CHECK(launch(d, &d->buckets[d->next_launch]));
+        TUTTI_DDP_CHECK(ddp_launch(d, &d->buckets[d->next_launch]));
         d->next_launch++;
     }
     return TUTTI_SUCCESS;
@@ -450,6 +372,8 @@ tutti_result_t tutti_ddp_finish(tutti_ddp_t d)
             p->ready = p->zero_fill = 1;
             if (d->cfg.grad_as_bucket_view)
                 memset(d->buckets[p->bucket].view + p->bucket_off, 0, p->count * sizeof(float));
+            else if (d->cfg.zero == 3 && p->grad) /* (its buffer was asked for) */
+                memset(p->grad, 0, p->count * sizeof(float));
             d->buckets[p->bucket].pending--;
         }
     TUTTI_DDP_CHECK(begin_step(d));
@@ -488,6 +412,10 @@ tutti_result_t tutti_ddp_no_sync(tutti_ddp_t d, int enable)
     if (d->in_step)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
                         "tutti_ddp_no_sync: a step is in flight (call it between steps)");
+    if (enable && d->cfg.zero == 3)
+        return ddp_fail(d, TUTTI_ERR_UNSUPPORTED,
+                        "tutti_ddp_no_sync: not with zero 3 (accumulating would keep every "
+                        "whole gradient between steps)");
     d->no_sync = enable != 0;
     return TUTTI_SUCCESS;
 }
@@ -543,8 +471,10 @@ float *tutti_ddp_grad(tutti_ddp_t d, int index)
 {
     const struct ddp_param *p;
 
-    if (!d || !d->initialized || index < 0 || index >= d->nparams)
+    if (!d || !d->initialized || d->broken || index < 0 || index >= d->nparams)
         return NULL;
+    if (d->cfg.zero == 3)
+        return ddp_zero3_grad(d, &d->params[index]);
     p = &d->params[index];
     return d->cfg.grad_as_bucket_view ? d->buckets[p->bucket].view + p->bucket_off : p->grad;
 }
@@ -570,6 +500,9 @@ tutti_result_t tutti_ddp_stats(tutti_ddp_t d, tutti_ddp_stats_t *s)
     s->hook_bytes = d->initialized ? ddp_hook_bytes(d) : 0;
     s->optim_bytes = d->initialized ? ddp_optim_bytes(d) : 0;
     s->shard_bytes = d->shard_grad ? d->shard * sizeof(float) : 0;
+    s->param_bytes = d->cfg.zero == 3 ? d->shard * sizeof(float) : d->total * sizeof(float);
+    s->gathered_peak_bytes = d->gathered_peak;
+    s->grad_peak_bytes = __atomic_load_n(&d->grad_peak, __ATOMIC_RELAXED);
     return TUTTI_SUCCESS;
 }
 
@@ -587,6 +520,7 @@ tutti_result_t tutti_ddp_destroy(tutti_ddp_t d)
         tutti_op_destroy(d->weight_op, d->comm);
     ddp_hook_free(d);
     ddp_optim_free(d);
+    ddp_zero3_free(d);
     ddp_free_buckets(d->buckets, d->nbuckets);
     free(d->staging);
     free(d->shard_grad);

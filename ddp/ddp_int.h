@@ -33,6 +33,7 @@ struct ddp_param {
     size_t flat_off;
     int bucket;        /* which bucket */
     size_t bucket_off; /* where in it */
+    float *full;       /* zero 3: the gathered values (tutti_ddp_gather), NULL when released */
     int ready;         /* marked in this step */
     int zero_fill;     /* unused this step (find_unused): reduce zeros */
 };
@@ -107,7 +108,15 @@ struct tutti_ddp {
 
     struct ddp_hook_state *hook;
     struct ddp_optim *optim;
-    float *shard_grad; /* ZeRO-2: this rank's reduced gradients, flat [own_lo, own_hi) */
+    float *shard_grad; /* ZeRO-2/3: this rank's reduced gradients, flat [own_lo, own_hi) */
+
+    /* ZeRO-3 (zero3.c): this rank's parameter values, flat [own_lo, own_hi); the ranges
+     * gathered now; bytes gathered and in gradient buffers, now and at most (the gradient
+     * counters move on both threads: atomics) */
+    float *param_shard;
+    struct ddp_unit *units;
+    int nunits, units_cap;
+    size_t gathered_bytes, gathered_peak, grad_bytes, grad_peak;
 
     /* Uneven inputs (join.c): every synchronised step starts with a round of flags. */
     int32_t join_flag, join_max; /* sent: rank + 1 while training, 0 joined; the ranks' max */
@@ -199,7 +208,22 @@ tutti_result_t ddp_adapt_buckets(struct tutti_ddp *d);
 int ddp_adapting(const struct tutti_ddp *d);
 void ddp_free_buckets(struct ddp_bucket *bk, int n);
 
-/* Copy `count` floats between the flat space and parameter data (to_flat: gather). */
+/* queue.c: queue bucket b's reduction on the stream (copy in, hook, copy out); a failure
+ * breaks the step. */
+tutti_result_t ddp_launch(struct tutti_ddp *d, struct ddp_bucket *b);
+
+/* zero3.c: the parameter shard from the registered values (init); the gradient buffer of
+ * parameter p (allocated, zeroed, on first use in a step; NULL if out of memory); bucket b's
+ * gradients reduced onto their owners (queued) and, once reduced, this rank's runs kept and
+ * the buffers freed (on the stream); everything freed. */
+tutti_result_t ddp_zero3_init(struct tutti_ddp *d);
+float *ddp_zero3_grad(struct tutti_ddp *d, struct ddp_param *p);
+tutti_result_t ddp_zero3_queue(struct tutti_ddp *d, struct ddp_bucket *b);
+void ddp_zero3_end(struct tutti_ddp *d, struct ddp_bucket *b);
+void ddp_zero3_free(struct tutti_ddp *d);
+
+/* Copy floats [lo, hi) of the flat space between `flat` and the parameters' values (to_flat:
+ * gather). With zero 3 only this rank's shard holds values: the part of [lo, hi) it owns. */
 void ddp_flat_copy(const struct tutti_ddp *d, float *flat, size_t lo, size_t hi, int to_flat);
 
 #endif

@@ -40,7 +40,7 @@ tutti_result_t ddp_optim_init(struct tutti_ddp *d)
             return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory for the optimizer");
         o->bytes += (o->hi - o->lo) * sizeof(float);
     }
-    if (d->cfg.zero) {
+    if (d->cfg.zero == 1 || d->cfg.zero == 2) {
         o->gathered = calloc(d->shard * (size_t)d->nranks + 1, sizeof(float));
         if (!o->gathered)
             return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory for the optimizer");
@@ -141,17 +141,19 @@ tutti_result_t tutti_ddp_step(tutti_ddp_t d)
         size_t a = p->flat_off > o->lo ? p->flat_off : o->lo;
         size_t z = p->flat_off + p->count < o->hi ? p->flat_off + p->count : o->hi;
         const float *g;
+        float *v;
         if (a >= z)
             continue;
-        g = d->cfg.zero == 2 ? d->shard_grad + (a - d->own_lo)
+        g = d->cfg.zero >= 2 ? d->shard_grad + (a - d->own_lo)
                              : tutti_ddp_grad(d, i) + (a - p->flat_off);
+        /* zero 3: the values are the shard's (ddp_int.h) */
+        v = d->cfg.zero == 3 ? d->param_shard + (a - d->own_lo) : p->data + (a - p->flat_off);
         if (d->cfg.optim == TUTTI_DDP_OPTIM_SGD)
-            sgd(&d->cfg, p->data + (a - p->flat_off), g, o->slot[0] + (a - o->lo), z - a);
+            sgd(&d->cfg, v, g, o->slot[0] + (a - o->lo), z - a);
         else
-            adam(&d->cfg, o->t, p->data + (a - p->flat_off), g, o->slot[0] + (a - o->lo),
-                 o->slot[1] + (a - o->lo), z - a);
+            adam(&d->cfg, o->t, v, g, o->slot[0] + (a - o->lo), o->slot[1] + (a - o->lo), z - a);
     }
-    if (d->cfg.zero) {
+    if (d->cfg.zero == 1 || d->cfg.zero == 2) { /* (zero 3: the next gathers read the shards) */
         float *mine = o->gathered + (size_t)d->rank * d->shard;
         ddp_flat_copy(d, mine, d->own_lo, d->own_hi, 1);
         rc = tutti_all_gather(mine, o->gathered, d->shard, TUTTI_FLOAT32, d->comm, NULL);

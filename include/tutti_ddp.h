@@ -10,7 +10,7 @@
  * bucket's reduction on its own host stream the moment the bucket is complete, so reduction
  * overlaps the rest of backward. tutti_ddp_finish waits for the reductions and leaves every
  * gradient averaged over the ranks; tutti_ddp_step applies the optimizer (optionally sharded
- * across ranks, ZeRO-1/2).
+ * across ranks, ZeRO-1/2; with ZeRO-3 the parameters are sharded too: see tutti_ddp_gather).
  *
  * Buckets follow PyTorch's rule: parameters in reverse registration order (backward produces
  * gradients roughly last layer first), the first bucket closed at first_bucket_mb, the others
@@ -109,7 +109,8 @@ typedef struct {
     void *user_state;
     int zero;                          /* 0: every rank keeps the whole optimizer state; 1: ZeRO-1
                                           (state sharded, gradients all-reduced); 2: ZeRO-2 (state
-                                          and reduced gradients sharded: gradients reduce-scattered) */
+                                          and reduced gradients sharded: gradients reduce-scattered);
+                                          3: ZeRO-3 (parameters sharded too: tutti_ddp_gather) */
     tutti_ddp_optim_t optim;           /* for tutti_ddp_step */
     double lr, momentum, weight_decay; /* SGD (and Adam's lr, weight_decay) */
     double beta1, beta2, eps;          /* Adam (0.9, 0.999, 1e-8) */
@@ -219,12 +220,44 @@ TUTTI_API tutti_result_t tutti_ddp_set_batch(tutti_ddp_t ddp, long long local_ba
  */
 TUTTI_API tutti_result_t tutti_ddp_average_params(tutti_ddp_t ddp);
 
-/* tutti_ddp_grad - where parameter index's gradient lives now (the bucket view, or grad). */
+/*
+ * tutti_ddp_grad - where parameter index's gradient lives now (the bucket view, or grad).
+ * With zero 3, a buffer of the layer's: allocated and zeroed when first asked for in a step,
+ * freed once reduced (ask again every step; do not touch it after tutti_ddp_grad_ready).
+ * NULL for a bad index, before init, after a failure, or (zero 3) out of memory.
+ */
 TUTTI_API float *tutti_ddp_grad(tutti_ddp_t ddp, int index);
 
 /*
+ * ZeRO-3 (config.zero = 3): each rank keeps 1/n of the parameters, of the reduced gradients
+ * and of the optimizer state (a range of the parameters laid end to end in registration
+ * order). The values registered are read once, by tutti_ddp_init (rank 0's, as always); the
+ * application may free them afterwards, and never reads them again.
+ *
+ * tutti_ddp_gather - collective: parameters first .. first + count - 1 whole on every rank (one
+ * group of broadcasts, each owner sending its run, after the reductions already queued);
+ * tutti_ddp_param gives where each one is. Gather a layer before its forward and again before
+ * its backward, and release it after each (PyTorch FSDP's units); every rank gathers the
+ * same ranges in the same order. A failure aborts the communicator (the peers fail too).
+ *
+ * tutti_ddp_release - local: free a range gathered by one tutti_ddp_gather (the same first
+ * and count).
+ *
+ * Without zero 3 both only check their arguments (every rank holds the whole model), so one
+ * program serves every stage. Zero 3 needs hook none, no no_sync (TUTTI_ERR_UNSUPPORTED), not
+ * grad_as_bucket_view nor uneven_inputs; optimizer steps update the shard and send nothing.
+ */
+TUTTI_API tutti_result_t tutti_ddp_gather(tutti_ddp_t ddp, int first, int count);
+TUTTI_API tutti_result_t tutti_ddp_release(tutti_ddp_t ddp, int first, int count);
+
+/* tutti_ddp_param - where parameter index's values are: the registered data, or with zero 3
+ * the gathered copy (NULL while it is not gathered). NULL for a bad index or before init. */
+TUTTI_API float *tutti_ddp_param(tutti_ddp_t ddp, int index);
+
+/*
  * tutti_ddp_step - one optimizer step with the averaged gradients (after tutti_ddp_finish).
- * With zero >= 1 each rank updates its shard and the parameters are all-gathered (collective).
+ * With zero 1 or 2 each rank updates its shard and the parameters are all-gathered
+ * (collective); with zero 3 each rank updates its shard of the values and sends nothing.
  * The gradients are left as they are (zero them for the next step, or accumulate).
  */
 TUTTI_API tutti_result_t tutti_ddp_step(tutti_ddp_t ddp);
@@ -277,7 +310,11 @@ typedef struct {
     size_t bucket_bytes;              /* memory: bucket buffers */
     size_t hook_bytes;                /* memory: compression and error-feedback buffers */
     size_t optim_bytes;               /* memory: optimizer state on this rank */
-    size_t shard_bytes;               /* memory: sharded gradient buffers (ZeRO-2) */
+    size_t shard_bytes;               /* memory: sharded gradient buffers (ZeRO-2/3) */
+    size_t param_bytes;               /* memory: parameter values this rank keeps (ZeRO-3: its
+                                         shard; otherwise the registered parameters) */
+    size_t gathered_peak_bytes;       /* ZeRO-3: the most gathered at once */
+    size_t grad_peak_bytes;           /* ZeRO-3: the most held at once in gradient buffers */
 } tutti_ddp_stats_t;
 
 TUTTI_API tutti_result_t tutti_ddp_stats(tutti_ddp_t ddp, tutti_ddp_stats_t *stats);

@@ -109,6 +109,8 @@ void mlp_forward(struct mlp *m, const float *x, size_t dim, const uint32_t *idx,
     for (int l = 0; l < m->nlayers; l++) {
         int in = m->dims[l], out = m->dims[l + 1];
         float *z = m->act[l + 1];
+        if (m->use)
+            m->use(m->use_arg, l, 1);
         /* Z = X W^T, then bias and (except on the last layer) ReLU in one pass. */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, out, in, 1.0f, m->act[l], in,
                     m->W[l], in, 0.0f, z, out);
@@ -124,6 +126,8 @@ void mlp_forward(struct mlp *m, const float *x, size_t dim, const uint32_t *idx,
                 for (int j = 0; j < out; j++)
                     row[j] += bias[j];
         }
+        if (m->use)
+            m->use(m->use_arg, l, 0);
     }
 }
 
@@ -154,6 +158,8 @@ double mlp_backward(struct mlp *m, const uint8_t *labels, const uint32_t *idx, i
     }
     for (int l = L - 1; l >= 0; l--) {
         int in = m->dims[l], out = m->dims[l + 1];
+        if (m->use)
+            m->use(m->use_arg, l, 2);
         /* Weight gradient first, so its reduction can start while the rest runs. */
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, B, 1.0f, dz, out, m->act[l],
                     in, beta, m->gW[l], in);
@@ -168,10 +174,15 @@ double mlp_backward(struct mlp *m, const uint8_t *labels, const uint32_t *idx, i
             ready(arg, 2 * l + 1);
             ready(arg, 2 * l);
         }
-        if (l == 0)
+        if (l == 0) {
+            if (m->use)
+                m->use(m->use_arg, l, 0);
             break;
+        }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, in, out, 1.0f, dz, out, m->W[l],
                     in, 0.0f, dnext, in);
+        if (m->use)
+            m->use(m->use_arg, l, 0);
         for (size_t j = 0; j < (size_t)B * (size_t)in; j++)
             dnext[j] = m->act[l][j] > 0 ? dnext[j] : 0;
         float *t = dz;

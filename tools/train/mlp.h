@@ -21,6 +21,11 @@ struct mlp {
     float *act[MLP_MAX_LAYERS + 1]; /* act[0]: the input batch; act[l]: layer l-1's output */
     float *d0, *d1;                 /* backward scratch */
     size_t param_bytes, act_bytes;
+    /* When set: called before layer l's W and b are read (on = 1 in forward, 2 in backward,
+     * where gW and gb are written next) and after the last read (on = 0). ZeRO-3 gathers and
+     * releases the layer there. */
+    void (*use)(void *arg, int layer, int on);
+    void *use_arg;
 };
 
 /* hidden layers of `hidden` units; weights and biases U(-1/sqrt(in), 1/sqrt(in)) from seed. */

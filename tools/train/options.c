@@ -37,14 +37,18 @@ void usage(FILE *f)
                "                    evaluation)\n"
                "  --lr X            learning rate (0.05)\n"
                "  --momentum X      SGD momentum (0.9)\n"
+               "  --eps X           Adam's epsilon (1e-8)\n"
                "  --optim sgd|adam  optimizer (sgd)\n"
                "  --hidden H        units per hidden layer (1024)\n"
                "  --layers L        hidden layers (2)\n"
-               "  --bucket-mb X     bucket cap in MiB (25; the first bucket closes at 1);\n"
+               "  --bucket-mb X     bucket cap in MiB (25, with --zero 3 1; the first bucket\n"
+               "                    closes at 1);\n"
                "                    auto: tried over the first steps (adaptive_buckets)\n"
                "  --accum K         accumulate K batches per optimizer step (no_sync on K-1)\n"
                "  --hook H          none, fp16, bf16, int8, topk, powersgd (none)\n"
-               "  --zero Z          0, 1 or 2: shard optimizer state (1), and gradients (2)\n"
+               "  --zero Z          0-3: shard optimizer state (1), and gradients (2), and\n"
+               "                    parameters (3: each layer gathered before its forward and\n"
+               "                    backward, released after; not with --accum or --slow)\n"
                "  --seed S          initial weights and permutations (1)\n"
                "  --checkpoint DIR  save DIR/ckpt.bin after every epoch and at --max-steps\n"
                "  --resume          continue from DIR/ckpt.bin\n"
@@ -100,7 +104,8 @@ void parse(int argc, char **argv, struct opts *o, int nranks)
                        .views = 1,
                        .lr = 0.05,
                        .momentum = 0.9,
-                       .bucket_mb = 25,
+                       .eps = 1e-8,
+                       .bucket_mb = 0, /* 25, or 1 with --zero 3 */
                        .optim = TUTTI_DDP_OPTIM_SGD,
                        .seed = 1,
                        .data = "/usr/share/datasets/fashion-mnist"};
@@ -115,6 +120,8 @@ void parse(int argc, char **argv, struct opts *o, int nranks)
             o->lr = real(a, v, 0, 1e6);
         else if (!strcmp(a, "--momentum"))
             o->momentum = real(a, v, 0, 1);
+        else if (!strcmp(a, "--eps"))
+            o->eps = real(a, v, 1e-30, 1);
         else if (!strcmp(a, "--hidden"))
             o->hidden = (int)num(a, v, 1, 1 << 16);
         else if (!strcmp(a, "--layers"))
@@ -126,7 +133,7 @@ void parse(int argc, char **argv, struct opts *o, int nranks)
         else if (!strcmp(a, "--accum"))
             o->accum = (int)num(a, v, 1, 1 << 16);
         else if (!strcmp(a, "--zero"))
-            o->zero = (int)num(a, v, 0, 2);
+            o->zero = (int)num(a, v, 0, 3);
         else if (!strcmp(a, "--seed"))
             o->seed = (unsigned long long)num(a, v, 0, (1ll << 62));
         else if (!strcmp(a, "--checkpoint"))
@@ -202,6 +209,15 @@ void parse(int argc, char **argv, struct opts *o, int nranks)
     if (o->local_sgd && o->zero)
         die("--local-sgd: not with --zero %d (its optimizer steps all-gather the parameters)",
             o->zero);
+    if (!(o->bucket_mb > 0)) /* a gradient buffer of zero 3 lives until its bucket is reduced */
+        o->bucket_mb = o->zero == 3 ? 1 : 25;
+    if (o->zero == 3) { /* every whole gradient lives only until it is reduced */
+        if (o->accum > 1)
+            die("--accum: not with --zero 3 (accumulating keeps every whole gradient)");
+        if (o->slow_rank >= 0)
+            die("--slow: not with --zero 3 (its extra forward passes would gather alone)");
+        o->views = 0;
+    }
     if (o->warmup && !o->local_sgd)
         die("--warmup is the synchronous start of --local-sgd");
     if (o->batch < nranks)

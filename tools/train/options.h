@@ -17,7 +17,7 @@ struct opts {
     int local_sgd, warmup; /* --local-sgd H (0: off), --warmup W */
     int adaptive_buckets;  /* --bucket-mb auto */
     double slow_factor;
-    double lr, momentum, bucket_mb;
+    double lr, momentum, eps, bucket_mb;
     tutti_ddp_hook_t hook;
     tutti_ddp_optim_t optim;
     unsigned long long seed;

@@ -86,6 +86,7 @@ struct model {
     tutti_ddp_t ddp;
     tutti_comm_t comm;
     int rank, nranks;
+    int zero3; /* --zero 3: layers are gathered for use (use_layer) */
 };
 
 static void on_ready(void *arg, int index)
@@ -97,10 +98,52 @@ static void on_ready(void *arg, int index)
 
 static void point_grads(struct model *md)
 {
+    if (md->zero3) /* (asked for layer by layer in backward: use_layer) */
+        return;
     for (int l = 0; l < md->m.nlayers; l++) {
         md->m.gW[l] = tutti_ddp_grad(md->ddp, 2 * l);
         md->m.gb[l] = tutti_ddp_grad(md->ddp, 2 * l + 1);
     }
+}
+
+/* --zero 3: layer l gathered before its forward (on 1) and backward (on 2, with its gradient
+ * buffers), released after (on 0). Collective: every rank runs the same passes. */
+static void use_layer(void *arg, int l, int on)
+{
+    struct model *md = arg;
+
+    if (!on) {
+        if (tutti_ddp_release(md->ddp, 2 * l, 2) != TUTTI_SUCCESS)
+            die("%s", tutti_ddp_last_error(md->ddp));
+        md->m.W[l] = md->m.b[l] = NULL;
+        return;
+    }
+    if (tutti_ddp_gather(md->ddp, 2 * l, 2) != TUTTI_SUCCESS)
+        die("%s", tutti_ddp_last_error(md->ddp));
+    md->m.W[l] = tutti_ddp_param(md->ddp, 2 * l);
+    md->m.b[l] = tutti_ddp_param(md->ddp, 2 * l + 1);
+    if (on == 2) {
+        md->m.gW[l] = tutti_ddp_grad(md->ddp, 2 * l);
+        md->m.gb[l] = tutti_ddp_grad(md->ddp, 2 * l + 1);
+        if (!md->m.gW[l] || !md->m.gb[l])
+            die("--zero 3: no gradient buffer for layer %d: %s", l + 1,
+                tutti_ddp_last_error(md->ddp));
+    }
+}
+
+/* --zero 3: the whole model gathered (on) for evaluation and checksums, or released. */
+static void whole_model(struct model *md, int on)
+{
+    if (!md->zero3)
+        return;
+    if ((on ? tutti_ddp_gather : tutti_ddp_release)(md->ddp, 0, mlp_nparams(&md->m)) !=
+        TUTTI_SUCCESS)
+        die("%s", tutti_ddp_last_error(md->ddp));
+    for (int l = 0; l < md->m.nlayers; l++) {
+        md->m.W[l] = on ? tutti_ddp_param(md->ddp, 2 * l) : NULL;
+        md->m.b[l] = on ? tutti_ddp_param(md->ddp, 2 * l + 1) : NULL;
+    }
+    md->m.use = on ? NULL : use_layer;
 }
 
 static void build_model(struct model *md, const struct opts *o, tutti_comm_t comm, int max_batch)
@@ -123,6 +166,7 @@ static void build_model(struct model *md, const struct opts *o, tutti_comm_t com
     cfg.optim = o->optim;
     cfg.lr = o->lr;
     cfg.momentum = o->optim == TUTTI_DDP_OPTIM_SGD ? o->momentum : 0;
+    cfg.eps = o->eps;
     cfg.seed = o->seed;
     cfg.find_unused = o->find_unused;
     if (tutti_ddp_create(&md->ddp, comm, &cfg) != TUTTI_SUCCESS)
@@ -142,6 +186,18 @@ static void build_model(struct model *md, const struct opts *o, tutti_comm_t com
         free(md->m.own_grads);
         md->m.own_grads = NULL;
         point_grads(md);
+    }
+    md->zero3 = o->zero == 3;
+    if (md->zero3) { /* each rank keeps its shard: the model's own copies go */
+        for (int l = 0; l < md->m.nlayers; l++) {
+            free(md->m.W[l]);
+            free(md->m.b[l]);
+            md->m.W[l] = md->m.b[l] = md->m.gW[l] = md->m.gb[l] = NULL;
+        }
+        free(md->m.own_grads);
+        md->m.own_grads = NULL;
+        md->m.use = use_layer;
+        md->m.use_arg = md;
     }
 }
 
@@ -265,8 +321,12 @@ static double test_accuracy(struct model *md, const struct dataset *te)
     if (!idx)
         die("out of memory");
     my_part((int)te->n, md->rank, md->nranks, &first, &count);
-    for (int s = first; s < first + count; s += chunk) {
+    /* As many chunks on every rank (the last ones may be empty): with --zero 3 each forward
+     * gathers its layers, a collective. */
+    int most = ((int)te->n + md->nranks - 1) / md->nranks;
+    for (int s = first; s < first + most; s += chunk) {
         int b = first + count - s < chunk ? first + count - s : chunk;
+        b = b > 0 ? b : 0;
         for (int i = 0; i < b; i++)
             idx[i] = (uint32_t)(s + i);
         ok[0] += mlp_correct(&md->m, te->x, te->dim, te->y, idx, b);
@@ -316,6 +376,16 @@ static void print_memory(struct model *md, const struct opts *o)
 
     tutti_ddp_stats(md->ddp, &st);
     getrusage(RUSAGE_SELF, &ru);
+    if (md->zero3) { /* what a rank keeps, and the most it held whole at once */
+        printf("memory (rank %d, MiB): parameters %.2f of %.2f (its shard; at most %.2f gathered "
+               "at once), gradients %.2f (its shard; at most %.2f in buffers at once), optimizer "
+               "state %.2f, activations %.1f, peak RSS %.1f\n",
+               md->rank, (double)st.param_bytes / mb, (double)md->m.param_bytes / mb,
+               (double)st.gathered_peak_bytes / mb, (double)st.shard_bytes / mb,
+               (double)st.grad_peak_bytes / mb, (double)st.optim_bytes / mb,
+               (double)md->m.act_bytes / mb, (double)ru.ru_maxrss / 1024.0);
+        return;
+    }
     /* With views the gradients are the buckets; otherwise the model's own buffers. */
     grads = o->views ? (double)st.bucket_bytes : (double)md->m.param_bytes;
     printf("memory (rank %d, MiB): parameters %.1f, gradients %.1f, optimizer state %.1f, "
@@ -553,8 +623,12 @@ int main(int argc, char **argv)
         test_accuracy(&md, &te);
 done : {
     double sum;
-    uint64_t h = param_hash(&md, &sum), *all = calloc((size_t)nranks, sizeof(uint64_t));
+    uint64_t h, *all = calloc((size_t)nranks, sizeof(uint64_t));
     int same = 1;
+    if (!o.quiet || o.bench) /* (before the whole model is gathered for the checksum) */
+        print_memory(&md, &o);
+    whole_model(&md, 1);
+    h = param_hash(&md, &sum);
     if (!all || tutti_all_gather(&h, all, 1, TUTTI_UINT64, comm, NULL) != TUTTI_SUCCESS)
         die("all_gather: %s", tutti_comm_last_error(comm));
     for (int r = 1; r < nranks; r++)
@@ -570,8 +644,7 @@ done : {
                 die("--save-params %s: %s", o.save_params, strerror(errno));
         }
     }
-    if (!o.quiet || o.bench)
-        print_memory(&md, &o);
+    whole_model(&md, 0);
     free(all);
     tutti_ddp_destroy(md.ddp);
     mlp_free(&md.m);

@@ -46,6 +46,9 @@ done
 for n in 1 2 3; do
     job $n buffers
 done
+for n in 1 2 4; do
+    job $n zero3
+done
 job 1 damaged
 job 3 damaged
 # Uneven inputs (with buffers): every optimizer path on 1, 2 and 4 ranks, the hooks on 3 (views

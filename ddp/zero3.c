@@ -1,0 +1,239 @@
+/*
+ * zero3.c -- ZeRO stage 3: the parameters sharded too.
+ *
+ * With zero 3 a rank keeps only its own part of the flat space (ddp_int.h), [own_lo, own_hi),
+ * of each of the three: parameter values (param_shard), reduced gradients (shard_grad) and
+ * optimizer state. Whole parameters exist only between tutti_ddp_gather and
+ * tutti_ddp_release: the gather copies each owner's run of the range into one block by one
+ * group of broadcasts (an all-gather over the flat ownership), after everything queued on the
+ * ddp's stream has run (the reductions must go first on the communicator anyway; waiting for
+ * the host functions after them too frees their gradient buffers first); the release frees the
+ * block. Gradients live in buffers allocated when the application first asks for one in a
+ * step (tutti_ddp_grad) and freed once reduced: each parameter's runs are reduced onto their
+ * owners straight from its buffer (no bucket copy), and the owner keeps its run in shard_grad.
+ * tutti_ddp_step then updates param_shard from shard_grad; nothing is all-gathered after it
+ * (the next gather reads the shards). Uses include/tutti.h only.
+ */
+#include "ddp_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ddp_unit {
+    int first, count;
+    float *block;
+    size_t bytes;
+};
+
+static void count_grad(struct tutti_ddp *d, size_t bytes, int add)
+{
+    if (!add) {
+        __atomic_sub_fetch(&d->grad_bytes, bytes, __ATOMIC_RELAXED);
+        return;
+    }
+    size_t now = __atomic_add_fetch(&d->grad_bytes, bytes, __ATOMIC_RELAXED);
+    size_t peak = __atomic_load_n(&d->grad_peak, __ATOMIC_RELAXED);
+    while (now > peak && !__atomic_compare_exchange_n(&d->grad_peak, &peak, now, 0,
+                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+tutti_result_t ddp_zero3_init(struct tutti_ddp *d)
+{
+    d->param_shard = calloc(d->shard ? d->shard : 1, sizeof(float));
+    if (!d->param_shard)
+        return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory for the shard");
+    for (int i = 0; i < d->nparams; i++) {
+        struct ddp_param *p = &d->params[i];
+        size_t a = p->flat_off > d->own_lo ? p->flat_off : d->own_lo;
+        size_t z = p->flat_off + p->count < d->own_hi ? p->flat_off + p->count : d->own_hi;
+        if (a < z)
+            memcpy(d->param_shard + (a - d->own_lo), p->data + (a - p->flat_off),
+                   (z - a) * sizeof(float));
+        p->data = NULL; /* the application's copy is not read again: it may free it */
+        p->grad = NULL;
+    }
+    return TUTTI_SUCCESS;
+}
+
+void ddp_zero3_free(struct tutti_ddp *d)
+{
+    for (int u = 0; u < d->nunits; u++)
+        free(d->units[u].block);
+    free(d->units);
+    for (int i = 0; i < d->nparams && d->cfg.zero == 3; i++)
+        free(d->params[i].grad);
+    free(d->param_shard);
+}
+
+static tutti_result_t check_range(struct tutti_ddp *d, const char *fn, int first, int count)
+{
+    TUTTI_DDP_CHECK(ddp_check_live(d, fn));
+    if (first < 0 || count < 1 || first > d->nparams - count)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "%s: parameters %d..%d are not registered ones (0..%d)", fn, first,
+                        first + count - 1, d->nparams - 1);
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_ddp_gather(tutti_ddp_t d, int first, int count)
+{
+    struct ddp_unit *u;
+    size_t lo, hi;
+    float *block;
+    tutti_result_t rc, end;
+
+    TUTTI_DDP_CHECK(check_range(d, "tutti_ddp_gather", first, count));
+    if (d->cfg.zero != 3)
+        return TUTTI_SUCCESS; /* every rank holds every parameter */
+    for (int i = first; i < first + count; i++)
+        if (d->params[i].full)
+            return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                            "tutti_ddp_gather: parameter %d '%s' is gathered already (release "
+                            "it first; every rank must gather the same ranges in the same order)",
+                            i, d->params[i].name);
+    if (d->nunits == d->units_cap) {
+        int cap = d->units_cap ? 2 * d->units_cap : 8;
+        u = realloc(d->units, (size_t)cap * sizeof(*u));
+        if (!u) {
+            ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_gather: out of memory");
+            return ddp_break_step(d, TUTTI_ERR_SYSTEM); /* the peers are about to send */
+        }
+        d->units = u;
+        d->units_cap = cap;
+    }
+    /* The buckets queued so far reduced and their gradient buffers freed first (the broadcasts
+     * would wait for their reductions anyway): what the next layer allocates does not pile up
+     * on top of them. */
+    rc = tutti_stream_sync(d->stream);
+    if (rc != TUTTI_SUCCESS) {
+        ddp_fail(d, rc, "tutti_ddp_gather: a bucket reduction failed: %s",
+                 tutti_stream_last_error(d->stream));
+        return ddp_break_step(d, rc);
+    }
+    lo = d->params[first].flat_off;
+    hi = d->params[first + count - 1].flat_off + d->params[first + count - 1].count;
+    block = malloc((hi - lo) * sizeof(float));
+    if (!block) {
+        ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_gather: out of memory for %zu values", hi - lo);
+        return ddp_break_step(d, TUTTI_ERR_SYSTEM);
+    }
+    rc = tutti_group_start();
+    for (int r = 0; r < d->nranks && rc == TUTTI_SUCCESS; r++) {
+        size_t olo = (size_t)r * d->shard, ohi = olo + d->shard;
+        ohi = ohi > d->total ? d->total : ohi;
+        size_t a = lo > olo ? lo : olo, z = hi < ohi ? hi : ohi;
+        if (a >= z)
+            continue;
+        if (r == d->rank)
+            memcpy(block + (a - lo), d->param_shard + (a - d->own_lo), (z - a) * sizeof(float));
+        rc = tutti_broadcast(block + (a - lo), block + (a - lo), z - a, TUTTI_FLOAT32, r, d->comm,
+                             NULL);
+    }
+    end = tutti_group_end();
+    if (rc == TUTTI_SUCCESS)
+        rc = end;
+    if (rc != TUTTI_SUCCESS) {
+        free(block);
+        ddp_fail(d, rc, "tutti_ddp_gather: parameters %d..%d from their owners: %s", first,
+                 first + count - 1, tutti_last_error());
+        return ddp_break_step(d, rc);
+    }
+    u = &d->units[d->nunits++];
+    u->first = first;
+    u->count = count;
+    u->block = block;
+    u->bytes = (hi - lo) * sizeof(float);
+    for (int i = first; i < first + count; i++)
+        d->params[i].full = block + (d->params[i].flat_off - lo);
+    d->gathered_bytes += u->bytes;
+    if (d->gathered_bytes > d->gathered_peak)
+        d->gathered_peak = d->gathered_bytes;
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_ddp_release(tutti_ddp_t d, int first, int count)
+{
+    TUTTI_DDP_CHECK(check_range(d, "tutti_ddp_release", first, count));
+    if (d->cfg.zero != 3)
+        return TUTTI_SUCCESS;
+    for (int k = 0; k < d->nunits; k++) {
+        struct ddp_unit *u = &d->units[k];
+        if (u->first != first || u->count != count)
+            continue;
+        for (int i = first; i < first + count; i++)
+            d->params[i].full = NULL;
+        d->gathered_bytes -= u->bytes;
+        free(u->block);
+        *u = d->units[--d->nunits];
+        return TUTTI_SUCCESS;
+    }
+    return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                    "tutti_ddp_release: parameters %d..%d were not gathered as one range by "
+                    "tutti_ddp_gather",
+                    first, first + count - 1);
+}
+
+float *tutti_ddp_param(tutti_ddp_t d, int index)
+{
+    if (!d || !d->initialized || index < 0 || index >= d->nparams)
+        return NULL;
+    return d->cfg.zero == 3 ? d->params[index].full : d->params[index].data;
+}
+
+float *ddp_zero3_grad(struct tutti_ddp *d, struct ddp_param *p)
+{
+    if (!p->grad) {
+        p->grad = calloc(p->count, sizeof(float));
+        if (p->grad)
+            count_grad(d, p->count * sizeof(float), 1);
+    }
+    return p->grad;
+}
+
+#define Q(call)                                                                                    \
+    do {                                                                                           \
+        tutti_result_t q_rc_ = (call);                                                             \
+        if (q_rc_ != TUTTI_SUCCESS)                                                                \
+            return ddp_fail(d, q_rc_, "bucket %d (zero 3): %s", b->index, tutti_last_error());     \
+    } while (0)
+
+/* Each parameter's gradient, run by run, reduced onto the run's owner (the mean, or with
+ * tutti_ddp_set_batch the weighted sum): a reduce-scatter over the flat ownership. */
+tutti_result_t ddp_zero3_queue(struct tutti_ddp *d, struct ddp_bucket *b)
+{
+    tutti_op_t op = d->weighted ? d->weight_op : TUTTI_AVG;
+
+    for (int k = 0; k < b->nparams; k++) {
+        struct ddp_param *p = &d->params[b->params[k]];
+        if (!ddp_zero3_grad(d, p)) /* (a parameter nobody asked the gradient of: zeros) */
+            return ddp_fail(d, TUTTI_ERR_SYSTEM, "bucket %d: out of memory for '%s''s gradient",
+                            b->index, p->name);
+        for (int r = 0; r < d->nranks; r++) {
+            size_t olo = (size_t)r * d->shard, ohi = olo + d->shard;
+            size_t a = p->flat_off > olo ? p->flat_off : olo;
+            size_t z = p->flat_off + p->count < ohi ? p->flat_off + p->count : ohi;
+            if (a < z)
+                Q(tutti_reduce(p->grad + (a - p->flat_off), p->grad + (a - p->flat_off), z - a,
+                               TUTTI_FLOAT32, op, r, d->comm, d->stream));
+        }
+    }
+    return TUTTI_SUCCESS;
+}
+
+/* On the stream, once the bucket's reductions ran: this rank's runs into shard_grad, and the
+ * gradient buffers freed (the application asks for new ones next step). */
+void ddp_zero3_end(struct tutti_ddp *d, struct ddp_bucket *b)
+{
+    for (int k = 0; k < b->nparams; k++) {
+        struct ddp_param *p = &d->params[b->params[k]];
+        size_t a = p->flat_off > d->own_lo ? p->flat_off : d->own_lo;
+        size_t z = p->flat_off + p->count < d->own_hi ? p->flat_off + p->count : d->own_hi;
+        if (a < z)
+            memcpy(d->shard_grad + (a - d->own_lo), p->grad + (a - p->flat_off),
+                   (z - a) * sizeof(float));
+        free(p->grad);
+        p->grad = NULL;
+        count_grad(d, p->count * sizeof(float), 0);
+    }
+}
