@@ -440,6 +440,8 @@ static void bench(struct model *md, const struct opts *o, const struct dataset *
         tutti_id_t id;
         tutti_comm_t solo;
         struct model one;
+        struct split_plan all = plan;
+        plan = (struct split_plan){.n = 1}; /* alone, rank 0 takes the whole batch */
         if (tutti_get_id(&id) != TUTTI_SUCCESS || tutti_comm_init(&solo, 1, &id, 0, NULL) != 0)
             die("--bench: one-rank communicator: %s", tutti_last_error());
         build_model(&one, o, solo, o->batch);
@@ -449,6 +451,7 @@ static void bench(struct model *md, const struct opts *o, const struct dataset *
         tutti_ddp_destroy(one.ddp);
         mlp_free(&one.m);
         tutti_comm_destroy(solo);
+        plan = all;
     }
     if (nranks == 1)
         t1 = tn;
