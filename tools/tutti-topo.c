@@ -15,12 +15,19 @@
  *                                           (links: intra_us,intra_gbs,inter_us,inter_gbs;
  *                                           --oversub: ranks outnumber cores, so every hop
  *                                           waits for a context switch)
+ *   tutti-topo --scaling --sample-us S --batch B --grad-mb G [--step-us O] [--bucket-mb C]
+ *              [--weak] [--nodes N] [--per-node L] [--cores K] [--links a,b,c,d] [--n LIST]
+ *              [--out FILE]
+ *                                           a data-parallel job's step time, samples/s and
+ *                                           E(n) on n ranks of a described cluster, from one
+ *                                           rank's measured figures (topo_scaling.c)
  *
  * A project tool: it links the library's internals (lib/core/comm.h, lib/topo/tune.h).
  */
 #include "../lib/core/comm.h"
 #include "../lib/topo/tune.h"
 #include "size_arg.h"
+#include "topo_scaling.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,6 +214,9 @@ int main(int argc, char **argv)
     double factor = 4;
     int oversub = 0;
 
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--scaling"))
+            return topo_scaling(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--simulate"))
@@ -235,7 +245,7 @@ int main(int argc, char **argv)
             fprintf(stderr,
                     "usage: tutti-topo [--xml FILE] | --comm | --simulate [--nodes N] "
                     "[--per-node L] [--links a,b,c,d] [--oversub] [--coll C] [-b MIN] [-e MAX] "
-                    "[-f F]\n");
+                    "[-f F] | --scaling ... (see topo_scaling.c)\n");
             return 2;
         }
     }

@@ -400,17 +400,21 @@ static void print_memory(struct model *md, const struct opts *o)
 
 /* Run `steps` optimizer steps from micro-batch `*micro` of the epoch order; returns the split. */
 static struct split run_steps(struct model *md, const struct opts *o, const struct dataset *tr,
-                              const uint32_t *perm, int B, long long steps)
+                              const uint32_t *perm, int B, long long steps, double *each)
 {
     struct split sp = {0};
     size_t nb = tr->n / (size_t)B, pos = 0;
     double t0 = now();
 
-    for (long long s = 0; s < steps; s++)
+    for (long long s = 0; s < steps; s++) {
+        double ts = now();
         for (int k = 0; k < o->accum; k++) {
             micro_step(md, tr, perm + pos * (size_t)B, B, o->accum, k, 0, &sp);
             pos = (pos + 1) % (nb ? nb : 1);
         }
+        if (each) /* each step's seconds */
+            each[s] = now() - ts;
+    }
     sp.total = now() - t0;
     return sp;
 }
@@ -427,10 +431,13 @@ static void bench(struct model *md, const struct opts *o, const struct dataset *
     if (!perm || tr->n < (size_t)o->batch)
         die("--bench: out of memory or fewer images than one batch");
     permutation(perm, tr->n, o->seed, 0);
-    run_steps(md, o, tr, perm, o->batch, warm);
+    double *each = calloc((size_t)o->bench_steps, sizeof(double));
+    if (!each)
+        die("--bench: out of memory");
+    run_steps(md, o, tr, perm, o->batch, warm, NULL);
     tutti_barrier(md->comm, NULL);
     tutti_ddp_stats(md->ddp, &a);
-    sn = run_steps(md, o, tr, perm, o->batch, o->bench_steps);
+    sn = run_steps(md, o, tr, perm, o->batch, o->bench_steps, each);
     tutti_ddp_stats(md->ddp, &b);
     tn = sn.total / (double)o->bench_steps;
     tutti_all_reduce(&tn, &tn, 1, TUTTI_FLOAT64, TUTTI_MAX, md->comm, NULL);
@@ -445,16 +452,18 @@ static void bench(struct model *md, const struct opts *o, const struct dataset *
         if (tutti_get_id(&id) != TUTTI_SUCCESS || tutti_comm_init(&solo, 1, &id, 0, NULL) != 0)
             die("--bench: one-rank communicator: %s", tutti_last_error());
         build_model(&one, o, solo, o->batch);
-        run_steps(&one, o, tr, perm, o->batch, warm);
-        s1 = run_steps(&one, o, tr, perm, o->batch, o->bench_steps);
+        run_steps(&one, o, tr, perm, o->batch, warm, NULL);
+        s1 = run_steps(&one, o, tr, perm, o->batch, o->bench_steps, NULL);
         t1 = s1.total / (double)o->bench_steps;
         tutti_ddp_destroy(one.ddp);
         mlp_free(&one.m);
         tutti_comm_destroy(solo);
         plan = all;
     }
-    if (nranks == 1)
+    if (nranks == 1) {
         t1 = tn;
+        s1 = sn;
+    }
     /* The other ranks wait here while rank 0 measures alone. */
     tutti_barrier(md->comm, NULL);
     if (rank == 0) {
@@ -471,7 +480,23 @@ static void bench(struct model *md, const struct opts *o, const struct dataset *
                "finish %.2f; communication %.2f ms/step, hidden behind compute %s\n",
                nranks, sn.compute / o->bench_steps * 1e3, sn.optim / o->bench_steps * 1e3,
                sn.finish / o->bench_steps * 1e3, comm / o->bench_steps * 1e3, hid);
+        /* For bench/scaling/run: one line, fixed fields (times in ms a step; rank 0 alone:
+         * its samples a step, forward + backward, optimizer). */
+        printf("bench-data: n %d batch %d params %zu T1 %.4f Tn %.4f E %.4f alone_samples %.1f "
+               "alone_compute %.4f alone_optim %.4f compute %.4f optim %.4f finish %.4f comm "
+               "%.4f\n",
+               nranks, o->batch, md->m.param_bytes / sizeof(float), t1 * 1e3, tn * 1e3,
+               t1 / (nranks * tn), (double)s1.samples / o->bench_steps,
+               s1.compute / o->bench_steps * 1e3, s1.optim / o->bench_steps * 1e3,
+               sn.compute / o->bench_steps * 1e3, sn.optim / o->bench_steps * 1e3,
+               sn.finish / o->bench_steps * 1e3, comm / o->bench_steps * 1e3);
+        /* and rank 0's every step (ms): a one-rank run's spread, for the scaling model */
+        printf("bench-steps:");
+        for (int s = 0; s < o->bench_steps; s++)
+            printf(" %.4f", each[s] * 1e3);
+        printf("\n");
     }
+    free(each);
     free(perm);
 }
 
