@@ -6,6 +6,7 @@
  */
 #include "ddp_int.h"
 
+#include <sched.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -74,6 +75,9 @@ static tutti_result_t check_config(struct tutti_ddp *d, const tutti_ddp_config_t
         c->uneven_inputs != 1)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
                         "tutti_ddp_create: uneven_inputs is %d; must be 0 or 1", c->uneven_inputs);
+    if (c->size > offsetof(tutti_ddp_config_t, overlap) && (c->overlap < -1 || c->overlap > 1))
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_create: overlap is %d; must be -1 (auto), 0 or 1", c->overlap);
     if (c->optim != TUTTI_DDP_OPTIM_NONE && !(c->lr >= 0))
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_create: lr %g must be >= 0", c->lr);
     if (c->optim == TUTTI_DDP_OPTIM_ADAM &&
@@ -237,6 +241,23 @@ tutti_result_t tutti_ddp_init(tutti_ddp_t d)
     rc = tutti_stream_create(&d->stream);
     if (rc != TUTTI_SUCCESS)
         return ddp_fail(d, rc, "tutti_ddp_init: %s", tutti_last_error());
+    d->overlap = d->cfg.overlap;
+    if (d->cfg.zero == 3) {
+        d->overlap = 1;
+    } else if (d->overlap < 0) {
+        /* A rank's reduction thread needs a core beside its compute, or every exchange of a
+         * reduction waits for the scheduler while backward runs (BENCHMARKS.md, "Overlap
+         * without a spare core"). */
+        cpu_set_t set;
+        int local = 1, cpus = 0;
+        tutti_comm_local_size(d->comm, &local);
+        if (sched_getaffinity(0, sizeof(set), &set) == 0)
+            cpus = CPU_COUNT(&set);
+        d->overlap = !(cpus > 0 && 2 * local > cpus);
+        ddp_info(d, "overlap %s: %d rank(s) on this host, %d CPU(s) this process may use%s",
+                 d->overlap ? "on" : "off", local, cpus,
+                 d->overlap ? "" : ": buckets are reduced in tutti_ddp_finish");
+    }
     d->initialized = 1;
     return TUTTI_SUCCESS;
 }
@@ -288,7 +309,7 @@ tutti_result_t tutti_ddp_grad_ready(tutti_ddp_t d, int index)
     if (!d->rebuilt && d->steps == 0)
         d->ready_order[d->nready++] = index;
     d->buckets[p->bucket].pending--;
-    return launch_ready(d);
+    return d->overlap ? launch_ready(d) : TUTTI_SUCCESS; /* (without: in finish) */
 }
 
 static void end_step(struct tutti_ddp *d)

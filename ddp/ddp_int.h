@@ -93,6 +93,7 @@ struct tutti_ddp {
     int next_launch; /* the next bucket to queue */
     int in_step;     /* a synchronised backward is in flight */
     int no_sync;
+    int overlap;   /* reductions start in backward (cfg.overlap, auto resolved by init) */
     double weight; /* this rank's share of the reduced gradient (tutti_ddp_set_batch; 1 / nranks) */
     int weighted;  /* set by tutti_ddp_set_batch: buckets are scaled by weight, not 1 / nranks */
     tutti_op_t weight_op; /* weighted: a premul sum by weight (the hook none's reductions) */

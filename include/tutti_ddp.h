@@ -126,12 +126,19 @@ typedef struct {
                                           same on every rank (the slowest rank's figures);
                                           TUTTI_DEBUG=INFO says what was measured and chosen.
                                           bucket_cap_mb is then that cap (0) */
+    int overlap;                       /* 1: a bucket's reduction starts during backward, as
+                                          soon as it is complete; 0: every bucket's starts in
+                                          tutti_ddp_finish; -1 (auto): 0 where a rank's
+                                          reduction thread would have no core of its own (2 x
+                                          the ranks on this host > the CPUs this process may
+                                          run on), else 1; always 1 with zero 3, whose buckets
+                                          hold the only copy of their gradients (-1) */
 } tutti_ddp_config_t;
 
 #define TUTTI_DDP_CONFIG_INIT                                                                      \
     {                                                                                              \
         sizeof(tutti_ddp_config_t), 25.0, 1.0, 0, 0, 1, TUTTI_DDP_HOOK_NONE, 0.01, 4, NULL, NULL,  \
-            0, TUTTI_DDP_OPTIM_NONE, 0.01, 0.0, 0.0, 0.9, 0.999, 1e-8, 1, 0, 0                     \
+            0, TUTTI_DDP_OPTIM_NONE, 0.01, 0.0, 0.0, 0.9, 0.999, 1e-8, 1, 0, 0, -1                 \
     }
 
 /*

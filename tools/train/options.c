@@ -44,6 +44,9 @@ void usage(FILE *f)
                "  --bucket-mb X     bucket cap in MiB (25, with --zero 3 1; the first bucket\n"
                "                    closes at 1);\n"
                "                    auto: tried over the first steps (adaptive_buckets)\n"
+               "  --overlap 0|1|auto  reduce buckets during backward (1) or in finish (0);\n"
+               "                    auto: 0 where a rank's reduction thread has no core of its\n"
+               "                    own (2 x ranks on the host > CPUs) (auto)\n"
                "  --accum K         accumulate K batches per optimizer step (no_sync on K-1)\n"
                "  --hook H          none, fp16, bf16, int8, topk, powersgd (none)\n"
                "  --zero Z          0-3: shard optimizer state (1), and gradients (2), and\n"
@@ -105,6 +108,7 @@ void parse(int argc, char **argv, struct opts *o, int nranks)
                        .lr = 0.05,
                        .momentum = 0.9,
                        .eps = 1e-8,
+                       .overlap = -1,
                        .bucket_mb = 0, /* 25, or 1 with --zero 3 */
                        .optim = TUTTI_DDP_OPTIM_SGD,
                        .seed = 1,
@@ -128,6 +132,10 @@ void parse(int argc, char **argv, struct opts *o, int nranks)
             o->layers = (int)num(a, v, 0, MLP_MAX_LAYERS - 1);
         else if (!strcmp(a, "--bucket-mb") && v && !strcmp(v, "auto"))
             o->adaptive_buckets = 1;
+        else if (!strcmp(a, "--overlap") && v && !strcmp(v, "auto"))
+            o->overlap = -1;
+        else if (!strcmp(a, "--overlap"))
+            o->overlap = (int)num(a, v, 0, 1);
         else if (!strcmp(a, "--bucket-mb"))
             o->bucket_mb = real(a, v, 1e-6, 1e6);
         else if (!strcmp(a, "--accum"))

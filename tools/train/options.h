@@ -16,6 +16,7 @@ struct opts {
     int balance;           /* --balance: every this many steps (0: off) */
     int local_sgd, warmup; /* --local-sgd H (0: off), --warmup W */
     int adaptive_buckets;  /* --bucket-mb auto */
+    int overlap;           /* --overlap: 1, 0, -1 auto */
     double slow_factor;
     double lr, momentum, eps, bucket_mb;
     tutti_ddp_hook_t hook;

@@ -160,6 +160,7 @@ static void build_model(struct model *md, const struct opts *o, tutti_comm_t com
         die("out of memory for the model");
     cfg.bucket_cap_mb = o->bucket_mb;
     cfg.adaptive_buckets = o->adaptive_buckets;
+    cfg.overlap = o->overlap;
     cfg.grad_as_bucket_view = o->views;
     cfg.hook = o->hook;
     cfg.zero = o->zero;

@@ -24,6 +24,11 @@ for n in 1 2 3 4; do
     job $n average none 0
     job $n average none 1
 done
+for o in 0 1; do # reductions in finish only, and during backward, whatever the cores
+    job 2 average none 0 $o
+    job 3 average none 1 $o
+    job 3 average fp16 0 $o
+done
 for h in fp16 bf16 int8 user; do
     job 3 average $h 0
 done

@@ -22,6 +22,8 @@
 #     is averaging the gradients), same tolerance; --local-sgd 8 --warmup 20 on the full
 #     training set and the reference model reaches test accuracy >= 0.80 in one epoch;
 #     --local-sgd with --zero 1 is refused, naming it;
+#   - --overlap 1 and 0 (bucket reductions during backward, or all in finish; auto picks
+#     0 on this 2-CPU machine) equal 1 rank, same tolerance;
 #   - --bucket-mb auto (adaptive_buckets: five caps tried over the first steps, one kept, the
 #     choice said at INFO) equals 1 rank, same tolerance;
 #   - ZeRO-1 and ZeRO-2 equal plain DDP (SGD and Adam), same tolerance; ZeRO-3 (layers gathered
@@ -111,6 +113,11 @@ if "$run" -n 2 "$train" $small --local-sgd 4 --zero 1 >"$out/lz.txt" 2>&1 ||
     cat "$out/lz.txt"; echo "FAILED: --local-sgd with --zero 1 was not refused"; exit 1
 fi
 echo "ok: --local-sgd with --zero 1 refused"
+
+for o in 0 1; do
+    train 2 overlap$o --batch 64 --max-steps 30 --overlap $o
+    same overlap$o one "--overlap $o equals 1 rank"
+done
 
 export TUTTI_DEBUG=INFO
 train 2 adaptive --batch 64 --max-steps 40 --bucket-mb auto

@@ -2,14 +2,16 @@
  * ddp_check -- run under tutti-run: the DDP layer (tutti_ddp.h) against values every rank can
  * compute for every other rank (ddp_common.h); uneven inputs: ddp_join_check.c.
  *
- *   ddp_check average HOOK VIEWS   four steps over six parameters in several buckets, gradients
+ *   ddp_check average HOOK VIEWS [OVERLAP]
+ *                                  four steps over six parameters in several buckets, gradients
  *                                  marked ready in an order that is not the registration order
  *                                  (so the buckets are rebuilt after step one); after each
  *                                  finish every gradient equals the average over ranks within
  *                                  the hook's tolerance. HOOK: none, fp16, bf16, int8, user (a
- *                                  callback that queues its own all-reduce); VIEWS: 0 or 1
- *   ddp_check adaptive-config      adaptive_buckets = 2, and adaptive_buckets with
- *                                  uneven_inputs: tutti_ddp_create refuses each, naming it
+ *                                  callback that queues its own all-reduce); VIEWS: 0 or 1;
+ *                                  OVERLAP: the config's overlap, 1, 0 or -1 (auto, default)
+ *   ddp_check adaptive-config      adaptive_buckets = 2, adaptive_buckets with uneven_inputs,
+ *                                  and overlap = 2: tutti_ddp_create refuses each, naming it
  *   ddp_check accum VIEWS          a no_sync step then a synchronised one: the gradients are the
  *                                  average of the two steps' sums
  *   ddp_check mismatch-count       the last rank registers one parameter fewer: init fails on
@@ -55,7 +57,7 @@
  */
 #include "ddp_common.h"
 
-static void mode_average(tutti_comm_t comm, const char *hook, int views)
+static void mode_average(tutti_comm_t comm, const char *hook, int views, int overlap)
 {
     tutti_ddp_config_t cfg = TUTTI_DDP_CONFIG_INIT;
     tutti_ddp_stats_t st;
@@ -63,6 +65,7 @@ static void mode_average(tutti_comm_t comm, const char *hook, int views)
     double tol;
 
     check_config(&cfg, hook, views, &calls, &tol);
+    cfg.overlap = overlap;
     if (tol < 0) {
         fprintf(stderr, "ddp_check: average: %s approximates the average; try it with join\n",
                 hook);
@@ -189,6 +192,11 @@ static void mode_adaptive_config(tutti_comm_t comm)
     rc = tutti_ddp_create(&d, comm, &cfg);
     if (rc == TUTTI_SUCCESS || !strstr(tutti_ddp_last_error(NULL), "uneven_inputs"))
         fail("adaptive_buckets with uneven_inputs: %s", tutti_ddp_last_error(NULL));
+    cfg = (tutti_ddp_config_t)TUTTI_DDP_CONFIG_INIT;
+    cfg.overlap = 2;
+    rc = tutti_ddp_create(&d, comm, &cfg);
+    if (rc == TUTTI_SUCCESS || !strstr(tutti_ddp_last_error(NULL), "overlap is 2"))
+        fail("overlap = 2: %s", tutti_ddp_last_error(NULL));
 }
 
 /* Every layer (parameters 2l, 2l + 1) gathered in turn against want[], then released. */
@@ -594,8 +602,8 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "";
     tutti_comm_t comm = report_join("ddp_check");
 
-    if (!strcmp(mode, "average") && argc == 4)
-        mode_average(comm, argv[2], atoi(argv[3]));
+    if (!strcmp(mode, "average") && (argc == 4 || argc == 5))
+        mode_average(comm, argv[2], atoi(argv[3]), argc == 5 ? atoi(argv[4]) : -1);
     else if (!strcmp(mode, "weights") && argc == 4)
         mode_weights(comm, argv[2], atoi(argv[3]));
     else if (!strcmp(mode, "adaptive-config"))
@@ -623,11 +631,12 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "damaged"))
         mode_damaged(comm);
     else {
-        fprintf(stderr,
-                "usage: ddp_check average|weights {none,fp16,bf16,int8,user} {0,1} | accum "
-                "{0,1} | adaptive-config | mismatch-count | mismatch-shape | mismatch-setting | "
-                "mismatch-buffer | buffers | zero3 | damaged | unused | unused-one | "
-                "unused-zero\n");
+        fprintf(
+            stderr,
+            "usage: ddp_check average|weights {none,fp16,bf16,int8,user} {0,1} [OVERLAP] | accum "
+            "{0,1} | adaptive-config | mismatch-count | mismatch-shape | mismatch-setting | "
+            "mismatch-buffer | buffers | zero3 | damaged | unused | unused-one | "
+            "unused-zero\n");
         return 2;
     }
     return ddp_end(comm, "ddp_check", mode);
