@@ -8,7 +8,9 @@
  *   compute = share * (sample_us * local batch + step_us) forward, backward, optimizer; or the
  *             step time measured for n ranks computing side by side with no communication
  *             (--compute-ms, one per n: bench/scaling/run's ceiling)
- *   comm    = the gradient (grad_mb) all-reduced in buckets of bucket_mb, each at the cost the
+ *   comm    = the all-reduce of the gradient as measured on this machine (--comm-ms, one per
+ *             n: bench/scaling/run times it alone with tutti-perf), or else
+ *             the gradient (grad_mb) all-reduced in buckets of bucket_mb, each at the cost the
  *             tuner's model predicts for its best algorithm on this shape (the same formulas
  *             tutti-topo --simulate prints); where a rank and its reduction thread do not
  *             each have a core, hops are oversubscribed (a context switch each) and, where
@@ -32,7 +34,7 @@
 struct job {
     double sample_us, step_us, grad_mb, bucket_mb;
     int batch, weak, nodes, per_node, cores;
-    const char *links, *out, *list, *compute;
+    const char *links, *out, *list, *compute, *comm;
 };
 
 /* The cheapest all-reduce of `bytes` on n ranks laid out nodes x rpn. */
@@ -82,9 +84,10 @@ struct point {
     double compute, comm, hidden, step, rate, eff;
 };
 
-/* compute_ms: the measured step of n ranks side by side (< 0: from the per-sample time) */
+/* compute_ms: the measured step of n ranks side by side, comm_ms: the gradient's measured
+ * all-reduce (< 0: from the per-sample time, from the cost model) */
 static int predict(const struct job *j, const struct tt_links *links, int n, double compute_ms,
-                   struct point *p)
+                   double comm_ms, struct point *p)
 {
     struct tt_links shared = *links, *l = &shared;
     int rpn = n < j->per_node ? n : j->per_node, nodes = (n + rpn - 1) / rpn;
@@ -102,7 +105,9 @@ static int predict(const struct job *j, const struct tt_links *links, int n, dou
     if (share > 1) /* every rank copies and reduces at once on fewer cores */
         l->intra_gbs /= share;
     p->comm = 0;
-    for (double off = 0; n > 1 && off < total; off += j->bucket_mb * 1048576.0) {
+    if (comm_ms >= 0 && n > 1)
+        p->comm = last = comm_ms * 1e-3;
+    for (double off = 0; comm_ms < 0 && n > 1 && off < total; off += j->bucket_mb * 1048576.0) {
         double b = total - off < j->bucket_mb * 1048576.0 ? total - off : j->bucket_mb * 1048576.0;
         double t = allreduce_s(l, n, nodes, rpn, 2 * rpn > j->cores, (size_t)b);
         if (t < 0)
@@ -134,12 +139,27 @@ static const char *regime(const struct point *p, const struct point *prev, int *
     return p->eff >= 0.9 ? "linear" : "sublinear";
 }
 
+/* A comma-separated list of up to 64 figures, each >= 0 (a bad one ends it): how many. */
+static int figures(const char *s, double *v)
+{
+    int n = 0;
+    while (s && *s && n < 64) {
+        char *end;
+        v[n] = strtod(s, &end);
+        if (end == s || !(v[n] >= 0))
+            break;
+        n++;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return n;
+}
+
 static int usage(void)
 {
     fprintf(stderr,
             "usage: tutti-topo --scaling --sample-us S --batch B --grad-mb G [--step-us O] "
             "[--bucket-mb C] [--weak] [--nodes N] [--per-node L] [--cores K] [--links a,b,c,d] "
-            "[--n n1,n2,...] [--compute-ms c1,c2,...] [--out FILE]\n");
+            "[--n n1,n2,...] [--compute-ms c1,c2,...] [--comm-ms c1,c2,...] [--out FILE]\n");
     return 2;
 }
 
@@ -184,6 +204,8 @@ int topo_scaling(int argc, char **argv)
             j.list = v;
         else if (!strcmp(a, "--compute-ms"))
             j.compute = v;
+        else if (!strcmp(a, "--comm-ms"))
+            j.comm = v;
         else if (!strcmp(a, "--out"))
             j.out = v;
         else
@@ -246,30 +268,25 @@ int topo_scaling(int argc, char **argv)
     }
     if (out)
         fprintf(out, "# n samples/s E regime (tutti-topo --scaling)\n");
-    double comp[64];
-    int ncomp = 0;
-    for (const char *s = j.compute; s && *s && ncomp < 64;) {
-        char *end;
-        comp[ncomp] = strtod(s, &end);
-        if (end == s || !(comp[ncomp] > 0))
-            break;
-        ncomp++;
-        s = *end == ',' ? end + 1 : end;
-    }
-    if (j.compute && (ncomp != npts || !j.list || pts[0].n != 1)) {
-        fprintf(stderr, "tutti-topo --scaling: --compute-ms needs --n starting at 1 and one "
-                        "positive figure per n\n");
+    double comp[64], comm[64];
+    int ncomp = figures(j.compute, comp), ncomm = figures(j.comm, comm);
+    for (int k = 0; k < ncomp; k++)
+        ncomp = comp[k] > 0 ? ncomp : -1;
+    if ((j.compute && (ncomp != npts || !j.list || pts[0].n != 1)) ||
+        (j.comm && (ncomm != npts || !j.list || pts[0].n != 1))) {
+        fprintf(stderr, "tutti-topo --scaling: --compute-ms and --comm-ms need --n starting at "
+                        "1 and one figure per n (compute > 0, communication >= 0)\n");
         free(pts);
         return 2;
     }
     struct point one;
-    if (predict(&j, &l, 1, j.compute ? comp[0] : -1, &one) != 0) {
+    if (predict(&j, &l, 1, j.compute ? comp[0] : -1, -1, &one) != 0) {
         free(pts);
         return 1;
     }
     for (int k = 0; k < npts; k++) {
         struct point *p = &pts[k];
-        if (predict(&j, &l, p->n, j.compute ? comp[k] : -1, p) != 0) {
+        if (predict(&j, &l, p->n, j.compute ? comp[k] : -1, j.comm ? comm[k] : -1, p) != 0) {
             fprintf(stderr, "tutti-topo --scaling: no all-reduce formula for %d ranks\n", p->n);
             free(pts);
             return 1;

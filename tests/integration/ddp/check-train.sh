@@ -33,9 +33,9 @@
 #   - every compression hook trains: test accuracy after one epoch of 4096 images >= 0.60
 #     (plain all-reduce reaches about 0.75, an untrained model about 0.10);
 #   - checkpoint at step 20 then resume to step 45 gives bitwise the parameters of an
-#     uninterrupted 45-step run (SGD; Adam + ZeRO-1; Adam + ZeRO-3, whose parameters are saved
-#     from the shards; PowerSGD, whose error feedback and warm-start factors are part of the
-#     checkpoint);
+#     uninterrupted 45-step run (SGD; Adam + ZeRO-1; Adam + ZeRO-3 on 2 and 4 ranks, whose
+#     parameters are saved from the shards; PowerSGD, whose error feedback and warm-start
+#     factors are part of the checkpoint);
 #   - --trace writes forward, backward, optimizer and bucket-reduction spans for each rank.
 # Skips (77) when the data set is not installed (Debian: dataset-fashion-mnist).
 set -eu
@@ -201,6 +201,14 @@ for v in "--optim sgd" "--optim adam --lr 0.001 --zero 1" "--optim adam --lr 0.0
         { echo "FAILED: checkpoint at 20 and resume to 45 ($v) differs from 45 steps"; exit 1; }
     echo "ok: checkpoint -> resume equals the uninterrupted run ($v)"
 done
+rm -rf "$out/ckpt" # ZeRO-3 on 4 ranks: each rank's quarter saved and given back
+z3="--optim adam --lr 0.001 --zero 3"
+train 4 full --batch 64 --max-steps 45 $z3
+train 4 part --batch 64 --max-steps 20 --checkpoint "$out/ckpt" $z3
+train 4 resumed --batch 64 --max-steps 45 --checkpoint "$out/ckpt" --resume $z3
+cmp -s "$out/full.bin" "$out/resumed.bin" ||
+    { echo "FAILED: 4 ranks: checkpoint at 20 and resume to 45 ($z3) differs from 45 steps"; exit 1; }
+echo "ok: checkpoint -> resume equals the uninterrupted run (4 ranks, $z3)"
 
 train 2 traced --batch 64 --max-steps 10 --trace "$out/trace.json"
 python3 - "$out/trace.json" <<'PY'

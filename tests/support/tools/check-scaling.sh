@@ -9,8 +9,10 @@
 #   - the communication of n = 2 and 8 ranks in one node equals tutti-topo --simulate's best
 #     all-reduce of the gradient's bytes (the same cost model, read from its table);
 #   - a gradient that costs more than the compute: E falls and the last points are saturated;
+#   - measured compute and all-reduce (--compute-ms, --comm-ms) add up, nothing hidden
+#     where the ranks fill the cores;
 #   - --compute-ms with a figure missing is refused, naming it;
-#   - bench/scaling/run -N 2 on a 784-64-64-10 MLP writes measured, predicted and cluster
+#   - bench/scaling/run -N 2 on a 784-64-64-10 MLP writes measured, predicted, model and cluster
 #     rows, and tutti-plot --scaling draws them (with gnuplot); rank 0 alone took the whole
 #     batch in the 2-rank run (its bench-data line says so).
 # No timing is asserted: bench/scaling/run --check compares the model with the measurement.
@@ -38,6 +40,14 @@ for want in "2 1.000" "3 0.667" "4 0.500"; do
     [ "$(col $1 9)" = "$2" ] || { cat "$out/sc.txt"; echo "FAILED: 2 cores: E($1) is not $2"; exit 1; }
 done
 echo "ok: ranks beyond the cores share them: E(3) = 0.667, E(4) = 0.500"
+
+# measured parts: 6.4 ms of compute and 1.6 ms of all-reduce at 2 ranks, nothing hidden on 2
+# cores: E(2) = 12.8 / (2 x 8.0) = 0.800
+sc --sample-us 100 --batch 128 --grad-mb 4 --nodes 1 --per-node 2 --cores 2 --n 1,2 \
+    --compute-ms 12.8,6.4 --comm-ms 0,1.6
+[ "$(col 2 5)" = 1.600 ] && [ "$(col 2 6)" = 0.000 ] && [ "$(col 2 9)" = 0.800 ] ||
+    { cat "$out/sc.txt"; echo "FAILED: measured compute and all-reduce: E(2) is not 0.800"; exit 1; }
+echo "ok: measured compute and all-reduce compose: E(2) = 0.800"
 
 bytes=4194304
 for n in 2 8; do
@@ -73,7 +83,7 @@ e1=$(col 1 9) e128=$(col 128 9)
 echo "ok: communication-bound: E(128) = $e128, ends saturated"
 
 if "$topo" --scaling --sample-us 1 --batch 8 --grad-mb 1 --n 1,2 --compute-ms 5 >"$out/bad.txt" 2>&1 ||
-    ! grep -q -- "--compute-ms needs" "$out/bad.txt"; then
+    ! grep -q -- "--compute-ms and --comm-ms need" "$out/bad.txt"; then
     cat "$out/bad.txt"; echo "FAILED: --compute-ms with a figure missing was not refused"; exit 1
 fi
 echo "ok: --compute-ms with a figure missing refused"
@@ -88,7 +98,7 @@ build=$(dirname "$(dirname "$train")")
 "$here/bench/scaling/run" --build "$build" -N 2 --reps 1 --steps 3 --out "$out/b" \
     -- --hidden 64 --limit 2048 >"$out/run.txt" 2>&1 ||
     { cat "$out/run.txt"; echo "FAILED: bench/scaling/run"; exit 1; }
-for f in measured predicted cluster cluster-fast; do
+for f in measured predicted model cluster cluster-fast; do
     [ "$(grep -c '^[0-9]' "$out/b/$f.dat")" -ge 2 ] ||
         { cat "$out/run.txt"; echo "FAILED: $f.dat has fewer than 2 rows"; exit 1; }
 done
