@@ -191,24 +191,22 @@ for h in none fp16 bf16 int8 topk powersgd; do
     echo "ok: hook $h trains (test accuracy $acc)"
 done
 
+resumes() { # resumes NRANKS ARGS...: checkpoint at step 20, resume to 45, against 45 steps
+    n=$1
+    shift
+    rm -rf "$out/ckpt"
+    train $n full --batch 64 --max-steps 45 "$@"
+    train $n part --batch 64 --max-steps 20 --checkpoint "$out/ckpt" "$@"
+    train $n resumed --batch 64 --max-steps 45 --checkpoint "$out/ckpt" --resume "$@"
+    cmp -s "$out/full.bin" "$out/resumed.bin" ||
+        { echo "FAILED: $n ranks: checkpoint at 20 and resume to 45 ($*) differs from 45 steps"; exit 1; }
+    echo "ok: checkpoint -> resume equals the uninterrupted run ($n ranks, $*)"
+}
 for v in "--optim sgd" "--optim adam --lr 0.001 --zero 1" "--optim adam --lr 0.001 --zero 3" \
     "--hook powersgd"; do
-    rm -rf "$out/ckpt"
-    train 2 full --batch 64 --max-steps 45 $v
-    train 2 part --batch 64 --max-steps 20 --checkpoint "$out/ckpt" $v
-    train 2 resumed --batch 64 --max-steps 45 --checkpoint "$out/ckpt" --resume $v
-    cmp -s "$out/full.bin" "$out/resumed.bin" ||
-        { echo "FAILED: checkpoint at 20 and resume to 45 ($v) differs from 45 steps"; exit 1; }
-    echo "ok: checkpoint -> resume equals the uninterrupted run ($v)"
+    resumes 2 $v
 done
-rm -rf "$out/ckpt" # ZeRO-3 on 4 ranks: each rank's quarter saved and given back
-z3="--optim adam --lr 0.001 --zero 3"
-train 4 full --batch 64 --max-steps 45 $z3
-train 4 part --batch 64 --max-steps 20 --checkpoint "$out/ckpt" $z3
-train 4 resumed --batch 64 --max-steps 45 --checkpoint "$out/ckpt" --resume $z3
-cmp -s "$out/full.bin" "$out/resumed.bin" ||
-    { echo "FAILED: 4 ranks: checkpoint at 20 and resume to 45 ($z3) differs from 45 steps"; exit 1; }
-echo "ok: checkpoint -> resume equals the uninterrupted run (4 ranks, $z3)"
+resumes 4 --optim adam --lr 0.001 --zero 3 # ZeRO-3: each rank's quarter saved and given back
 
 train 2 traced --batch 64 --max-steps 10 --trace "$out/trace.json"
 python3 - "$out/trace.json" <<'PY'
