@@ -192,14 +192,12 @@ oom:
 void ddp_owner_run(const struct tutti_ddp *d, const struct ddp_bucket *b, int r, size_t *lo,
                    size_t *hi)
 {
-    size_t olo = (size_t)r * d->shard, ohi = olo + d->shard, first = b->count, last = 0, off = 0;
+    size_t olo, ohi, first = b->count, last = 0, off = 0, a, z;
 
-    ohi = ohi > d->total ? d->total : ohi;
+    ddp_owned(d, r, &olo, &ohi);
     for (int k = 0; k < b->nparams; k++) {
         const struct ddp_param *p = &d->params[b->params[k]];
-        size_t a = p->flat_off > olo ? p->flat_off : olo;
-        size_t z = p->flat_off + p->count < ohi ? p->flat_off + p->count : ohi;
-        if (a < z) {
+        if (ddp_param_part(p, olo, ohi, &a, &z)) {
             size_t s = off + (a - p->flat_off), e = off + (z - p->flat_off);
             first = s < first ? s : first;
             last = e > last ? e : last;
@@ -222,9 +220,8 @@ void ddp_flat_copy(const struct tutti_ddp *d, float *flat, size_t lo, size_t hi,
     }
     for (int i = 0; i < d->nparams; i++) {
         const struct ddp_param *p = &d->params[i];
-        size_t a = p->flat_off > lo ? p->flat_off : lo;
-        size_t z = p->flat_off + p->count < hi ? p->flat_off + p->count : hi;
-        if (a >= z)
+        size_t a, z;
+        if (!ddp_param_part(p, lo, hi, &a, &z))
             continue;
         if (to_flat)
             memcpy(flat + (a - lo), p->data + (a - p->flat_off), (z - a) * sizeof(float));

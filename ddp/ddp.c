@@ -214,9 +214,7 @@ tutti_result_t tutti_ddp_init(tutti_ddp_t d)
         return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
     TUTTI_DDP_CHECK(ddp_broadcast_model(d, 0, "tutti_ddp_init"));
     d->shard = (d->total + (size_t)d->nranks - 1) / (size_t)d->nranks;
-    d->own_lo = (size_t)d->rank * d->shard;
-    d->own_lo = d->own_lo > d->total ? d->total : d->own_lo;
-    d->own_hi = d->own_lo + d->shard > d->total ? d->total : d->own_lo + d->shard;
+    ddp_owned(d, d->rank, &d->own_lo, &d->own_hi);
     order = malloc((size_t)d->nparams * sizeof(int));
     d->ready_order = malloc((size_t)d->nparams * sizeof(int));
     d->build_order = malloc((size_t)d->nparams * sizeof(int));

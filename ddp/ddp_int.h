@@ -173,6 +173,23 @@ void ddp_fill_desc(const struct tutti_ddp *d, struct ddp_desc *x);
 /* join.c: queue a step's round of flags on the stream (the ranks' max lands in join_max). */
 tutti_result_t ddp_join_round(struct tutti_ddp *d, int32_t flag);
 
+/* Rank r's range of the flat space, [*lo, *hi) (empty past its end). */
+static inline void ddp_owned(const struct tutti_ddp *d, int r, size_t *lo, size_t *hi)
+{
+    size_t l = (size_t)r * d->shard, h = l + d->shard;
+    *lo = l < d->total ? l : d->total;
+    *hi = h < d->total ? h : d->total;
+}
+
+/* Where flat [lo, hi) meets parameter p, as flat [*a, *z); 0 where it does not. */
+static inline int ddp_param_part(const struct ddp_param *p, size_t lo, size_t hi, size_t *a,
+                                 size_t *z)
+{
+    *a = p->flat_off > lo ? p->flat_off : lo;
+    *z = p->flat_off + p->count < hi ? p->flat_off + p->count : hi;
+    return *a < *z;
+}
+
 /* Element range of bucket b that rank r owns (flat-space ownership), as [*lo, *hi). */
 void ddp_owner_run(const struct tutti_ddp *d, const struct ddp_bucket *b, int r, size_t *lo,
                    size_t *hi);

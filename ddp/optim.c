@@ -138,11 +138,10 @@ tutti_result_t tutti_ddp_step(tutti_ddp_t d)
     o->t++;
     for (int i = 0; i < d->nparams; i++) {
         const struct ddp_param *p = &d->params[i];
-        size_t a = p->flat_off > o->lo ? p->flat_off : o->lo;
-        size_t z = p->flat_off + p->count < o->hi ? p->flat_off + p->count : o->hi;
         const float *g;
         float *v;
-        if (a >= z)
+        size_t a, z;
+        if (!ddp_param_part(p, o->lo, o->hi, &a, &z))
             continue;
         g = d->cfg.zero >= 2 ? d->shard_grad + (a - d->own_lo)
                              : tutti_ddp_grad(d, i) + (a - p->flat_off);

@@ -45,9 +45,8 @@ tutti_result_t ddp_zero3_init(struct tutti_ddp *d)
         return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory for the shard");
     for (int i = 0; i < d->nparams; i++) {
         struct ddp_param *p = &d->params[i];
-        size_t a = p->flat_off > d->own_lo ? p->flat_off : d->own_lo;
-        size_t z = p->flat_off + p->count < d->own_hi ? p->flat_off + p->count : d->own_hi;
-        if (a < z)
+        size_t a, z;
+        if (ddp_param_part(p, d->own_lo, d->own_hi, &a, &z))
             memcpy(d->param_shard + (a - d->own_lo), p->data + (a - p->flat_off),
                    (z - a) * sizeof(float));
         p->data = NULL; /* the application's copy is not read again: it may free it */
@@ -58,10 +57,12 @@ tutti_result_t ddp_zero3_init(struct tutti_ddp *d)
 
 void ddp_zero3_free(struct tutti_ddp *d)
 {
+    if (d->cfg.zero != 3) /* (the gradients are the application's) */
+        return;
     for (int u = 0; u < d->nunits; u++)
         free(d->units[u].block);
     free(d->units);
-    for (int i = 0; i < d->nparams && d->cfg.zero == 3; i++)
+    for (int i = 0; i < d->nparams; i++)
         free(d->params[i].grad);
     free(d->param_shard);
 }
@@ -120,8 +121,8 @@ tutti_result_t tutti_ddp_gather(tutti_ddp_t d, int first, int count)
     }
     rc = tutti_group_start();
     for (int r = 0; r < d->nranks && rc == TUTTI_SUCCESS; r++) {
-        size_t olo = (size_t)r * d->shard, ohi = olo + d->shard;
-        ohi = ohi > d->total ? d->total : ohi;
+        size_t olo, ohi;
+        ddp_owned(d, r, &olo, &ohi);
         size_t a = lo > olo ? lo : olo, z = hi < ohi ? hi : ohi;
         if (a >= z)
             continue;
@@ -210,10 +211,9 @@ tutti_result_t ddp_zero3_queue(struct tutti_ddp *d, struct ddp_bucket *b)
             return ddp_fail(d, TUTTI_ERR_SYSTEM, "bucket %d: out of memory for '%s''s gradient",
                             b->index, p->name);
         for (int r = 0; r < d->nranks; r++) {
-            size_t olo = (size_t)r * d->shard, ohi = olo + d->shard;
-            size_t a = p->flat_off > olo ? p->flat_off : olo;
-            size_t z = p->flat_off + p->count < ohi ? p->flat_off + p->count : ohi;
-            if (a < z)
+            size_t olo, ohi, a, z;
+            ddp_owned(d, r, &olo, &ohi);
+            if (ddp_param_part(p, olo, ohi, &a, &z))
                 Q(tutti_reduce(p->grad + (a - p->flat_off), p->grad + (a - p->flat_off), z - a,
                                TUTTI_FLOAT32, op, r, d->comm, d->stream));
         }
@@ -227,9 +227,8 @@ void ddp_zero3_end(struct tutti_ddp *d, struct ddp_bucket *b)
 {
     for (int k = 0; k < b->nparams; k++) {
         struct ddp_param *p = &d->params[b->params[k]];
-        size_t a = p->flat_off > d->own_lo ? p->flat_off : d->own_lo;
-        size_t z = p->flat_off + p->count < d->own_hi ? p->flat_off + p->count : d->own_hi;
-        if (a < z)
+        size_t a, z;
+        if (ddp_param_part(p, d->own_lo, d->own_hi, &a, &z))
             memcpy(d->shard_grad + (a - d->own_lo), p->grad + (a - p->flat_off),
                    (z - a) * sizeof(float));
         free(p->grad);
