@@ -11,6 +11,7 @@
  */
 #include "data.h"
 #include "mlp.h"
+#include "model.h"
 #include "options.h"
 #include "split.h"
 #include "tutti.h"
@@ -23,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -81,127 +81,6 @@ static int plan_version;       /* bumped by every --balance re-division */
 static double bal_compute;     /* --balance: compute seconds and samples since the last one */
 static long long bal_samples;
 
-struct model {
-    struct mlp m;
-    tutti_ddp_t ddp;
-    tutti_comm_t comm;
-    int rank, nranks;
-    int zero3; /* --zero 3: layers are gathered for use (use_layer) */
-};
-
-static void on_ready(void *arg, int index)
-{
-    struct model *md = arg;
-    if (tutti_ddp_grad_ready(md->ddp, index) != TUTTI_SUCCESS)
-        die("%s", tutti_ddp_last_error(md->ddp));
-}
-
-static void point_grads(struct model *md)
-{
-    if (md->zero3) /* (asked for layer by layer in backward: use_layer) */
-        return;
-    for (int l = 0; l < md->m.nlayers; l++) {
-        md->m.gW[l] = tutti_ddp_grad(md->ddp, 2 * l);
-        md->m.gb[l] = tutti_ddp_grad(md->ddp, 2 * l + 1);
-    }
-}
-
-/* --zero 3: layer l gathered before its forward (on 1) and backward (on 2, with its gradient
- * buffers), released after (on 0). Collective: every rank runs the same passes. */
-static void use_layer(void *arg, int l, int on)
-{
-    struct model *md = arg;
-
-    if (!on) {
-        if (tutti_ddp_release(md->ddp, 2 * l, 2) != TUTTI_SUCCESS)
-            die("%s", tutti_ddp_last_error(md->ddp));
-        md->m.W[l] = md->m.b[l] = NULL;
-        return;
-    }
-    if (tutti_ddp_gather(md->ddp, 2 * l, 2) != TUTTI_SUCCESS)
-        die("%s", tutti_ddp_last_error(md->ddp));
-    md->m.W[l] = tutti_ddp_param(md->ddp, 2 * l);
-    md->m.b[l] = tutti_ddp_param(md->ddp, 2 * l + 1);
-    if (on == 2) {
-        md->m.gW[l] = tutti_ddp_grad(md->ddp, 2 * l);
-        md->m.gb[l] = tutti_ddp_grad(md->ddp, 2 * l + 1);
-        if (!md->m.gW[l] || !md->m.gb[l])
-            die("--zero 3: no gradient buffer for layer %d: %s", l + 1,
-                tutti_ddp_last_error(md->ddp));
-    }
-}
-
-/* --zero 3: the whole model gathered (on) for evaluation and checksums, or released. */
-static void whole_model(struct model *md, int on)
-{
-    if (!md->zero3)
-        return;
-    if ((on ? tutti_ddp_gather : tutti_ddp_release)(md->ddp, 0, mlp_nparams(&md->m)) !=
-        TUTTI_SUCCESS)
-        die("%s", tutti_ddp_last_error(md->ddp));
-    for (int l = 0; l < md->m.nlayers; l++) {
-        md->m.W[l] = on ? tutti_ddp_param(md->ddp, 2 * l) : NULL;
-        md->m.b[l] = on ? tutti_ddp_param(md->ddp, 2 * l + 1) : NULL;
-    }
-    md->m.use = on ? NULL : use_layer;
-}
-
-static void build_model(struct model *md, const struct opts *o, tutti_comm_t comm, int max_batch)
-{
-    tutti_ddp_config_t cfg = TUTTI_DDP_CONFIG_INIT;
-    char name[64];
-
-    md->comm = comm;
-    tutti_comm_rank(comm, &md->rank);
-    tutti_comm_size(comm, &md->nranks);
-    /* Different seeds per rank on purpose: tutti_ddp_init must make them agree. */
-    if (mlp_init(&md->m, 784, o->hidden, o->layers, 10, max_batch,
-                 o->seed + 7919ull * (unsigned long long)md->rank) != 0)
-        die("out of memory for the model");
-    cfg.bucket_cap_mb = o->bucket_mb;
-    cfg.adaptive_buckets = o->adaptive_buckets;
-    cfg.overlap = o->overlap;
-    cfg.grad_as_bucket_view = o->views;
-    cfg.hook = o->hook;
-    cfg.zero = o->zero;
-    cfg.optim = o->optim;
-    cfg.lr = o->lr;
-    cfg.momentum = o->optim == TUTTI_DDP_OPTIM_SGD ? o->momentum : 0;
-    cfg.eps = o->eps;
-    cfg.seed = o->seed;
-    cfg.find_unused = o->find_unused;
-    if (tutti_ddp_create(&md->ddp, comm, &cfg) != TUTTI_SUCCESS)
-        die("%s", tutti_ddp_last_error(md->ddp));
-    for (int i = 0; i < mlp_nparams(&md->m); i++) {
-        int l = i / 2;
-        size_t shape[2] = {(size_t)md->m.dims[l + 1], (size_t)md->m.dims[l]};
-        snprintf(name, sizeof(name), "fc%d.%s", l + 1, i % 2 ? "bias" : "weight");
-        if (tutti_ddp_register(md->ddp, name, mlp_param(&md->m, i),
-                               i % 2 ? md->m.gb[l] : md->m.gW[l], mlp_param_count(&md->m, i),
-                               i % 2 ? 1 : 2, shape, NULL) != TUTTI_SUCCESS)
-            die("%s", tutti_ddp_last_error(md->ddp));
-    }
-    if (tutti_ddp_init(md->ddp) != TUTTI_SUCCESS)
-        die("%s", tutti_ddp_last_error(md->ddp));
-    if (o->views) { /* the gradients live in the buckets: the model's own buffers go */
-        free(md->m.own_grads);
-        md->m.own_grads = NULL;
-        point_grads(md);
-    }
-    md->zero3 = o->zero == 3;
-    if (md->zero3) { /* each rank keeps its shard: the model's own copies go */
-        for (int l = 0; l < md->m.nlayers; l++) {
-            free(md->m.W[l]);
-            free(md->m.b[l]);
-            md->m.W[l] = md->m.b[l] = md->m.gW[l] = md->m.gb[l] = NULL;
-        }
-        free(md->m.own_grads);
-        md->m.own_grads = NULL;
-        md->m.use = use_layer;
-        md->m.use_arg = md;
-    }
-}
-
 /* Time split of a run of steps. */
 struct split {
     double compute, finish, optim, total;
@@ -224,7 +103,7 @@ static int micro_step(struct model *md, const struct dataset *tr, const uint32_t
     /* (local SGD: no gradient is reduced; the step is this rank's own) */
     if (tutti_ddp_no_sync(md->ddp, local || !sync) != TUTTI_SUCCESS)
         die("%s", tutti_ddp_last_error(md->ddp));
-    point_grads(md);
+    model_point_grads(md);
     if (local) {
         scale = 1.0f / ((float)accum * (float)count); /* this rank's own mean */
     } else if (plan.want) {
@@ -246,7 +125,7 @@ static int micro_step(struct model *md, const struct dataset *tr, const uint32_t
     mlp_forward(&md->m, tr->x, tr->dim, idx + first, count);
     tf = now();
     sp->loss_sum +=
-        mlp_backward(&md->m, tr->y, idx + first, count, scale, k > 0, on_ready, md) * count;
+        mlp_backward(&md->m, tr->y, idx + first, count, scale, k > 0, model_ready, md) * count;
     t1 = now();
     if (md->rank == slow_rank) { /* --slow: real work, forward passes, for (F - 1) x as long */
         double until = t1 + (slow_factor - 1) * (t1 - t0);
@@ -339,21 +218,6 @@ static double test_accuracy(struct model *md, const struct dataset *te)
     return (double)ok[0] / (double)ok[1];
 }
 
-static uint64_t param_hash(struct model *md, double *sum)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    *sum = 0;
-    for (int i = 0; i < mlp_nparams(&md->m); i++) {
-        const float *p = mlp_param(&md->m, i);
-        const unsigned char *b = (const unsigned char *)p;
-        for (size_t j = 0; j < mlp_param_count(&md->m, i); j++)
-            *sum += p[j];
-        for (size_t j = 0; j < mlp_param_count(&md->m, i) * sizeof(float); j++)
-            h = (h ^ b[j]) * 0x100000001b3ull;
-    }
-    return h;
-}
-
 struct resume_state {
     int64_t epoch, micro; /* where to continue */
     int64_t steps;        /* optimizer steps taken */
@@ -367,36 +231,6 @@ static void save(struct model *md, const struct opts *o, const struct resume_sta
         mkdir(o->checkpoint, 0755);
     if (tutti_ddp_save(md->ddp, path, rs, sizeof(*rs)) != TUTTI_SUCCESS)
         die("%s", tutti_ddp_last_error(md->ddp));
-}
-
-static void print_memory(struct model *md, const struct opts *o)
-{
-    tutti_ddp_stats_t st;
-    struct rusage ru;
-    double mb = 1048576.0, grads;
-
-    tutti_ddp_stats(md->ddp, &st);
-    getrusage(RUSAGE_SELF, &ru);
-    if (md->zero3) { /* what a rank keeps, and the most it held whole at once */
-        printf("memory (rank %d, MiB): parameters %.2f of %.2f (its shard; at most %.2f gathered "
-               "at once), gradients %.2f (its shard; at most %.2f in buffers at once), optimizer "
-               "state %.2f, activations %.1f, peak RSS %.1f\n",
-               md->rank, (double)st.param_bytes / mb, (double)md->m.param_bytes / mb,
-               (double)st.gathered_peak_bytes / mb, (double)st.shard_bytes / mb,
-               (double)st.grad_peak_bytes / mb, (double)st.optim_bytes / mb,
-               (double)md->m.act_bytes / mb, (double)ru.ru_maxrss / 1024.0);
-        return;
-    }
-    /* With views the gradients are the buckets; otherwise the model's own buffers. */
-    grads = o->views ? (double)st.bucket_bytes : (double)md->m.param_bytes;
-    printf("memory (rank %d, MiB): parameters %.1f, gradients %.1f, optimizer state %.1f, "
-           "activations %.1f, communication buffers %.1f, peak RSS %.1f\n",
-           md->rank, (double)md->m.param_bytes / mb, grads / mb, (double)st.optim_bytes / mb,
-           (double)md->m.act_bytes / mb,
-           ((o->views ? 0 : (double)st.bucket_bytes) + (double)st.hook_bytes +
-            (double)st.shard_bytes) /
-               mb,
-           (double)ru.ru_maxrss / 1024.0);
 }
 
 /* Run `steps` optimizer steps from micro-batch `*micro` of the epoch order; returns the split. */
@@ -452,7 +286,7 @@ static void bench(struct model *md, const struct opts *o, const struct dataset *
         plan = (struct split_plan){.n = 1}; /* alone, rank 0 takes the whole batch */
         if (tutti_get_id(&id) != TUTTI_SUCCESS || tutti_comm_init(&solo, 1, &id, 0, NULL) != 0)
             die("--bench: one-rank communicator: %s", tutti_last_error());
-        build_model(&one, o, solo, o->batch);
+        model_build(&one, o, solo, o->batch);
         run_steps(&one, o, tr, perm, o->batch, warm, NULL);
         s1 = run_steps(&one, o, tr, perm, o->batch, o->bench_steps, NULL);
         t1 = s1.total / (double)o->bench_steps;
@@ -548,7 +382,7 @@ int main(int argc, char **argv)
     local_max = (o.batch + nranks - 1) / nranks;
     if (local_max < 256)
         local_max = 256; /* evaluation chunks */
-    build_model(&md, &o, comm, local_max);
+    model_build(&md, &o, comm, local_max);
     if (o.bench) {
         bench(&md, &o, &tr);
         goto done;
@@ -655,9 +489,9 @@ done : {
     uint64_t h, *all = calloc((size_t)nranks, sizeof(uint64_t));
     int same = 1;
     if (!o.quiet || o.bench) /* (before the whole model is gathered for the checksum) */
-        print_memory(&md, &o);
-    whole_model(&md, 1);
-    h = param_hash(&md, &sum);
+        model_print_memory(&md, &o);
+    model_whole(&md, 1);
+    h = model_hash(&md, &sum);
     if (!all || tutti_all_gather(&h, all, 1, TUTTI_UINT64, comm, NULL) != TUTTI_SUCCESS)
         die("all_gather: %s", tutti_comm_last_error(comm));
     for (int r = 1; r < nranks; r++)
@@ -673,7 +507,7 @@ done : {
                 die("--save-params %s: %s", o.save_params, strerror(errno));
         }
     }
-    whole_model(&md, 0);
+    model_whole(&md, 0);
     free(all);
     tutti_ddp_destroy(md.ddp);
     mlp_free(&md.m);
