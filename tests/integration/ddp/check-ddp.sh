@@ -1,18 +1,18 @@
 #!/bin/sh
-# tests/integration/ddp/check-ddp.sh TUTTI_RUN DDP_CHECK DDP_JOIN_CHECK -- the DDP layer on 1 to 4 ranks
-# (ddp_check.c and ddp_join_check.c say what each mode proves). Every job must exit 0 within
-# its bound: the error modes too, because the programs assert that the errors happen and what
-# they say.
+# tests/integration/ddp/check-ddp.sh TUTTI_RUN DDP_CHECK DDP_JOIN_CHECK DDP_ZERO3_CHECK -- the DDP
+# layer on 1 to 4 ranks (ddp_check.c, ddp_join_check.c and ddp_zero3_check.c say what each
+# mode proves). Every job must exit 0 within its bound: the error modes too, because the
+# programs assert that the errors happen and what they say.
 set -eu
-run=$1 check=$2 join=$3
+run=$1 check=$2 join=$3 zero3=$4
 out=$(mktemp -d /tmp/tutti-ddp-test-XXXXXX)
 trap 'rm -rf "$out"' EXIT
 export TUTTI_TIMEOUT=30
-job() { # job NRANKS MODE ARGS...: ddp_check, or ddp_join_check for join and errors
+job() { # job NRANKS MODE ARGS...: ddp_check; ddp_join_check for join and errors; ddp_zero3_check
     n=$1
     shift
     prog=$check
-    case $1 in join | errors) prog=$join ;; esac
+    case $1 in join | errors) prog=$join ;; zero3) prog=$zero3 ;; esac
     if ! timeout 120 "$run" -n "$n" "$prog" "$@" >"$out/log" 2>&1; then
         cat "$out/log"
         echo "FAILED: $n rank(s): $(basename "$prog") $*"

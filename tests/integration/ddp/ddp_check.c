@@ -1,6 +1,7 @@
 /*
  * ddp_check -- run under tutti-run: the DDP layer (tutti_ddp.h) against values every rank can
- * compute for every other rank (ddp_common.h); uneven inputs: ddp_join_check.c.
+ * compute for every other rank (ddp_common.h); uneven inputs: ddp_join_check.c; ZeRO-3:
+ * ddp_zero3_check.c.
  *
  *   ddp_check average HOOK VIEWS [OVERLAP]
  *                                  four steps over six parameters in several buckets, gradients
@@ -42,15 +43,6 @@
  *                                  a negative batch on the last rank fails the call on every
  *                                  rank naming it, and with uneven_inputs the call is refused
  *
- *   ddp_check zero3                ZeRO-3 through the API: zero 4, and zero 3 with views, a
- *                                  compressing hook or uneven_inputs, refused naming it; no
- *                                  parameter whole before a gather; three SGD steps with the
- *                                  layer's gradient buffers leave, layer by layer gathered,
- *                                  init - lr * the ranks' average gradients; each rank keeps
- *                                  its 1/n shard (stats); misuse (a second gather, a release
- *                                  of what was not gathered, a bad range, no_sync) refused
- *                                  naming it; a checkpoint saved, a step, the checkpoint
- *                                  loaded: the saved values back
  *
  * Also checked in every mode that gets that far: init gives every rank rank 0's values.
  * Exit status 0 means every check on this rank passed.
@@ -197,137 +189,6 @@ static void mode_adaptive_config(tutti_comm_t comm)
     rc = tutti_ddp_create(&d, comm, &cfg);
     if (rc == TUTTI_SUCCESS || !strstr(tutti_ddp_last_error(NULL), "overlap is 2"))
         fail("overlap = 2: %s", tutti_ddp_last_error(NULL));
-}
-
-/* Every layer (parameters 2l, 2l + 1) gathered in turn against want[], then released. */
-static void check_gathered(tutti_ddp_t d, float *const *want, const char *what)
-{
-    for (int l = 0; l < (NP - 1) / 2; l++) {
-        if (tutti_ddp_gather(d, 2 * l, 2) != TUTTI_SUCCESS) {
-            fail("%s: tutti_ddp_gather(%d, 2): %s", what, 2 * l, tutti_ddp_last_error(d));
-            return;
-        }
-        for (int i = 2 * l; i < 2 * l + 2; i++) {
-            const float *v = tutti_ddp_param(d, i);
-            for (size_t j = 0; v && j < count_of(i); j++)
-                if (fabs(v[j] - want[i][j]) > 1e-5 * (1 + fabs(want[i][j]))) {
-                    fail("%s: %s[%zu] = %.9g, want %.9g", what, names[i], j, v[j], want[i][j]);
-                    break;
-                }
-            if (!v)
-                fail("%s: tutti_ddp_param(%d) is NULL after its gather", what, i);
-        }
-        if (l == 0)
-            expect_error(d, tutti_ddp_gather(d, 0, 2), "a second tutti_ddp_gather",
-                         "gathered already", NULL);
-        if (tutti_ddp_release(d, 2 * l, 2) != TUTTI_SUCCESS)
-            fail("%s: tutti_ddp_release(%d, 2): %s", what, 2 * l, tutti_ddp_last_error(d));
-    }
-}
-
-static void mode_zero3(tutti_comm_t comm)
-{
-    static const struct {
-        int zero, views, hook, uneven;
-        const char *says;
-    } bad[] = {{4, 0, TUTTI_DDP_HOOK_NONE, 0, "must be 0, 1, 2 or 3"},
-               {3, 1, TUTTI_DDP_HOOK_NONE, 0, "grad_as_bucket_view"},
-               {3, 0, TUTTI_DDP_HOOK_FP16, 0, "fp16 hook"},
-               {3, 0, TUTTI_DDP_HOOK_NONE, 1, "uneven_inputs"}};
-    tutti_ddp_config_t cfg = TUTTI_DDP_CONFIG_INIT;
-    tutti_ddp_stats_t st;
-    tutti_ddp_t d = NULL;
-    float *want[NP - 1], *saved[NP - 1];
-    const float lr = 0.25f;
-    size_t total = 0, shard, biggest = 0;
-    char path[64];
-    double tol;
-    int calls = 0;
-
-    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
-        tutti_ddp_config_t c = TUTTI_DDP_CONFIG_INIT;
-        c.optim = TUTTI_DDP_OPTIM_SGD;
-        c.zero = bad[k].zero;
-        c.grad_as_bucket_view = bad[k].views;
-        c.hook = bad[k].hook;
-        c.uneven_inputs = bad[k].uneven;
-        if (tutti_ddp_create(&d, comm, &c) == TUTTI_SUCCESS ||
-            !strstr(tutti_ddp_last_error(NULL), bad[k].says))
-            fail("zero %d (views %d, hook %d, uneven %d) not refused naming '%s': %s", c.zero,
-                 c.grad_as_bucket_view, (int)c.hook, c.uneven_inputs, bad[k].says,
-                 tutti_ddp_last_error(NULL));
-    }
-    check_config(&cfg, "none", 0, &calls, &tol);
-    cfg.zero = 3;
-    cfg.optim = TUTTI_DDP_OPTIM_SGD;
-    cfg.lr = lr;
-    d = setup(comm, &cfg, NP - 1, 0);
-    if (tutti_ddp_init(d) != TUTTI_SUCCESS) {
-        fail("tutti_ddp_init: %s", tutti_ddp_last_error(d));
-        return;
-    }
-    check_values(NP - 1);
-    for (int i = 0; i < NP - 1; i++) {
-        want[i] = malloc(count_of(i) * sizeof(float));
-        saved[i] = malloc(count_of(i) * sizeof(float));
-        if (!want[i] || !saved[i]) {
-            fail("out of memory");
-            exit(1);
-        }
-        memcpy(want[i], vals[i], count_of(i) * sizeof(float));
-        total += count_of(i);
-        biggest = count_of(i) > biggest ? count_of(i) : biggest;
-    }
-    if (tutti_ddp_param(d, 0))
-        fail("parameter 0 is whole before any gather");
-    expect_error(d, tutti_ddp_release(d, 0, 2), "tutti_ddp_release", "were not gathered", NULL);
-    expect_error(d, tutti_ddp_gather(d, 5, 2), "tutti_ddp_gather(5, 2)", "not registered", NULL);
-    expect_error(d, tutti_ddp_no_sync(d, 1), "tutti_ddp_no_sync", "zero 3", NULL);
-    for (int s = 0; s < 4; s++) {
-        char what[64];
-        if (s == 3) { /* saved after step 2; step 3 is undone by the load */
-            for (int i = 0; i < NP - 1; i++)
-                memcpy(saved[i], want[i], count_of(i) * sizeof(float));
-            if (!tmp_path(comm, path, sizeof(path)) ||
-                tutti_ddp_save(d, path, NULL, 0) != TUTTI_SUCCESS) {
-                fail("tutti_ddp_save: %s", tutti_ddp_last_error(d));
-                return;
-            }
-        }
-        if (backward(d, s, 1, 0, -1) != TUTTI_SUCCESS || tutti_ddp_finish(d) != TUTTI_SUCCESS ||
-            tutti_ddp_step(d) != TUTTI_SUCCESS) {
-            fail("step %d: %s", s, tutti_ddp_last_error(d));
-            return;
-        }
-        for (int i = 0; i < NP - 1; i++)
-            for (size_t j = 0; j < count_of(i); j++)
-                want[i][j] -= lr * (float)grad_avg(s, i, j);
-        snprintf(what, sizeof(what), "after step %d", s);
-        check_gathered(d, want, what);
-    }
-    if (tutti_ddp_load(d, path, NULL, 0, NULL) != TUTTI_SUCCESS)
-        fail("tutti_ddp_load: %s", tutti_ddp_last_error(d));
-    else
-        check_gathered(d, saved, "the checkpoint of step 2, loaded after step 3");
-    if (rank == 0)
-        unlink(path);
-    shard = (total + (size_t)nranks - 1) / (size_t)nranks;
-    tutti_ddp_stats(d, &st);
-    if (st.param_bytes != shard * sizeof(float) || st.shard_bytes != shard * sizeof(float) ||
-        st.optim_bytes > shard * sizeof(float) ||
-        st.gathered_peak_bytes < biggest * sizeof(float) ||
-        st.gathered_peak_bytes >= total * sizeof(float) || st.grad_peak_bytes == 0)
-        fail("stats: parameters %zu, gradient shard %zu, optimizer %zu bytes (the shard is %zu), "
-             "gathered at most %zu (a layer is up to %zu, the model %zu), gradient buffers at "
-             "most %zu",
-             st.param_bytes, st.shard_bytes, st.optim_bytes, shard * sizeof(float),
-             st.gathered_peak_bytes, biggest * sizeof(float), total * sizeof(float),
-             st.grad_peak_bytes);
-    for (int i = 0; i < NP - 1; i++) {
-        free(want[i]);
-        free(saved[i]);
-    }
-    tutti_ddp_destroy(d);
 }
 
 /* what: 0 one parameter fewer, 1 a shape transposed, 2 a setting (uneven_inputs), 3 a buffer
@@ -626,8 +487,6 @@ int main(int argc, char **argv)
         mode_mismatch(comm, 3);
     else if (!strcmp(mode, "buffers"))
         mode_buffers(comm);
-    else if (!strcmp(mode, "zero3"))
-        mode_zero3(comm);
     else if (!strcmp(mode, "damaged"))
         mode_damaged(comm);
     else {
@@ -635,7 +494,7 @@ int main(int argc, char **argv)
             stderr,
             "usage: ddp_check average|weights {none,fp16,bf16,int8,user} {0,1} [OVERLAP] | accum "
             "{0,1} | adaptive-config | mismatch-count | mismatch-shape | mismatch-setting | "
-            "mismatch-buffer | buffers | zero3 | damaged | unused | unused-one | "
+            "mismatch-buffer | buffers | damaged | unused | unused-one | "
             "unused-zero\n");
         return 2;
     }
