@@ -5,7 +5,8 @@
  * of each of the three: parameter values (param_shard), reduced gradients (shard_grad) and
  * optimizer state. Whole parameters exist only between tutti_ddp_gather and
  * tutti_ddp_release: the gather copies each owner's run of the range into one block by one
- * group of broadcasts (an all-gather over the flat ownership), after everything queued on the
+ * group of broadcasts (an all-gather over the flat ownership), once every rank has agreed on
+ * the range (agree(): a mismatch or a refusal fails them all) and after everything queued on the
  * ddp's stream has run (the reductions must go first on the communicator anyway; waiting for
  * the host functions after them too frees their gradient buffers first); the release frees the
  * block. Gradients live in buffers allocated when the application first asks for one in a
@@ -67,9 +68,8 @@ void ddp_zero3_free(struct tutti_ddp *d)
     free(d->param_shard);
 }
 
-static tutti_result_t check_range(struct tutti_ddp *d, const char *fn, int first, int count)
+static tutti_result_t range_ok(struct tutti_ddp *d, const char *fn, int first, int count)
 {
-    TUTTI_DDP_CHECK(ddp_check_live(d, fn));
     if (first < 0 || count < 1 || first > d->nparams - count)
         return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
                         "%s: parameters %d..%d are not registered ones (0..%d)", fn, first,
@@ -77,47 +77,86 @@ static tutti_result_t check_range(struct tutti_ddp *d, const char *fn, int first
     return TUTTI_SUCCESS;
 }
 
+/*
+ * Every rank's gather agrees before a byte moves (one small all-reduce): the same range, and no
+ * rank refusing (rc: this rank's refusal, its message already set). Otherwise every rank fails
+ * naming why, and the ddp stays usable: no broadcast ran. Ranks asking for different ranges
+ * would pair broadcasts of different runs, which can match in size and mix values.
+ */
+static tutti_result_t agree(struct tutti_ddp *d, int first, int count, tutti_result_t rc)
+{
+    int64_t v[5] = {first, -(int64_t)first, count, -(int64_t)count, rc != TUTTI_SUCCESS}, m[5];
+    tutti_result_t arc = tutti_all_reduce(v, m, 5, TUTTI_INT64, TUTTI_MAX, d->comm, NULL);
+
+    if (arc != TUTTI_SUCCESS) {
+        ddp_fail(d, arc, "tutti_ddp_gather: agreeing on the range: %s",
+                 tutti_comm_last_error(d->comm));
+        return ddp_break_step(d, arc);
+    }
+    if (rc != TUTTI_SUCCESS)
+        return rc;
+    if (m[4])
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_gather: another rank refused this gather of parameters "
+                        "%d..%d (its message says why)",
+                        first, first + count - 1);
+    if (m[0] != -m[1] || m[2] != -m[3])
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                        "tutti_ddp_gather: the ranks asked for different ranges (parameters "
+                        "%d..%d here); every rank must gather the same ranges in the same order",
+                        first, first + count - 1);
+    return TUTTI_SUCCESS;
+}
+
 tutti_result_t tutti_ddp_gather(tutti_ddp_t d, int first, int count)
 {
     struct ddp_unit *u;
-    size_t lo, hi;
-    float *block;
+    size_t lo = 0, hi = 0;
+    float *block = NULL;
     tutti_result_t rc, end;
 
-    TUTTI_DDP_CHECK(check_range(d, "tutti_ddp_gather", first, count));
+    TUTTI_DDP_CHECK(ddp_check_live(d, "tutti_ddp_gather"));
+    rc = range_ok(d, "tutti_ddp_gather", first, count);
     if (d->cfg.zero != 3)
-        return TUTTI_SUCCESS; /* every rank holds every parameter */
-    for (int i = first; i < first + count; i++)
+        return rc; /* every rank holds every parameter */
+    for (int i = first; rc == TUTTI_SUCCESS && i < first + count; i++)
         if (d->params[i].full)
-            return ddp_fail(d, TUTTI_ERR_INVALID_ARG,
-                            "tutti_ddp_gather: parameter %d '%s' is gathered already (release "
-                            "it first; every rank must gather the same ranges in the same order)",
-                            i, d->params[i].name);
-    if (d->nunits == d->units_cap) {
+            rc = ddp_fail(d, TUTTI_ERR_INVALID_ARG,
+                          "tutti_ddp_gather: parameter %d '%s' is gathered already (release "
+                          "it first; every rank must gather the same ranges in the same order)",
+                          i, d->params[i].name);
+    if (rc == TUTTI_SUCCESS && d->nunits == d->units_cap) {
         int cap = d->units_cap ? 2 * d->units_cap : 8;
         u = realloc(d->units, (size_t)cap * sizeof(*u));
-        if (!u) {
-            ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_gather: out of memory");
-            return ddp_break_step(d, TUTTI_ERR_SYSTEM); /* the peers are about to send */
+        if (u) {
+            d->units = u;
+            d->units_cap = cap;
+        } else {
+            rc = ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_gather: out of memory");
         }
-        d->units = u;
-        d->units_cap = cap;
+    }
+    if (rc == TUTTI_SUCCESS) {
+        lo = d->params[first].flat_off;
+        hi = d->params[first + count - 1].flat_off + d->params[first + count - 1].count;
+        block = malloc((hi - lo) * sizeof(float));
+        if (!block)
+            rc = ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_gather: out of memory for %zu values",
+                          hi - lo);
     }
     /* The buckets queued so far reduced and their gradient buffers freed first (the broadcasts
      * would wait for their reductions anyway): what the next layer allocates does not pile up
      * on top of them. */
-    rc = tutti_stream_sync(d->stream);
-    if (rc != TUTTI_SUCCESS) {
-        ddp_fail(d, rc, "tutti_ddp_gather: a bucket reduction failed: %s",
+    end = tutti_stream_sync(d->stream);
+    if (end != TUTTI_SUCCESS) {
+        free(block);
+        ddp_fail(d, end, "tutti_ddp_gather: a bucket reduction failed: %s",
                  tutti_stream_last_error(d->stream));
-        return ddp_break_step(d, rc);
+        return ddp_break_step(d, end);
     }
-    lo = d->params[first].flat_off;
-    hi = d->params[first + count - 1].flat_off + d->params[first + count - 1].count;
-    block = malloc((hi - lo) * sizeof(float));
-    if (!block) {
-        ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_gather: out of memory for %zu values", hi - lo);
-        return ddp_break_step(d, TUTTI_ERR_SYSTEM);
+    rc = agree(d, first, count, rc);
+    if (rc != TUTTI_SUCCESS) {
+        free(block);
+        return rc;
     }
     rc = tutti_group_start();
     for (int r = 0; r < d->nranks && rc == TUTTI_SUCCESS; r++) {
@@ -155,7 +194,8 @@ tutti_result_t tutti_ddp_gather(tutti_ddp_t d, int first, int count)
 
 tutti_result_t tutti_ddp_release(tutti_ddp_t d, int first, int count)
 {
-    TUTTI_DDP_CHECK(check_range(d, "tutti_ddp_release", first, count));
+    TUTTI_DDP_CHECK(ddp_check_live(d, "tutti_ddp_release"));
+    TUTTI_DDP_CHECK(range_ok(d, "tutti_ddp_release", first, count));
     if (d->cfg.zero != 3)
         return TUTTI_SUCCESS;
     for (int k = 0; k < d->nunits; k++) {

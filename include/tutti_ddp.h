@@ -245,7 +245,10 @@ TUTTI_API float *tutti_ddp_grad(tutti_ddp_t ddp, int index);
  * group of broadcasts, each owner sending its run, after the reductions already queued);
  * tutti_ddp_param gives where each one is. Gather a layer before its forward and again before
  * its backward, and release it after each (PyTorch FSDP's units); every rank gathers the
- * same ranges in the same order. A failure aborts the communicator (the peers fail too).
+ * same ranges in the same order. The ranks agree first (one small all-reduce): a refusal on any
+ * rank (a parameter gathered already, a bad range, no memory) or ranks asking for different
+ * ranges fail the call on every rank, naming why, with nothing sent and the ddp usable; a
+ * failure while sending aborts the communicator (the peers fail too).
  *
  * tutti_ddp_release - local: free a range gathered by one tutti_ddp_gather (the same first
  * and count).

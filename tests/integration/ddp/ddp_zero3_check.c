@@ -9,8 +9,9 @@
  * it; no parameter whole before a gather; four SGD steps with the layer's gradient buffers
  * leave, layer by layer gathered, init - lr * the ranks' average gradients; each rank keeps
  * its 1/n shard (stats); misuse (a second gather, a release of what was not gathered, a bad
- * range, no_sync) refused naming it; a checkpoint saved after step 2, step 3, the checkpoint
- * loaded: the saved values back.
+ * range, no_sync) refused naming it; gathers of different ranges on different ranks, and one
+ * rank refusing, fail every rank naming it with nothing gathered; a checkpoint saved after step 2,
+ * step 3, the checkpoint loaded: the saved values back.
  *
  * Exit status 0 means every check on this rank passed.
  */
@@ -100,6 +101,15 @@ static void mode_zero3(tutti_comm_t comm)
     expect_error(d, tutti_ddp_release(d, 0, 2), "tutti_ddp_release", "were not gathered", NULL);
     expect_error(d, tutti_ddp_gather(d, 5, 2), "tutti_ddp_gather(5, 2)", "not registered", NULL);
     expect_error(d, tutti_ddp_no_sync(d, 1), "tutti_ddp_no_sync", "zero 3", NULL);
+    if (nranks > 1) { /* one rank out of step: every rank fails, nothing moves, d stays usable */
+        int last = rank == nranks - 1;
+        expect_error(d, tutti_ddp_gather(d, last ? 2 : 0, 2), "gathers of different ranges",
+                     "different ranges", NULL);
+        expect_error(d, tutti_ddp_gather(d, last ? 5 : 0, 2), "a gather one rank refuses",
+                     last ? "not registered" : "another rank refused", NULL);
+        if (tutti_ddp_param(d, 0) || tutti_ddp_param(d, 2))
+            fail("a refused gather left a parameter whole");
+    }
     for (int s = 0; s < 4; s++) {
         char what[64];
         if (s == 3) { /* saved after step 2; step 3 is undone by the load */
