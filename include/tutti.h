@@ -466,6 +466,34 @@ TUTTI_API tutti_result_t tutti_comm_register(tutti_comm_t comm, void *buf, size_
 TUTTI_API tutti_result_t tutti_comm_deregister(tutti_comm_t comm, void *handle);
 
 /*
+ * Symmetric memory: host memory that every rank of comm on the same host can address.
+ *
+ * tutti_mem_alloc - bytes of shared memory (page-rounded, zeroed) for this rank, in *ptr. Not
+ * collective: each rank allocates its own. The memory can be used like any other; it becomes
+ * visible to the other ranks once a window is registered over it.
+ * tutti_mem_free - free it (ptr as tutti_mem_alloc gave it). Not collective. Refused (named)
+ * while a window still covers it or work is queued on a stream of comm.
+ *
+ * tutti_comm_window_register - collective: every rank of comm calls it, in the same order, each
+ * with its own [buf, buf + bytes) inside memory of tutti_mem_alloc. Each rank maps the
+ * windows of the other ranks of its host. From then on a collective whose buffers lie in
+ * windows on every rank (any window, any offset) reads and writes its peers' buffers in
+ * place, in one pass, instead of through the transport: all-reduce, reduce-scatter,
+ * all-gather, broadcast, reduce, on communicators whose ranks share one host. Where any rank's
+ * buffer is not in a window the call takes the usual path on every rank (TUTTI_CHECK_COLL=1
+ * makes that an error naming the rank). TUTTI_SYMMETRIC=0 on any rank turns the path off
+ * for the communicator (decided here). Fails on every rank, naming the rank, if a rank's
+ * range is not tutti_mem_alloc memory. *win names the window.
+ * tutti_comm_window_deregister - end it (every rank, in the same order; no exchange). Waits
+ * for work queued on streams of comm.
+ */
+TUTTI_API tutti_result_t tutti_mem_alloc(tutti_comm_t comm, size_t bytes, void **ptr);
+TUTTI_API tutti_result_t tutti_mem_free(tutti_comm_t comm, void *ptr);
+TUTTI_API tutti_result_t tutti_comm_window_register(tutti_comm_t comm, void *buf, size_t bytes,
+                                                    void **win);
+TUTTI_API tutti_result_t tutti_comm_window_deregister(tutti_comm_t comm, void *win);
+
+/*
  * Streams and events.
  *
  * A host stream owns a worker thread that runs the work queued on it one item at a time, in

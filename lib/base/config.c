@@ -79,6 +79,12 @@ static struct knob knobs[] = {
       "host: 1 one copy (the receiver reads the sender's memory, process_vm_readv), 0 two copies "
       "through the FIFO, auto a trial per collective and size, repeated every 256 calls, picks",
       WORDS, 0, 0, "auto|0|1"),
+    K("TUTTI_SYMMETRIC", "1",
+      "1: host collectives whose buffers lie in windows of symmetric memory on every rank "
+      "(tutti_comm_window_register) read and write their peers' buffers in place, in one pass; "
+      "0: they take the usual path (any rank's 0 at the first registration turns it off for the "
+      "communicator)",
+      WORDS, 0, 0, "0|1"),
     K("TUTTI_CUDA_P2P", "1",
       "0: device buffers are always staged through pinned host memory; 1: when every rank is on "
       "one host and its GPU reaches the others', they move GPU to GPU (CUDA IPC)",

@@ -56,6 +56,11 @@ tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w)
  * its device-path operations start (a cudaEvent_t; NULL: after CUDA's default stream). */
 tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops, void *after,
                            const char *collective);
+/* A host collective on a communicator with windows (coll_sym.c): take the symmetric path if
+ * every rank of the host can (1: it ran, or failed: *rc says), else 0 (the usual path). */
+struct tt_label;
+int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const struct tt_label *what,
+                    tutti_result_t *rc);
 /* Is a group open on this thread (between tutti_group_start and tutti_group_end)? */
 int tt_group_open(void);
 /* The group just opened is collective fn's own batch (gather, scatter, all-to-all): under

@@ -95,14 +95,17 @@ static tutti_result_t plan_run(struct tutti_comm *comm, const struct tt_call *c)
     bytes = c->count * tutti_dtype_size(c->dtype);
     if (c->coll == TT_COLL_ALL_GATHER || c->coll == TT_COLL_REDUCE_SCATTER)
         bytes *= (size_t)comm->nranks;
+    label = (struct tt_label){tt_coll_name(a.coll), a.coll,     comm->seq,  c->count,  c->dtype,
+                              call_tag(comm, c),    c->refused, c->refusal, comm->rank};
+    /* Buffers in windows of symmetric memory on every rank: one pass, in place (coll_sym.c). */
+    if (comm->sym && !e->dev && tt_coll_sym_try(comm, c, &label, &rc))
+        return rc;
     algo = tt_tune_pick(&comm->tuner, a.coll, bytes, &a.nchannels);
     if (algo->scratch && !e->scratch) /* the device path has no scratch buffer */
         algo = tt_algo_find(a.coll, "ring", comm->nranks, &comm->view);
     /* A premul-sum operator: a SUM over this rank's input, scaled as read or first (redop.c). */
     if (c->premul.on && !c->refused)
         TT_CHECK(tt_redop_prepare(comm, c, e->dev != NULL, bufs, &a.inplace, &pre));
-    label = (struct tt_label){tt_coll_name(a.coll), a.coll,     comm->seq,  c->count,  c->dtype,
-                              call_tag(comm, c),    c->refused, c->refusal, comm->rank};
     if (tt_log_on(TT_LOG_TRACE, TT_SUB_COLL))
         TT_TRACE(TT_SUB_COLL, "%s #%llu: %zu x %s, %s, %d channel(s)%s", label.name,
                  (unsigned long long)label.seq, c->count, tutti_dtype_name(c->dtype), algo->name,

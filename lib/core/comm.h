@@ -11,6 +11,7 @@
 #include "lib/boot/board.h"
 #include "lib/exec/exec.h"
 #include "lib/core/memreg.h"
+#include "lib/core/symmem.h"
 #include "lib/topo/copy_pick.h"
 #include "lib/topo/topo.h"
 #include "lib/topo/tune.h"
@@ -94,6 +95,7 @@ struct tutti_comm {
     uint8_t barrier_buf[2];
     struct tt_comm_cuda cuda;  /* lib/cuda's state (zero where the device is not used) */
     struct tt_memreg *memregs; /* tutti_comm_register (memreg.c) */
+    struct tt_sym *sym;        /* symmetric memory and windows (symmem.c), NULL until used */
 
     /* Reused between calls so the hot path does not allocate. */
     struct tt_plan plan;

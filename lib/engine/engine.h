@@ -65,4 +65,37 @@ int tt_coll_single_copy_pick(struct tutti_comm *comm, unsigned kind, size_t byte
 tutti_result_t tt_coll_single_copy_done(struct tutti_comm *comm, int token, double seconds, int ok,
                                         int vote);
 
+/*
+ * The symmetric path (sym.c), on a communicator whose ranks share one host and have windows
+ * (symmem.h). The gate: publish this rank's record for the call comm->seq on the control
+ * lines and wait until every rank of the host has published its own; all[] (by local index)
+ * then holds them. The run: this rank's part of the single pass over every rank's buffers,
+ * then the closing barrier. Either fails under the communicator's timeout, abort, a dead
+ * peer's process or a peer's give-up notice, putting comm in the error state.
+ */
+struct tt_sym_job {
+    int coll; /* enum tt_coll */
+    size_t count;
+    tutti_dtype_t dtype;
+    tutti_op_t op;
+    int root;
+    int pull;               /* all-gather: read every rank's input (else write every output) */
+    const char **src;       /* by rank: its input (mapped here), as the collective needs them */
+    char **dst;             /* by rank: its output */
+    const uint64_t *scalar; /* by rank: a premul-sum operator's values, or NULL */
+};
+tutti_result_t tt_engine_sym_gate(struct tutti_comm *comm, const struct tt_sym_rec *mine,
+                                  const void *data, size_t bytes, const struct tt_label *what,
+                                  struct tt_sym_rec *all);
+tutti_result_t tt_engine_sym_run(struct tutti_comm *comm, const struct tt_sym_job *j,
+                                 const struct tt_label *what);
+/* A small call: the gate carried each rank's input (`data`, bytes <= TT_SYM_INLINE, in its
+ * line: tt_engine_sym_data); this rank computes its own output from them, with no pass and
+ * no closing barrier. */
+tutti_result_t tt_engine_sym_local(struct tutti_comm *comm, const struct tt_sym_job *j);
+const char *tt_engine_sym_data(struct tutti_comm *comm, int rank);
+/* This rank is done with the call's records (and inline inputs): the gate of two calls on may
+ * replace them. */
+void tt_engine_sym_read(struct tutti_comm *comm);
+
 #endif

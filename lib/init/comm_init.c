@@ -47,6 +47,7 @@ static void unlink_unattached(struct tutti_comm *c)
 static void comm_free(struct tutti_comm *c)
 {
     tt_memreg_free_all(c);
+    tt_sym_free_all(c);
     unlink_unattached(c);
     tt_comm_each_conn(c, 1);
     tt_redop_free(c);
