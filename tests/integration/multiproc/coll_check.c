@@ -26,6 +26,11 @@
  *                       the same with every buffer registered with the communicator
  *                       (tutti_comm_register) while it is in use, so transports that can
  *                       send zero-copy from it (net_ib) do
+ *   coll_check MODE --symmetric [--symmetric-mix]
+ *                       the same with every buffer in one window of symmetric memory
+ *                       (tutti_mem_alloc, tutti_comm_window_register: the symmetric path);
+ *                       -mix: a third of them, drawn per rank, from malloc instead (the
+ *                       ranks fall back together)
  *
  * Inputs are small integers (exact in every dtype, sums and products included), periodic in
  * the index, so the expected value of each element is computed once per residue from the
@@ -34,6 +39,7 @@
  * writes out of bounds; send buffers of out-of-place calls must come back unchanged.
  * Exit status 0 means every check on this rank passed.
  */
+#include "sym_arena.h"
 #include "tutti.h"
 #include "values.h"
 
@@ -53,6 +59,8 @@
 static int rank, nranks, failures;
 static tutti_comm_t comm;
 static int reg_on; /* --register */
+static int sym_on; /* --symmetric (2: --symmetric-mix) */
+static struct sym_arena arena;
 
 /* ---- buffers with guards ---- */
 
@@ -83,13 +91,16 @@ static void unreg(void *h)
 static void buf_free(struct buf *b)
 {
     unreg(b->reg);
-    free(b->base);
+    if (!sym_arena_free(&arena, b->base))
+        free(b->base);
 }
 
 static void *buf_alloc(struct buf *b, size_t bytes)
 {
     b->bytes = bytes;
-    b->base = malloc(bytes + 2 * GUARD);
+    b->base = sym_arena_alloc(&arena, bytes + 2 * GUARD);
+    if (!b->base)
+        b->base = malloc(bytes + 2 * GUARD);
     if (!b->base) {
         fprintf(stderr, "coll_check: out of memory for %zu bytes\n", bytes);
         exit(2);
@@ -671,6 +682,18 @@ int main(int argc, char **argv)
     uint64_t seed = (uint64_t)time(NULL);
     int abort_rank = -1;
 
+    int k = 2; /* the flags out of argv, the positional arguments kept in order */
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--register") == 0)
+            reg_on = 1;
+        else if (strcmp(argv[i], "--symmetric") == 0)
+            sym_on = sym_on ? sym_on : 1;
+        else if (strcmp(argv[i], "--symmetric-mix") == 0)
+            sym_on = 2;
+        else
+            argv[k++] = argv[i];
+    }
+    argc = k;
     if (strcmp(mode, "soak") == 0) {
         if (argc > 2)
             soak_s = atof(argv[2]);
@@ -680,20 +703,20 @@ int main(int argc, char **argv)
             abort_rank = atoi(argv[4]);
             abort_ms = atol(argv[5]);
         }
-    } else {
-        for (int i = 2; i < argc; i++) {
-            if (strcmp(argv[i], "--register") == 0)
-                reg_on = 1;
-            else
-                matrix_big = strtoull(argv[i], NULL, 10);
-        }
-    }
+    } else if (argc > 2)
+        matrix_big = strtoull(argv[2], NULL, 10);
     if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS) {
         printf("FAIL init: %s\n", tutti_last_error());
         return 1;
     }
     tutti_comm_rank(comm, &rank);
     tutti_comm_size(comm, &nranks);
+    if (sym_on) /* room for the largest call's two buffers, all-gather's whole output */
+        sym_arena_init(
+            &arena, comm,
+            ((strcmp(mode, "large") == 0 ? (size_t)8 << 20 : (size_t)1 << 21) + matrix_big + 64) *
+                8 * 2 * (size_t)(nranks + 1),
+            sym_on == 2, rank);
     if (strcmp(mode, "matrix") == 0)
         matrix();
     else if (strcmp(mode, "matrix-full") == 0) {
@@ -716,6 +739,8 @@ int main(int argc, char **argv)
     }
     if (tutti_barrier(comm, NULL) != TUTTI_SUCCESS)
         fail("final barrier", "%s", tutti_comm_last_error(comm));
+    if (sym_on)
+        sym_arena_fini(&arena, comm);
     tutti_comm_destroy(comm);
     printf("%s: rank %d of %d: %s (%d failure(s))\n", mode, rank, nranks,
            failures ? "FAILED" : "all checks passed", failures);

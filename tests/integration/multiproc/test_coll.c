@@ -248,3 +248,29 @@ Test(coll, split, .timeout = 120)
         run_check("SPLIT_CHECK", n, 1, "");
     run_check("SPLIT_CHECK", 4, 2, "");
 }
+
+/*
+ * Symmetric memory (tutti_mem_alloc, windows): every collective x dtype x op on buffers in a
+ * window on 1 to 4 and 8 ranks, counts to 2^21 + 3 on 2 ranks; on 2 emulated nodes x 2 (the
+ * path is for one host: every rank takes the usual one); a random mix where each rank draws a
+ * third of its buffers from malloc (the ranks fall back together); and sym_check's rules: a
+ * rank outside any window (the usual path, or under TUTTI_CHECK_COLL=1 an error naming it),
+ * and what is refused.
+ */
+Test(coll, symmetric_memory, .timeout = 300)
+{
+    for (int n = 1; n <= 4; n++)
+        run_check_args("COLL_CHECK", n, 1, "", "matrix-full --symmetric");
+    run_check_args("COLL_CHECK", 8, 1, "", "matrix --symmetric");
+    run_check_args("COLL_CHECK", 2, 1, "", "matrix 2097155 --symmetric");
+    run_check_args("COLL_CHECK", 4, 2, "", "matrix --symmetric");
+    run_check_args("COLL_CHECK", 3, 1, "", "large --symmetric");
+    run_check_args("COLL_CHECK", 4, 1, "", "soak 3 --symmetric-mix");
+    for (int n = 1; n <= 4; n++) {
+        run_check("SYM_CHECK", n, 1, "");
+        run_check("SYM_CHECK", n, 1, "TUTTI_CHECK_COLL=1");
+        run_check_args("SYM_CHECK", n, 1, "", "misuse");
+    }
+    run_check("SYM_CHECK", 4, 2, "");
+    run_check_args("SYM_CHECK", 4, 2, "", "misuse");
+}

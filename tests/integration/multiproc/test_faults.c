@@ -216,7 +216,7 @@ Test(faults, killed_rank_across_nodes_over_sockets, .init = setup, .timeout = 60
  * the rendezvous cannot be told from one that has not started yet: the others wait for it until
  * TUTTI_TIMEOUT, here 5 s (once the rendezvous has formed, every death is seen at once).
  */
-static void kill_in_soak(int n, int nodes, const char *env)
+static void kill_in_soak_args(int n, int nodes, const char *env, const char *flag)
 {
     unsigned seed = (unsigned)time(NULL) ^ ((unsigned)getpid() << 8), h = seed * 2654435761u;
     int victim = (int)((h >> 16) % (unsigned)n), port = free_port();
@@ -224,7 +224,7 @@ static void kill_in_soak(int n, int nodes, const char *env)
     double slowest = 0;
     int in_setup = 0;
     char seedarg[32];
-    const char *prog[] = {getenv("COLL_CHECK"), "soak", "60", seedarg, NULL};
+    const char *prog[] = {getenv("COLL_CHECK"), "soak", "60", seedarg, flag, NULL};
     pid_t pids[8];
     double killed;
 
@@ -259,6 +259,11 @@ static void kill_in_soak(int n, int nodes, const char *env)
     shm_left(in_setup);
 }
 
+static void kill_in_soak(int n, int nodes, const char *env)
+{
+    kill_in_soak_args(n, nodes, env, NULL);
+}
+
 Test(faults, killed_rank_during_random_calls_over_shared_memory, .init = setup, .timeout = 60)
 {
     kill_in_soak(4, 1, "TUTTI_TIMEOUT=5");
@@ -267,6 +272,14 @@ Test(faults, killed_rank_during_random_calls_over_shared_memory, .init = setup, 
 Test(faults, killed_rank_during_random_calls_across_nodes, .init = setup, .timeout = 60)
 {
     kill_in_soak(6, 2, "TUTTI_TIMEOUT=5");
+}
+
+/* On symmetric memory (coll_check --symmetric-mix: most buffers in a window, a third per rank
+ * from malloc): a survivor may be at a call's gate, in its pass over the victim's buffers, or
+ * at its closing barrier. */
+Test(faults, killed_rank_during_random_calls_on_symmetric_memory, .init = setup, .timeout = 60)
+{
+    kill_in_soak_args(4, 1, "TUTTI_TIMEOUT=5", "--symmetric-mix");
 }
 
 /* By single copy: a survivor may be reading the victim's memory, or waiting for the victim to

@@ -1,0 +1,174 @@
+/*
+ * sym_check -- run under tutti-run: symmetric memory's rules (tutti_mem_alloc, windows).
+ *
+ *   sym_check fallback   all-reduces where the last rank's buffer is in no window, the others'
+ *                        are: every rank's result is right (they all took the usual path);
+ *                        under TUTTI_CHECK_COLL=1 instead every rank's call fails naming the
+ *                        last rank, and the communicator stays usable. Then a rank whose
+ *                        window is a different one, at another offset: still right.
+ *   sym_check misuse     what is refused, by name: registering memory not from
+ *                        tutti_mem_alloc (every rank fails, naming the rank), freeing memory a
+ *                        window covers, freeing while work is queued on a stream, freeing twice
+ *                        or a foreign pointer, deregistering twice, 0 bytes.
+ * Values: rank r's element i is r + 1 + i % 5, so the sum is known exactly.
+ * Exit status 0: every check on this rank passed.
+ */
+#include "check.h"
+#include "tutti.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int rank, nranks, failures;
+static tutti_comm_t comm;
+
+static void fill(float *p, size_t n, int r)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)(r + 1 + (int)(i % 5));
+}
+
+/* Is out the sum over ranks of fill()? */
+static void expect_sum(const char *what, const float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float want = (float)(nranks * (nranks + 1) / 2 + nranks * (int)(i % 5));
+        if (out[i] != want) {
+            CHECK(0, "%s: element %zu is %g, expected %g", what, i, out[i], want);
+            return;
+        }
+    }
+}
+
+static void *sym_alloc(size_t bytes, void **win)
+{
+    void *p = NULL;
+    if (tutti_mem_alloc(comm, bytes, &p) != TUTTI_SUCCESS ||
+        (win && tutti_comm_window_register(comm, p, bytes, win) != TUTTI_SUCCESS)) {
+        printf("FAIL symmetric memory of %zu bytes: %s\n", bytes, tutti_comm_last_error(comm));
+        exit(1);
+    }
+    return p;
+}
+
+static void fallback(void)
+{
+    const size_t counts[] = {3, 1000, 70001}; /* inline (up to 1 KiB), pass */
+    int checking = getenv("TUTTI_CHECK_COLL") && strcmp(getenv("TUTTI_CHECK_COLL"), "1") == 0;
+    void *win, *win2;
+    float *s = sym_alloc(2 * 70001 * 4, &win), *plain = malloc(2 * 70001 * 4);
+    float *other = sym_alloc(3 * 70001 * 4 + 4096, &win2);
+
+    for (int k = 0; k < 3; k++) {
+        size_t n = counts[k];
+        float *buf = rank == nranks - 1 ? plain : s;
+        char what[96], last[32];
+        tutti_result_t rc;
+        snprintf(what, sizeof(what), "all_reduce of %zu, rank %d's buffer in no window", n,
+                 nranks - 1);
+        fill(buf, n, rank);
+        rc = tutti_all_reduce(buf, buf + n, n, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
+        snprintf(last, sizeof(last), "rank %d's", nranks - 1);
+        if (checking && n > 3 && nranks > 1) { /* (inline calls need no window) */
+            CHECK(rc == TUTTI_ERR_INVALID_ARG, "%s: returned %s under TUTTI_CHECK_COLL", what,
+                  tutti_strerror(rc));
+            CHECK(strstr(tutti_comm_last_error(comm), last) != NULL, "%s: the error is: %s", what,
+                  tutti_comm_last_error(comm));
+        } else {
+            CHECK(rc == TUTTI_SUCCESS, "%s: %s", what, tutti_comm_last_error(comm));
+            expect_sum(what, buf + n, n);
+        }
+        /* Usable after: every rank symmetric, and a rank in another window at an odd offset. */
+        float *b2 = rank == nranks - 1 ? other + 1024 + 3 : s;
+        fill(b2, n, rank);
+        rc = tutti_all_reduce(b2, b2 + n, n, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
+        CHECK(rc == TUTTI_SUCCESS, "all_reduce of %zu, one rank in another window: %s", n,
+              tutti_comm_last_error(comm));
+        expect_sum("all_reduce, one rank in another window", b2 + n, n);
+    }
+    if (tutti_comm_window_deregister(comm, win) != TUTTI_SUCCESS ||
+        tutti_comm_window_deregister(comm, win2) != TUTTI_SUCCESS ||
+        tutti_mem_free(comm, s) != TUTTI_SUCCESS || tutti_mem_free(comm, other) != TUTTI_SUCCESS)
+        CHECK(0, "cleaning up: %s", tutti_comm_last_error(comm));
+    free(plain);
+}
+
+static tutti_result_t sleeper(void *arg)
+{
+    (void)arg;
+    usleep(300000);
+    return TUTTI_SUCCESS;
+}
+
+static void expect_refused(const char *what, tutti_result_t rc, const char *word)
+{
+    CHECK(rc == TUTTI_ERR_INVALID_ARG, "%s: returned %s", what, tutti_strerror(rc));
+    CHECK(strstr(tutti_comm_last_error(comm), word) != NULL, "%s: the error does not say '%s': %s",
+          what, word, tutti_comm_last_error(comm));
+}
+
+static void misuse(void)
+{
+    void *win = NULL, *p = NULL, *q, *mine = malloc(4096);
+    tutti_stream_t st;
+    char who[32];
+    tutti_result_t rc;
+
+    expect_refused("tutti_mem_alloc of 0 bytes", tutti_mem_alloc(comm, 0, &p), "0");
+    /* The last rank registers malloc'd memory: every rank fails, naming it. */
+    q = sym_alloc(8192, NULL);
+    rc = tutti_comm_window_register(comm, rank == nranks - 1 ? mine : q, 4096, &win);
+    snprintf(who, sizeof(who), "rank %d", nranks - 1);
+    expect_refused("a window over malloc'd memory on one rank", rc, who);
+    CHECK(win == NULL, "the refused registration gave a window");
+    /* A window covers q: not freed. */
+    if (tutti_comm_window_register(comm, q, 8192, &win) != TUTTI_SUCCESS)
+        CHECK(0, "registering: %s", tutti_comm_last_error(comm));
+    expect_refused("freeing memory a window covers", tutti_mem_free(comm, q), "window");
+    CHECK(tutti_comm_window_deregister(comm, win) == TUTTI_SUCCESS, "deregister: %s",
+          tutti_comm_last_error(comm));
+    expect_refused("deregistering twice", tutti_comm_window_deregister(comm, win), "not a window");
+    /* Work queued on a stream: not freed until it has run. */
+    if (tutti_stream_create(&st) != TUTTI_SUCCESS) {
+        CHECK(0, "tutti_stream_create: %s", tutti_last_error());
+        return;
+    }
+    tutti_stream_launch(st, sleeper, NULL);
+    tutti_all_reduce(q, (char *)q + 4096, 16, TUTTI_FLOAT32, TUTTI_SUM, comm, st);
+    expect_refused("freeing while work is queued", tutti_mem_free(comm, q), "queued");
+    CHECK(tutti_stream_sync(st) == TUTTI_SUCCESS, "stream: %s", tutti_comm_last_error(comm));
+    tutti_stream_destroy(st);
+    CHECK(tutti_mem_free(comm, q) == TUTTI_SUCCESS, "free: %s", tutti_comm_last_error(comm));
+    expect_refused("freeing twice", tutti_mem_free(comm, q), "not memory of tutti_mem_alloc");
+    expect_refused("freeing malloc'd memory", tutti_mem_free(comm, mine),
+                   "not memory of tutti_mem_alloc");
+    free(mine);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "fallback";
+
+    if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS) {
+        printf("FAIL init: %s\n", tutti_last_error());
+        return 1;
+    }
+    tutti_comm_rank(comm, &rank);
+    tutti_comm_size(comm, &nranks);
+    if (strcmp(mode, "fallback") == 0)
+        fallback();
+    else if (strcmp(mode, "misuse") == 0)
+        misuse();
+    else {
+        printf("sym_check: unknown mode %s (fallback, misuse)\n", mode);
+        return 2;
+    }
+    CHECK(tutti_barrier(comm, NULL) == TUTTI_SUCCESS, "final barrier: %s",
+          tutti_comm_last_error(comm));
+    tutti_comm_destroy(comm);
+    printf("sym_check %s: rank %d of %d: %s (%d failure(s))\n", mode, rank, nranks,
+           failures ? "FAILED" : "all checks passed", failures);
+    return failures ? 1 : 0;
+}
