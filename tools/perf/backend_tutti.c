@@ -153,6 +153,27 @@ static int t_mem_deregister(void *handle)
     return tutti_comm_deregister(comm, handle) == TUTTI_SUCCESS ? 0 : -1;
 }
 
+static void *t_sym_alloc(size_t bytes)
+{
+    void *p = NULL;
+    return tutti_mem_alloc(comm, bytes, &p) == TUTTI_SUCCESS ? p : NULL;
+}
+
+static void t_sym_free(void *p)
+{
+    tutti_mem_free(comm, p);
+}
+
+static int t_win_register(void *p, size_t bytes, void **handle)
+{
+    return tutti_comm_window_register(comm, p, bytes, handle) == TUTTI_SUCCESS ? 0 : -1;
+}
+
+static int t_win_deregister(void *handle)
+{
+    return tutti_comm_window_deregister(comm, handle) == TUTTI_SUCCESS ? 0 : -1;
+}
+
 static void t_fini(void)
 {
     tutti_comm_destroy(comm);
@@ -170,6 +191,10 @@ const struct perf_backend perf_backend = {
     .fini = t_fini,
     .mem_register = t_mem_register,
     .mem_deregister = t_mem_deregister,
+    .sym_alloc = t_sym_alloc,
+    .sym_free = t_sym_free,
+    .win_register = t_win_register,
+    .win_deregister = t_win_deregister,
     .group_start = t_group_start,
     .group_end = t_group_end,
 #ifdef TUTTI_PERF_CUDA

@@ -51,6 +51,13 @@ struct perf_backend {
     /* Buffer registration (-R 1), where the library has it (NULL otherwise): 0 on success. */
     int (*mem_register)(void *p, size_t bytes, void **handle);
     int (*mem_deregister)(void *handle);
+    /* Symmetric memory (-R 2), where the library has it (NULL otherwise): allocate memory
+     * every rank of a host can address, free it; register a window over it (collective), end
+     * it. 0 on success. */
+    void *(*sym_alloc)(size_t bytes);
+    void (*sym_free)(void *p);
+    int (*win_register)(void *p, size_t bytes, void **handle);
+    int (*win_deregister)(void *handle);
     /* Groups (-m N > 1: the N calls of an iteration in one group, as nccl-tests), where the
      * library has them (NULL otherwise: the calls go one by one). group_end: 0 on success. */
     void (*group_start)(void);

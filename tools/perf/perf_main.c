@@ -375,8 +375,8 @@ static void bench(enum pcoll c, const struct perf_opts *o)
     void *hsend = NULL, *hrecv = NULL;
 
     /* One allocation per side, big enough for every size and dtype (+ slack for rounding). */
-    b.send = malloc(send_bytes + maxes * n);
-    b.recv = malloc(o->maxb + maxes * n);
+    b.send = o->reg == 2 ? be->sym_alloc(send_bytes + maxes * n) : malloc(send_bytes + maxes * n);
+    b.recv = o->reg == 2 ? be->sym_alloc(o->maxb + maxes * n) : malloc(o->maxb + maxes * n);
     b.hsend = b.hrecv = NULL;
     if (!b.send || !b.recv) {
         fprintf(stderr, "%s-perf: rank %d: out of memory for %zu bytes\n", be->name, rank, o->maxb);
@@ -396,10 +396,12 @@ static void bench(enum pcoll c, const struct perf_opts *o)
             exit(1);
         }
     }
-    if (o->reg && (be->mem_register(b.send, send_bytes + maxes * n, &hsend) != 0 ||
-                   be->mem_register(b.recv, o->maxb + maxes * n, &hrecv) != 0)) {
-        fprintf(stderr, "%s-perf: rank %d: -R 1: cannot register the buffers: %s\n", be->name, rank,
-                be->last_error());
+    int (*reg)(void *, size_t, void **) = o->reg == 2 ? be->win_register : be->mem_register;
+    int (*dereg)(void *) = o->reg == 2 ? be->win_deregister : be->mem_deregister;
+    if (o->reg && (reg(b.send, send_bytes + maxes * n, &hsend) != 0 ||
+                   reg(b.recv, o->maxb + maxes * n, &hrecv) != 0)) {
+        fprintf(stderr, "%s-perf: rank %d: -R %d: cannot register the buffers: %s\n", be->name,
+                rank, o->reg, be->last_error());
         exit(1);
     }
     print_header(c, o);
@@ -437,9 +439,9 @@ static void bench(enum pcoll c, const struct perf_opts *o)
             }
         }
     }
-    if (o->reg && (be->mem_deregister(hsend) != 0 || be->mem_deregister(hrecv) != 0)) {
-        fprintf(stderr, "%s-perf: rank %d: -R 1: cannot deregister the buffers: %s\n", be->name,
-                rank, be->last_error());
+    if (o->reg && (dereg(hsend) != 0 || dereg(hrecv) != 0)) {
+        fprintf(stderr, "%s-perf: rank %d: -R %d: cannot deregister the buffers: %s\n", be->name,
+                rank, o->reg, be->last_error());
         exit(1);
     }
     if (o->device) {
@@ -447,6 +449,9 @@ static void bench(enum pcoll c, const struct perf_opts *o)
         be->dev_free(b.recv);
         free(b.hsend);
         free(b.hrecv);
+    } else if (o->reg == 2) {
+        be->sym_free(b.send);
+        be->sym_free(b.recv);
     } else {
         free(b.send);
         free(b.recv);

@@ -83,7 +83,8 @@ void perf_usage(const char *name, int rank)
                "  and tutti-perf's own:\n"
                "  -G 0|1    --device        buffers in CUDA device memory      [0]\n"
                "            (nccl-tests' -G is CUDA graph launches: not offered)\n"
-               "  -R 0|1    --register      register the buffers with the communicator\n"
+               "  -R 0|1|2  --register      1: register the buffers with the communicator; 2:\n"
+               "                            allocate them as symmetric memory in windows\n"
                "                            (zero-copy sends where the transport can: net_ib) [0]\n"
                "  -J FILE   --json          also write the results as JSON\n"
                "  --csv     print CSV instead of the table\n",
@@ -193,9 +194,15 @@ void perf_parse(int argc, char **argv, struct perf_opts *o, int *colls, int *nco
                 perf_die("-G %s: this perf tool was built without CUDA", v);
             break;
         case 'R':
-            o->reg = switch_arg("-R", v, "");
-            if (o->reg && !be->mem_register)
+            o->reg = count_arg("-R", v, 0);
+            if (o->reg > 2)
+                perf_die("-R %s: 0, 1 (registered) or 2 (symmetric memory)", v);
+            if (o->reg == 1 && !be->mem_register)
                 perf_die("-R %s: this library has no buffer registration", v);
+            if (o->reg == 2 && !be->sym_alloc)
+                perf_die("-R %s: this library has no symmetric memory", v);
+            if (o->reg == 2 && o->device)
+                perf_die("-R %s: symmetric memory is host memory here (not with -G 1)", v);
             break;
         case 'r':
             o->root = !strcmp(v, "all") ? -1 : count_arg("-r", v, 0); /* -1: every root */
