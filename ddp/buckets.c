@@ -22,10 +22,8 @@ float *ddp_bucket_data(const struct tutti_ddp *d, const struct ddp_bucket *b)
 
 void ddp_free_buckets(struct ddp_bucket *bk, int n)
 {
-    for (int i = 0; i < n; i++) {
-        free(bk[i].params);
-        free(bk[i].view);
-    }
+    for (int i = 0; i < n; i++)
+        free(bk[i].params); /* (the views are one block: d->views) */
     free(bk);
 }
 
@@ -108,7 +106,9 @@ tutti_result_t ddp_build_buckets(struct tutti_ddp *d, const int *order)
 {
     struct ddp_bucket *nb = calloc((size_t)d->nparams, sizeof(*nb));
     int n = 0, *bucket_of = malloc((size_t)d->nparams * sizeof(int));
-    size_t cap_bytes = (size_t)(d->cfg.first_bucket_mb * 1048576.0), bytes = 0, most = 0;
+    size_t cap_bytes = (size_t)(d->cfg.first_bucket_mb * 1048576.0), bytes = 0, most = 0, all = 0;
+    float *views = NULL;
+    void *views_win = NULL;
 
     if (!nb || !bucket_of)
         goto oom;
@@ -143,11 +143,16 @@ tutti_result_t ddp_build_buckets(struct tutti_ddp *d, const int *order)
             nb[b].count += d->params[nb[b].params[k]].count;
         nb[b].pending = nb[b].nparams;
         most = nb[b].count > most ? nb[b].count : most;
-        if (d->cfg.grad_as_bucket_view) {
-            nb[b].view = calloc(nb[b].count, sizeof(float));
-            if (!nb[b].view)
-                goto oom;
-        }
+        all += nb[b].count;
+    }
+    /* The views: one block, symmetric memory where the ranks share a host (alike on every
+     * rank: the buckets are). */
+    if (d->cfg.grad_as_bucket_view) {
+        views = ddp_sym_alloc(d, all, &views_win);
+        if (!views)
+            goto oom;
+        for (int b = 0, at = 0; b < n; at += (int)nb[b].count, b++)
+            nb[b].view = views + at;
     }
     /* Move the gradients that live in the old views, then switch. */
     for (int b = 0; b < n; b++) {
@@ -170,13 +175,22 @@ tutti_result_t ddp_build_buckets(struct tutti_ddp *d, const int *order)
         }
     }
     if (!d->cfg.grad_as_bucket_view && d->cfg.zero != 3 && most > d->staging_count) {
-        float *s = realloc(d->staging, most * sizeof(float));
+        /* (alike on every rank: the buckets are; its values need not survive) */
+        void *win;
+        float *s = ddp_sym_alloc(d, most, &win);
         if (!s)
             goto oom;
+        ddp_sym_free(d, d->staging, d->staging_win);
         d->staging = s;
+        d->staging_win = win;
         d->staging_count = most;
     }
     ddp_free_buckets(d->buckets, d->nbuckets);
+    if (d->cfg.grad_as_bucket_view) {
+        ddp_sym_free(d, d->views, d->views_win);
+        d->views = views;
+        d->views_win = views_win;
+    }
     d->buckets = nb;
     d->nbuckets = n;
     memcpy(d->build_order, order, (size_t)d->nparams * sizeof(int));
@@ -185,6 +199,8 @@ tutti_result_t ddp_build_buckets(struct tutti_ddp *d, const int *order)
 oom:
     if (nb)
         ddp_free_buckets(nb, d->nparams);
+    if (views)
+        ddp_sym_free(d, views, views_win);
     free(bucket_of);
     return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp: out of memory building buckets");
 }

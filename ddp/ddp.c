@@ -541,7 +541,8 @@ tutti_result_t tutti_ddp_destroy(tutti_ddp_t d)
     ddp_optim_free(d);
     ddp_zero3_free(d);
     ddp_free_buckets(d->buckets, d->nbuckets);
-    free(d->staging);
+    ddp_sym_free(d, d->views, d->views_win);
+    ddp_sym_free(d, d->staging, d->staging_win);
     free(d->shard_grad);
     free(d->ready_order);
     free(d->build_order);

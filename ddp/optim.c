@@ -19,6 +19,7 @@ struct ddp_optim {
     size_t lo, hi;   /* flat range of the state */
     long long t;     /* steps taken */
     float *gathered; /* zero >= 1: the flat parameters, shard x nranks, for the all-gather */
+    void *gathered_win; /* its window (ddp_sym_alloc) */
     size_t bytes;
 };
 
@@ -41,7 +42,7 @@ tutti_result_t ddp_optim_init(struct tutti_ddp *d)
         o->bytes += (o->hi - o->lo) * sizeof(float);
     }
     if (d->cfg.zero == 1 || d->cfg.zero == 2) {
-        o->gathered = calloc(d->shard * (size_t)d->nranks + 1, sizeof(float));
+        o->gathered = ddp_sym_alloc(d, d->shard * (size_t)d->nranks + 1, &o->gathered_win);
         if (!o->gathered)
             return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory for the optimizer");
     }
@@ -56,7 +57,7 @@ void ddp_optim_free(struct tutti_ddp *d)
         return;
     free(o->slot[0]);
     free(o->slot[1]);
-    free(o->gathered);
+    ddp_sym_free(d, o->gathered, o->gathered_win);
     free(o);
     d->optim = NULL;
 }

@@ -89,3 +89,35 @@ tutti_result_t ddp_break_step(struct tutti_ddp *d, tutti_result_t rc)
     memcpy(d->err, msg, sizeof(msg));
     return rc;
 }
+
+float *ddp_sym_alloc(struct tutti_ddp *d, size_t count, void **win)
+{
+    size_t bytes = (count ? count : 1) * sizeof(float);
+    int local = 0;
+    void *p = NULL;
+
+    *win = NULL;
+    tutti_comm_local_size(d->comm, &local);
+    if (local == d->nranks && d->nranks > 1) {
+        if (tutti_mem_alloc(d->comm, bytes, &p) != TUTTI_SUCCESS)
+            p = NULL; /* registering NULL fails on every rank alike */
+        if (tutti_comm_window_register(d->comm, p, bytes, win) == TUTTI_SUCCESS)
+            return p;
+        ddp_info(d, "%zu bytes of symmetric memory: %s; the heap instead", bytes,
+                 tutti_comm_last_error(d->comm));
+        if (p)
+            tutti_mem_free(d->comm, p);
+        *win = NULL;
+    }
+    return calloc(count ? count : 1, sizeof(float));
+}
+
+void ddp_sym_free(struct tutti_ddp *d, float *p, void *win)
+{
+    if (!win) {
+        free(p);
+        return;
+    }
+    tutti_comm_window_deregister(d->comm, win);
+    tutti_mem_free(d->comm, p);
+}

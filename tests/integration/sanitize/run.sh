@@ -5,7 +5,8 @@
 #             first report (leaks included), point-to-point by single copy, groups of
 #             collectives (group_check, and 3 s of its soak), then net_ib's
 #             zero-copy path over the emulated verbs provider (2 and 4 emulated nodes,
-#             registered buffers, a late HCA)
+#             registered buffers, a late HCA), symmetric memory (coll_check --symmetric,
+#             a soak mixing it with the usual path, sym_check misuse)
 #   tsan      a build with ThreadSanitizer (BUILD_DIR/san-tsan); ranks as threads of one
 #             process (tests/integration/sanitize/tsan_ranks.c: Criterion's runner does not run under it),
 #             then the host-stream checks (a worker thread per stream) and the DDP layer's
@@ -59,6 +60,12 @@ asan|tsan)
         TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 3 "$dir/tests/group_check"
         TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 2 "$dir/tests/group_check" soak 3 1
         echo "asan: groups of collectives passed"
+        # Symmetric memory: the pass and the gate's lines, a mix with the usual path, misuse.
+        TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 3 "$dir/tests/coll_check" matrix 10007 --symmetric
+        TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 3 "$dir/tests/coll_check" soak 3 1 \
+            --symmetric-mix
+        TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 2 "$dir/tests/sym_check" misuse
+        echo "asan: symmetric memory passed"
     else
         build_quiet "$dir" tests/tsan_ranks tests/stream_check tests/ddp_check tests/ddp_join_check \
             tools/tutti-run

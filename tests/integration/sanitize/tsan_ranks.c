@@ -1,7 +1,7 @@
 /*
  * tsan_ranks -- ranks as threads of one process, for ThreadSanitizer (Criterion's runner does
  * not run under it): 4 ranks over shared memory do collectives and a point-to-point group
- * with checked results, then one blocks while another thread aborts it (and polls
+ * with checked results (also on symmetric memory), then one blocks while another thread aborts it (and polls
  * tutti_comm_get_error meanwhile, as a watchdog would). Exit 0 when every result is right;
  * TSan's own reports fail the run (halt_on_error).
  */
@@ -54,6 +54,28 @@ static void *rank_main(void *arg)
     tutti_recv(y, n, TUTTI_FLOAT32, (rank + N - 1) % N, c, NULL);
     if (tutti_group_end() != TUTTI_SUCCESS || y[5] != (float)((rank + N - 1) % N + 5))
         fail(rank, "send/recv");
+    /* Symmetric memory: windows among threads, one large (the pass) and one small all-reduce
+     * (through the gate's lines). */
+    void *sym = NULL, *win = NULL;
+    if (tutti_mem_alloc(c, 2 * n * sizeof(float), &sym) != TUTTI_SUCCESS ||
+        tutti_comm_window_register(c, sym, 2 * n * sizeof(float), &win) != TUTTI_SUCCESS)
+        fail(rank, tutti_comm_last_error(c));
+    else {
+        float *sx = sym, *sy = sx + n;
+        memcpy(sx, x, n * sizeof(float));
+        for (size_t m = n; m >= 3; m = m == n ? 3 : 0) {
+            if (tutti_all_reduce(sx, sy, m, TUTTI_FLOAT32, TUTTI_SUM, c, NULL) != TUTTI_SUCCESS)
+                fail(rank, "all_reduce on symmetric memory");
+            for (size_t i = 0; i < m; i++)
+                if (sy[i] != (float)(6 + 4 * (int)(i % 7))) {
+                    fail(rank, "all_reduce on symmetric memory: result");
+                    break;
+                }
+        }
+        if (tutti_comm_window_deregister(c, win) != TUTTI_SUCCESS ||
+            tutti_mem_free(c, sym) != TUTTI_SUCCESS)
+            fail(rank, tutti_comm_last_error(c));
+    }
     tutti_comm_destroy(c);
     free(x);
     free(y);
