@@ -112,7 +112,7 @@ int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const stru
             goto usual; /* a refusal (its run says whose), or a scalar read as the call runs */
     if (inline_) {
         for (int r = 0; r < n; r++) {
-            src[r] = tt_engine_sym_data(comm, r);
+            src[r] = tt_engine_sym_data(comm, r, sb);
             scal[r] = all[comm->topo.local_of[r]].scalar;
         }
         dst[comm->rank] = c->recvbuf;

@@ -27,16 +27,25 @@ struct tutti_comm;
 /* A rank's record for one call: where its buffers lie (window id 0: in none), and whether it
  * can take the symmetric path at all. Written by the rank before it publishes seq. */
 struct tt_sym_rec {
-    _Atomic uint64_t seq; /* the call (comm->seq) this record is for */
-    uint32_t send_win, recv_win;
-    uint64_t send_off, recv_off;
+    _Alignas(64) _Atomic uint64_t seq; /* the call (comm->seq) this record is for */
+    uint32_t flags;                    /* TT_SYM_* */
+    uint32_t unused;
     uint64_t scalar; /* a premul-sum operator's value (its bytes) */
-    uint32_t flags;  /* TT_SYM_* */
+    union {
+        struct {
+            uint32_t send_win, recv_win;
+            uint64_t send_off, recv_off;
+        };
+        unsigned char small[40]; /* a call of up to TT_SYM_SMALL bytes of input: the input,
+                                  * in the record's own cache line */
+    };
 };
+#define TT_SYM_SMALL 40
 #define TT_SYM_OK 1u     /* this rank's call may take the path (not refused, host scalar) */
 #define TT_SYM_PREMUL 2u /* a premul-sum operator: scalar holds its value */
 
-/* A small call's input travels inside the record's line (no pass, no closing barrier). */
+/* A small call's input travels with the record (no pass, no closing barrier): in the
+ * record's own line up to TT_SYM_SMALL bytes, else in the rank's data area. */
 #define TT_SYM_INLINE 1024
 
 struct tt_sym_line {
@@ -82,6 +91,7 @@ struct tt_sym {
     int ctl_fd; /* local index 0: the control lines' file (-1: none) */
     int nwin;   /* windows registered */
     void *tmp;  /* a block of this rank's reductions (lib/engine/sym.c) */
+    uint64_t passed; /* the last call whose gate this rank passed */
     /* A call's working arrays (lib/coll/coll_sym.c), by local index / rank, made with lines */
     struct tt_sym_rec *all;
     const char **src;

@@ -20,6 +20,7 @@
 #include "transport/transport.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,33 +125,35 @@ tutti_result_t tt_engine_sym_gate(struct tutti_comm *comm, const struct tt_sym_r
     tutti_result_t rc = TUTTI_SUCCESS;
 
     /* A rank may run calls ahead of a peer (a call of count 0, or one its plan lets it leave
-     * early): the record this one replaces must have been read by every rank first. */
-    if (prev)
+     * early): the record this one replaces must have been read by every rank first. Once this
+     * rank has passed a later gate, every rank has posted a later record, so has. */
+    if (prev && comm->sym->passed <= prev)
         rc = sym_wait(&w);
     if (rc == TUTTI_SUCCESS) {
-        r->send_win = mine->send_win;
-        r->recv_win = mine->recv_win;
-        r->send_off = mine->send_off;
-        r->recv_off = mine->recv_off;
         r->scalar = mine->scalar;
         r->flags = mine->flags;
-        if (bytes)
-            memcpy(l[me].data[comm->seq & 1], data, bytes);
+        if (bytes && bytes <= TT_SYM_SMALL) {
+            memcpy(r->small, data, bytes);
+        } else {
+            r->send_win = mine->send_win;
+            r->recv_win = mine->recv_win;
+            r->send_off = mine->send_off;
+            r->recv_off = mine->recv_off;
+            if (bytes)
+                memcpy(l[me].data[comm->seq & 1], data, bytes);
+        }
         atomic_store_explicit(&r->seq, comm->seq, memory_order_release);
         w = (struct sym_wait){comm, what, comm->seq, GATE};
         rc = sym_wait(&w);
     }
     if (rc != TUTTI_SUCCESS)
         return tt_comm_set_error(comm, rc);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++) { /* all but seq: flags, scalar, windows or small input */
         const struct tt_sym_rec *p = &l[i].rec[comm->seq & 1];
-        all[i].send_win = p->send_win;
-        all[i].recv_win = p->recv_win;
-        all[i].send_off = p->send_off;
-        all[i].recv_off = p->recv_off;
-        all[i].scalar = p->scalar;
-        all[i].flags = p->flags;
+        memcpy((char *)&all[i] + offsetof(struct tt_sym_rec, flags), (const char *)p +
+               offsetof(struct tt_sym_rec, flags), sizeof(*p) - offsetof(struct tt_sym_rec, flags));
     }
+    comm->sym->passed = comm->seq;
     return TUTTI_SUCCESS;
 }
 
@@ -160,9 +163,12 @@ void tt_engine_sym_read(struct tutti_comm *comm)
                           memory_order_release);
 }
 
-const char *tt_engine_sym_data(struct tutti_comm *comm, int rank)
+const char *tt_engine_sym_data(struct tutti_comm *comm, int rank, size_t bytes)
 {
-    return (const char *)comm->sym->lines[comm->topo.local_of[rank]].data[comm->seq & 1];
+    int l = comm->topo.local_of[rank];
+
+    return bytes <= TT_SYM_SMALL ? (const char *)comm->sym->all[l].small
+                                 : (const char *)comm->sym->lines[l].data[comm->seq & 1];
 }
 
 /* [lo, hi) of count elements: rank `part` of n's share, in 64-byte units. */
