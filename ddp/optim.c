@@ -16,9 +16,9 @@
 struct ddp_optim {
     float *slot[2]; /* SGD: momentum; Adam: first and second moments */
     int nslots;
-    size_t lo, hi;   /* flat range of the state */
-    long long t;     /* steps taken */
-    float *gathered; /* zero >= 1: the flat parameters, shard x nranks, for the all-gather */
+    size_t lo, hi;      /* flat range of the state */
+    long long t;        /* steps taken */
+    float *gathered;    /* zero >= 1: the flat parameters, shard x nranks, for the all-gather */
     void *gathered_win; /* its window (ddp_sym_alloc) */
     size_t bytes;
 };

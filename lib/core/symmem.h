@@ -88,9 +88,9 @@ struct tt_sym {
     struct tt_sym_line *lines; /* by local index; NULL until the first registration */
     void *ctl_map;
     size_t ctl_len;
-    int ctl_fd; /* local index 0: the control lines' file (-1: none) */
-    int nwin;   /* windows registered */
-    void *tmp;  /* a block of this rank's reductions (lib/engine/sym.c) */
+    int ctl_fd;      /* local index 0: the control lines' file (-1: none) */
+    int nwin;        /* windows registered */
+    void *tmp;       /* a block of this rank's reductions (lib/engine/sym.c) */
     uint64_t passed; /* the last call whose gate this rank passed */
     /* A call's working arrays (lib/coll/coll_sym.c), by local index / rank, made with lines */
     struct tt_sym_rec *all;

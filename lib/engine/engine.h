@@ -90,8 +90,8 @@ tutti_result_t tt_engine_sym_gate(struct tutti_comm *comm, const struct tt_sym_r
 tutti_result_t tt_engine_sym_run(struct tutti_comm *comm, const struct tt_sym_job *j,
                                  const struct tt_label *what);
 /* A small call: the gate carried each rank's input (`data`, bytes <= TT_SYM_INLINE, in its
- * line, or in its record: tt_engine_sym_data, by the input's size); this rank computes its own output from them, with no pass and
- * no closing barrier. */
+ * line, or in its record: tt_engine_sym_data, by the input's size); this rank computes its own
+ * output from them, with no pass and no closing barrier. */
 tutti_result_t tt_engine_sym_local(struct tutti_comm *comm, const struct tt_sym_job *j);
 const char *tt_engine_sym_data(struct tutti_comm *comm, int rank, size_t bytes);
 /* This rank is done with the call's records (and inline inputs): the gate of two calls on may

@@ -150,8 +150,9 @@ tutti_result_t tt_engine_sym_gate(struct tutti_comm *comm, const struct tt_sym_r
         return tt_comm_set_error(comm, rc);
     for (int i = 0; i < n; i++) { /* all but seq: flags, scalar, windows or small input */
         const struct tt_sym_rec *p = &l[i].rec[comm->seq & 1];
-        memcpy((char *)&all[i] + offsetof(struct tt_sym_rec, flags), (const char *)p +
-               offsetof(struct tt_sym_rec, flags), sizeof(*p) - offsetof(struct tt_sym_rec, flags));
+        memcpy((char *)&all[i] + offsetof(struct tt_sym_rec, flags),
+               (const char *)p + offsetof(struct tt_sym_rec, flags),
+               sizeof(*p) - offsetof(struct tt_sym_rec, flags));
     }
     comm->sym->passed = comm->seq;
     return TUTTI_SUCCESS;

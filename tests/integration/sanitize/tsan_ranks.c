@@ -1,9 +1,9 @@
 /*
  * tsan_ranks -- ranks as threads of one process, for ThreadSanitizer (Criterion's runner does
  * not run under it): 4 ranks over shared memory do collectives and a point-to-point group
- * with checked results (also on symmetric memory), then one blocks while another thread aborts it (and polls
- * tutti_comm_get_error meanwhile, as a watchdog would). Exit 0 when every result is right;
- * TSan's own reports fail the run (halt_on_error).
+ * with checked results (also on symmetric memory), then one blocks while another thread aborts it
+ * (and polls tutti_comm_get_error meanwhile, as a watchdog would). Exit 0 when every result is
+ * right; TSan's own reports fail the run (halt_on_error).
  */
 #include "tutti.h"
 
