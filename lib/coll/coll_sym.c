@@ -97,12 +97,8 @@ int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const stru
         mine.recv_win = c->recvbuf ? tt_sym_find(comm, c->recvbuf, rb, &mine.recv_off) : 0;
     }
     /* A small call's input rides in the gate's line (broadcast: the root's alone). */
-    inline_ = (c->coll == TT_COLL_BROADCAST ? c->count * tutti_dtype_size(c->dtype) : sb) <=
-              TT_SYM_INLINE;
-    mine_bytes = inline_ && (mine.flags & TT_SYM_OK) &&
-                         (c->coll != TT_COLL_BROADCAST || comm->rank == c->root)
-                     ? (c->coll == TT_COLL_BROADCAST ? c->count * tutti_dtype_size(c->dtype) : sb)
-                     : 0;
+    inline_ = c->coll != TT_COLL_BROADCAST && sb <= TT_SYM_INLINE; /* (broadcasts: above) */
+    mine_bytes = inline_ && (mine.flags & TT_SYM_OK) ? sb : 0;
     *rc = tt_engine_sym_gate(comm, &mine, c->sendbuf, mine_bytes, what, all);
     if (*rc != TUTTI_SUCCESS)
         return 1;
@@ -110,20 +106,20 @@ int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const stru
     for (int i = 0; i < n; i++)
         if (!(all[i].flags & TT_SYM_OK))
             goto usual; /* a refusal (its run says whose), or a scalar read as the call runs */
+    struct tt_sym_job j = {.coll = c->coll,
+                           .count = c->count,
+                           .dtype = c->dtype,
+                           .op = c->op,
+                           .root = c->root,
+                           .src = src,
+                           .dst = dst,
+                           .scalar = c->premul.on ? scal : NULL};
     if (inline_) {
         for (int r = 0; r < n; r++) {
             src[r] = tt_engine_sym_data(comm, r, sb);
             scal[r] = all[comm->topo.local_of[r]].scalar;
         }
         dst[comm->rank] = c->recvbuf;
-        struct tt_sym_job j = {.coll = c->coll,
-                               .count = c->count,
-                               .dtype = c->dtype,
-                               .op = c->op,
-                               .root = c->root,
-                               .src = src,
-                               .dst = dst,
-                               .scalar = c->premul.on ? scal : NULL};
         *rc = tt_engine_sym_local(comm, &j);
         return 1;
     }
@@ -157,15 +153,7 @@ int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const stru
         dst[r] = wr ? wr->peer[l] + p->recv_off : NULL;
         scal[r] = p->scalar;
     }
-    struct tt_sym_job j = {.coll = c->coll,
-                           .count = c->count,
-                           .dtype = c->dtype,
-                           .op = c->op,
-                           .root = c->root,
-                           .pull = pull,
-                           .src = src,
-                           .dst = dst,
-                           .scalar = c->premul.on ? scal : NULL};
+    j.pull = pull;
     /* This rank's own buffers as it passed them (a rank's output the pass does not reach). */
     if (!src[comm->rank])
         src[comm->rank] = c->sendbuf;

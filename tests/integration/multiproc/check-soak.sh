@@ -10,6 +10,8 @@
 #   3 ranks by single copy       TUTTI_SHM_SINGLE_COPY=1 with polling waits: every message of
 #                                8 KiB and more read out of its sender's memory
 #   4 ranks by single copy       the same with blocking waits
+#   3 ranks, symmetric memory    coll_check --symmetric-mix: buffers in a window, a third per
+#                                rank from malloc (the ranks fall back together)
 # then `group_check soak` (random groups of all-reduces, all-gathers and reduce-scatters,
 # packed where they may be, some all-reduces chained on the previous one's output) on 2 ranks,
 # on 4 (ranks outnumber cores) and on 3 with TUTTI_CHECK_COLL=1.
@@ -35,7 +37,9 @@ layout() { # layout LABEL [VAR=VALUE ...] -- TUTTI_RUN_ARGS... (the program: $pr
     shift
     echo "== $label:$vars tutti-run $* (seed $seed, $secs s)"
     # shellcheck disable=SC2086 # vars: VAR=VALUE words
-    env TUTTI_TIMEOUT=60 $vars timeout "$limit" "$run" "$@" "$prog" soak "$secs" "$seed" >"$log" 2>&1
+    # shellcheck disable=SC2086 # extra: the program's own flags after its arguments
+    env TUTTI_TIMEOUT=60 $vars timeout "$limit" "$run" "$@" "$prog" soak "$secs" "$seed" $extra \
+        >"$log" 2>&1
     rc=$?
     grep -E "FAIL|^\[0\] soak:.*calls in|tutti-run:" "$log" | head -n 20
     if [ $rc != 0 ]; then
@@ -44,7 +48,7 @@ layout() { # layout LABEL [VAR=VALUE ...] -- TUTTI_RUN_ARGS... (the program: $pr
         fail=1
     fi
 }
-prog=$check
+prog=$check extra=""
 layout "4 ranks, one node" -- -n 4
 layout "5 ranks, small slots" TUTTI_NCHANNELS=2 TUTTI_BUFFSIZE=64K TUTTI_STEPS=2 -- -n 5
 layout "6 ranks, 2 nodes" -- -n 6 --nodes 2
@@ -52,6 +56,9 @@ layout "3 ranks, 3 nodes" TUTTI_BUFFSIZE=256K -- -n 3 --nodes 3
 layout "2 ranks, checked and deterministic" TUTTI_CHECK_COLL=1 TUTTI_DETERMINISTIC=1 -- -n 2
 layout "3 ranks, single copy" TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=poll -- -n 3
 layout "4 ranks, single copy, blocking waits" TUTTI_SHM_SINGLE_COPY=1 TUTTI_WAIT=block -- -n 4
+extra=--symmetric-mix
+layout "3 ranks, symmetric memory mixed with the heap" -- -n 3
+extra=""
 prog=$group
 layout "groups, 2 ranks" -- -n 2
 layout "groups, 4 ranks" -- -n 4
