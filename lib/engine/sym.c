@@ -259,12 +259,12 @@ static void pass(struct tutti_comm *comm, const struct tt_sym_job *j, void *tmp)
             int from = j->pull ? i : me, to = j->pull ? me : i;
             char *d = j->dst[to] + (size_t)from * j->count * es;
             if (d != j->src[from])
-                tt_copy(d, j->src[from], j->count * es);
+                tt_copy_large(d, j->src[from], j->count * es);
         }
         break;
     case TT_COLL_BROADCAST:
         if (j->dst[me] != j->src[j->root])
-            tt_copy(j->dst[me], j->src[j->root], j->count * es);
+            tt_copy_large(j->dst[me], j->src[j->root], j->count * es);
         break;
     }
 }

@@ -56,6 +56,27 @@ static inline void tt_copy(void *dst, const void *src, size_t bytes)
 }
 
 /*
+ * tt_copy_large: tt_copy for copies of TT_COPY_LARGE bytes and more, whose source or
+ * destination is far larger than the caches: `rep movsb` on x86-64, which on this machine's
+ * AMD EPYC moves them without reading the destination first. 2 ranks' broadcast on symmetric
+ * memory (the non-root copying the root's buffer), 2026-12-04, GB/s out of place / in place,
+ * 3 rounds: 32 MiB 19.3-20.6 / 17.5-18.4 against glibc's memmove 11.6-12.2 / 14.1-17.0;
+ * 128 MiB 16.6-16.9 / 15.7-19.7 against 8.7-8.8 / 12.7-13.7; from 2 to 8 MiB the same as
+ * memmove. dst and src must not overlap.
+ */
+#define TT_COPY_LARGE ((size_t)4 << 20)
+static inline void tt_copy_large(void *dst, const void *src, size_t bytes)
+{
+#if defined(__x86_64__)
+    if (bytes >= TT_COPY_LARGE) {
+        __asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(bytes) : : "memory");
+        return;
+    }
+#endif
+    tt_copy(dst, src, bytes);
+}
+
+/*
  * tt_copy_nt: the same bytes as tt_copy (dst and src must not overlap), written with
  * streaming (non-temporal) stores where the CPU has them: the lines go to memory instead of
  * into this core's cache, without first being read for ownership. For a FIFO slot that a
