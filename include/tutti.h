@@ -479,11 +479,15 @@ TUTTI_API tutti_result_t tutti_comm_deregister(tutti_comm_t comm, void *handle);
  * windows of the other ranks of its host. From then on a collective whose buffers lie in
  * windows on every rank (any window, any offset) reads and writes its peers' buffers in
  * place, in one pass, instead of through the transport: all-reduce, reduce-scatter,
- * all-gather, broadcast, reduce, on communicators whose ranks share one host. Where any rank's
- * buffer is not in a window the call takes the usual path on every rank (TUTTI_CHECK_COLL=1
- * makes that an error naming the rank). TUTTI_SYMMETRIC=0 on any rank turns the path off
- * for the communicator (decided here). Fails on every rank, naming the rank, if a rank's
- * range is not tutti_mem_alloc memory. *win names the window.
+ * all-gather, broadcast, reduce, on communicators whose ranks share one host (calls of up to
+ * 1 KiB of input per rank, broadcasts aside, go through the ranks' shared flags and need no
+ * window). Where any rank's buffer is not in a window the call takes the usual path on every
+ * rank (TUTTI_CHECK_COLL=1 makes that an error naming the rank). TUTTI_SYMMETRIC=0 on any
+ * rank turns the path off for the communicator (decided at its first registration). Each
+ * rank maps the others' memory through /proc/<pid>/fd: where processes may not (a ptrace
+ * policy), registration fails. Fails on every rank, naming the rank, if a rank's range is
+ * not tutti_mem_alloc memory or cannot be mapped. *win names the window. What is left is
+ * freed with the communicator.
  * tutti_comm_window_deregister - end it (every rank, in the same order; no exchange). Waits
  * for work queued on streams of comm.
  */

@@ -13,6 +13,7 @@
 #include "lib/core/comm.h"
 #include "lib/core/symmem.h"
 #include "lib/engine/engine.h"
+#include "lib/exec/tag.h"
 
 #include <string.h>
 
@@ -81,7 +82,8 @@ int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const stru
      * by size alone, so alike on every rank. */
     if (c->coll == TT_COLL_BROADCAST && c->count * tutti_dtype_size(c->dtype) <= SYM_BCAST_MIN)
         return 0;
-    struct tt_sym_rec mine = {.flags = TT_SYM_OK}, *all = s->all;
+    struct tt_sym_rec mine = {.flags = TT_SYM_OK, .tag = what->tag, .count = c->count},
+                      *all = s->all;
     const char **src = s->src;
     char **dst = s->dst;
     uint64_t *scal = s->scal;
@@ -102,7 +104,26 @@ int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const stru
     *rc = tt_engine_sym_gate(comm, &mine, c->sendbuf, mine_bytes, what, all);
     if (*rc != TUTTI_SUCCESS)
         return 1;
-    /* From here every rank of the host decides alike, from all[]. */
+    /* From here every rank of the host decides alike, from all[]. Ranks in different calls
+     * (or counts) touch nothing: they fail, named, as the usual path's tags fail them. */
+    for (int r = 1; r < n; r++) {
+        const struct tt_sym_rec *p = &all[comm->topo.local_of[r]],
+                                *p0 = &all[comm->topo.local_of[0]];
+        if (p->tag != p0->tag || p->count != p0->count) {
+            char why[256], *w;
+            tt_tag_explain(p0->tag, p->tag, comm->seq, why, sizeof(why));
+            w = strstr(why, "(they differ in:"); /* (the rest names "this rank") */
+            *rc = tt_comm_set_error(
+                comm, tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                              "%s: the ranks are not in the same call: rank 0 is in %s of %llu, "
+                              "rank %d in %s of %llu %s; nothing was read or written",
+                              what->name, tt_coll_name(tt_tag_kind(p0->tag)),
+                              (unsigned long long)p0->count, r, tt_coll_name(tt_tag_kind(p->tag)),
+                              (unsigned long long)p->count, w ? w : ""));
+            tt_engine_sym_read(comm);
+            return 1;
+        }
+    }
     for (int i = 0; i < n; i++)
         if (!(all[i].flags & TT_SYM_OK))
             goto usual; /* a refusal (its run says whose), or a scalar read as the call runs */

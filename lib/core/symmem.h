@@ -29,18 +29,19 @@ struct tutti_comm;
 struct tt_sym_rec {
     _Alignas(64) _Atomic uint64_t seq; /* the call (comm->seq) this record is for */
     uint32_t flags;                    /* TT_SYM_* */
-    uint32_t unused;
-    uint64_t scalar; /* a premul-sum operator's value (its bytes) */
+    uint32_t tag;                      /* the call's tag (lib/exec/tag.h): kind, dtype, op, root */
+    uint64_t count;                    /* and its count: ranks in different calls fail, named */
+    uint64_t scalar;                   /* a premul-sum operator's value (its bytes) */
     union {
         struct {
             uint32_t send_win, recv_win;
             uint64_t send_off, recv_off;
         };
-        unsigned char small[40]; /* a call of up to TT_SYM_SMALL bytes of input: the input,
+        unsigned char small[32]; /* a call of up to TT_SYM_SMALL bytes of input: the input,
                                   * in the record's own cache line */
     };
 };
-#define TT_SYM_SMALL 40
+#define TT_SYM_SMALL 32
 #define TT_SYM_OK 1u     /* this rank's call may take the path (not refused, host scalar) */
 #define TT_SYM_PREMUL 2u /* a premul-sum operator: scalar holds its value */
 

@@ -132,6 +132,8 @@ tutti_result_t tt_engine_sym_gate(struct tutti_comm *comm, const struct tt_sym_r
     if (rc == TUTTI_SUCCESS) {
         r->scalar = mine->scalar;
         r->flags = mine->flags;
+        r->tag = mine->tag;
+        r->count = mine->count;
         if (bytes && bytes <= TT_SYM_SMALL) {
             memcpy(r->small, data, bytes);
         } else {

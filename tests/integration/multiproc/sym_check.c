@@ -10,6 +10,9 @@
  *                        tutti_mem_alloc (every rank fails, naming the rank), freeing memory a
  *                        window covers, freeing while work is queued on a stream, freeing twice
  *                        or a foreign pointer, deregistering twice, 0 bytes.
+ *   sym_check mismatch count|coll   the last rank calls with another count (or all-gather
+ *                        where the others all-reduce), all on symmetric memory: every rank
+ *                        fails naming the calls, and no output byte changes.
  * Values: rank r's element i is r + 1 + i % 5, so the sum is known exactly.
  * Exit status 0: every check on this rank passed.
  */
@@ -147,6 +150,35 @@ static void misuse(void)
     free(mine);
 }
 
+/* The last rank calls with another count (or another collective): every rank must fail
+ * naming the ranks' calls, and no buffer may change. */
+static void mismatch(const char *how)
+{
+    size_t n = 5000, mine = n;
+    void *win;
+    float *s = sym_alloc(4 * n * 4 * (size_t)nranks, &win), *out = s + 2 * n * (size_t)nranks;
+    tutti_result_t rc;
+    int last = rank == nranks - 1;
+
+    if (last && strcmp(how, "count") == 0)
+        mine = 2 * n;
+    fill(s, 2 * n * (size_t)nranks, rank);
+    memset(out, 0x5a, 2 * n * (size_t)nranks * 4);
+    if (last && strcmp(how, "coll") == 0)
+        rc = tutti_all_gather(s, out, mine, TUTTI_FLOAT32, comm, NULL);
+    else
+        rc = tutti_all_reduce(s, out, mine, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL);
+    CHECK(rc == TUTTI_ERR_INVALID_ARG, "mismatched %s: returned %s", how, tutti_strerror(rc));
+    CHECK(strstr(tutti_comm_last_error(comm), "not in the same call") != NULL,
+          "mismatched %s: the error is: %s", how, tutti_comm_last_error(comm));
+    for (size_t i = 0; i < 2 * n * (size_t)nranks * 4; i++)
+        if (((unsigned char *)out)[i] != 0x5a) {
+            CHECK(0, "mismatched %s: byte %zu of the output was written", how, i);
+            break;
+        }
+    exit(failures ? 1 : 0); /* (the communicator is unusable now) */
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "fallback";
@@ -161,6 +193,8 @@ int main(int argc, char **argv)
         fallback();
     else if (strcmp(mode, "misuse") == 0)
         misuse();
+    else if (strcmp(mode, "mismatch") == 0)
+        mismatch(argc > 2 ? argv[2] : "count");
     else {
         printf("sym_check: unknown mode %s (fallback, misuse)\n", mode);
         return 2;

@@ -271,6 +271,8 @@ Test(coll, symmetric_memory, .timeout = 300)
         run_check("SYM_CHECK", n, 1, "TUTTI_CHECK_COLL=1");
         run_check_args("SYM_CHECK", n, 1, "", "misuse");
     }
+    run_check_args("SYM_CHECK", 2, 1, "", "mismatch count");
+    run_check_args("SYM_CHECK", 3, 1, "", "mismatch coll");
     run_check("SYM_CHECK", 4, 2, "");
     run_check_args("SYM_CHECK", 4, 2, "", "misuse");
 }
