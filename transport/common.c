@@ -36,9 +36,14 @@ static int zombie(int32_t pid)
     return state && state[1] == ' ' && (state[2] == 'Z' || state[2] == 'X');
 }
 
+int tt_transport_pid_gone(int32_t pid)
+{
+    return pid > 0 && ((kill(pid, 0) != 0 && errno == ESRCH) || zombie(pid));
+}
+
 tutti_result_t tt_transport_pid_alive(const struct tt_conn *conn, int32_t pid)
 {
-    if (pid > 0 && ((kill(pid, 0) != 0 && errno == ESRCH) || zombie(pid)))
+    if (tt_transport_pid_gone(pid))
         return tt_fail(NULL, TUTTI_ERR_REMOTE, "%s: rank %d (pid %d) has died", conn->tp->name,
                        conn->peer, (int)pid);
     return TUTTI_SUCCESS;

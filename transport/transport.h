@@ -180,6 +180,8 @@ tutti_result_t tt_transport_no_progress(struct tt_conn *conn);
 void tt_transport_sleep(struct tt_conn *conn, long ns);
 /* alive() for transports between processes of one host: is pid (the peer's) still there? */
 tutti_result_t tt_transport_pid_alive(const struct tt_conn *conn, int32_t pid);
+/* Has process pid of this host exited (a zombie counts: its parent may reap it late)? */
+int tt_transport_pid_gone(int32_t pid);
 /* alive() for transports that cannot tell. */
 tutti_result_t tt_transport_no_alive(struct tt_conn *conn);
 /* finish() and flush() for transports with nothing to finish or flush. */

@@ -56,6 +56,12 @@ tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w)
  * its device-path operations start (a cudaEvent_t; NULL: after CUDA's default stream). */
 tutti_result_t tt_p2p_exec(struct tutti_comm *comm, struct tt_p2p_op *ops, int nops, void *after,
                            const char *collective);
+/* Bytes of this rank's input and output for call c (coll_run.c). */
+void tt_coll_buf_bytes(const struct tutti_comm *comm, const struct tt_call *c, size_t *sb,
+                       size_t *rb);
+/* Wait for what streams still hold for comm, unless this is a stream's worker: what a call
+ * made now does first (coll_run.c). */
+void tt_coll_after_queued_work(struct tutti_comm *comm);
 /* A host collective on a communicator with windows (coll_sym.c): take the symmetric path if
  * every rank of the host can (1: it ran, or failed: *rc says), else 0 (the usual path). */
 struct tt_label;

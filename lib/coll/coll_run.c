@@ -20,6 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+void tt_coll_buf_bytes(const struct tutti_comm *comm, const struct tt_call *c, size_t *sb,
+                       size_t *rb)
+{
+    size_t es = tutti_dtype_size(c->dtype), n = (size_t)comm->nranks;
+
+    *sb = c->count * es * (c->coll == TT_COLL_REDUCE_SCATTER ? n : 1);
+    *rb = c->count * es * (c->coll == TT_COLL_ALL_GATHER ? n : 1);
+}
+
 /* The tag of a collective's messages (tag.h): what every rank must agree on. */
 static uint32_t call_tag(const struct tutti_comm *comm, const struct tt_call *c)
 {
@@ -119,9 +128,8 @@ static tutti_result_t plan_run(struct tutti_comm *comm, const struct tt_call *c)
                               c->fn, &bufs[TT_BUF_SCRATCH])) != TUTTI_SUCCESS)
         return rc;
     if (comm->memregs && !c->refused) { /* tutti_comm_register: zero-copy sends */
-        size_t es = tutti_dtype_size(c->dtype), n = (size_t)comm->nranks;
-        size_t sbytes = c->count * es * (c->coll == TT_COLL_REDUCE_SCATTER ? n : 1);
-        size_t rbytes = c->count * es * (c->coll == TT_COLL_ALL_GATHER ? n : 1);
+        size_t sbytes, rbytes;
+        tt_coll_buf_bytes(comm, c, &sbytes, &rbytes);
         /* (not the caller's input where the executor scales it as it reads: exec.h) */
         regs[TT_BUF_SEND] =
             c->premul.on && pre.fused ? NULL : tt_memreg_find(comm, bufs[TT_BUF_SEND], sbytes);
@@ -290,9 +298,8 @@ const struct tt_work_ops tt_coll_work_ops = {
 };
 
 /* Run now on this thread, after whatever streams hold for comm. */
-/* Wait for what streams still hold for comm (unless this is a stream's worker). Queued stream
- * work is rare: look at the count before the thread-local flag. */
-static inline void after_queued_work(struct tutti_comm *comm)
+/* Queued stream work is rare: look at the count before the thread-local flag. */
+void tt_coll_after_queued_work(struct tutti_comm *comm)
 {
     if (__atomic_load_n(&comm->work_pending, __ATOMIC_ACQUIRE) != 0 && !tt_stream_in_worker())
         tt_comm_wait_idle(comm);
@@ -300,7 +307,7 @@ static inline void after_queued_work(struct tutti_comm *comm)
 
 tutti_result_t tt_coll_run_now(struct tutti_comm *comm, const struct tt_work *w)
 {
-    after_queued_work(comm);
+    tt_coll_after_queued_work(comm);
     return tt_coll_exec_work(w);
 }
 
@@ -321,6 +328,6 @@ tutti_result_t tt_coll_dispatch(struct tutti_comm *comm, const struct tt_call *c
     w.how = &tt_coll_work_ops;
     w.comm = comm;
     w.call = *c;
-    after_queued_work(comm);
+    tt_coll_after_queued_work(comm);
     return tt_coll_exec_work(&w);
 }

@@ -19,16 +19,6 @@
 
 #define SYM_BCAST_MIN 2048
 
-/* Bytes of each rank's input and output for this call. */
-static void call_bytes(const struct tutti_comm *comm, const struct tt_call *c, size_t *sb,
-                       size_t *rb)
-{
-    size_t es = tutti_dtype_size(c->dtype), n = (size_t)comm->nranks;
-
-    *sb = c->count * es * (c->coll == TT_COLL_REDUCE_SCATTER ? n : 1);
-    *rb = c->count * es * (c->coll == TT_COLL_ALL_GATHER ? n : 1);
-}
-
 /* Which buffers the pass must reach on every rank: 1 input, 2 output (of rank `root` alone
  * for broadcast's input and reduce's output). All-gather needs either (pull, push). */
 static int needs(const struct tt_call *c, int rank, int which)
@@ -87,7 +77,7 @@ int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const stru
     const char **src = s->src;
     char **dst = s->dst;
     uint64_t *scal = s->scal;
-    call_bytes(comm, c, &sb, &rb);
+    tt_coll_buf_bytes(comm, c, &sb, &rb);
     if (c->refused || (c->premul.on && (c->premul.dev || c->premul.pinned)))
         mine.flags = 0;
     if (c->premul.on) {

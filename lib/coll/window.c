@@ -17,7 +17,6 @@
 #include "lib/core/comm.h"
 #include "lib/core/symmem.h"
 #include "lib/engine/engine.h"
-#include "lib/stream/stream.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,11 +41,10 @@ static void why(struct win_info *i, tutti_result_t rc, const char *text)
     snprintf(i->why, sizeof(i->why), "%s", text);
 }
 
-/* Wait for work queued on comm's streams, then take the run lock. */
+/* Wait for work queued on comm's streams, as a call made now does, then take the run lock. */
 static void enter(struct tutti_comm *comm)
 {
-    if (__atomic_load_n(&comm->work_pending, __ATOMIC_ACQUIRE) != 0 && !tt_stream_in_worker())
-        tt_comm_wait_idle(comm);
+    tt_coll_after_queued_work(comm);
     pthread_mutex_lock(&comm->run_lock);
 }
 
@@ -72,7 +70,6 @@ static void map_peers(struct tutti_comm *comm, struct tt_window *w, const struct
         int l = comm->topo.local_of[r];
         if (comm->topo.node_of[r] != node)
             continue;
-        w->peer_bytes[l] = all[r].bytes;
         if (l == me) {
             w->peer[l] = w->base;
             continue;
@@ -171,11 +168,10 @@ static tutti_result_t do_register(struct tutti_comm *comm, void *buf, size_t byt
     w = calloc(1, sizeof(*w));
     if (w) {
         w->peer = calloc(ln, sizeof(*w->peer));
-        w->peer_bytes = calloc(ln, sizeof(*w->peer_bytes));
         w->maps = calloc(ln, sizeof(*w->maps));
         w->map_len = calloc(ln, sizeof(*w->map_len));
     }
-    if (!all || !w || !w->peer || !w->peer_bytes || !w->maps || !w->map_len) {
+    if (!all || !w || !w->peer || !w->maps || !w->map_len) {
         free(all);
         tt_sym_window_free(comm, w);
         return tt_comm_set_error(
@@ -198,7 +194,6 @@ static tutti_result_t do_register(struct tutti_comm *comm, void *buf, size_t byt
         rc = first_success(comm, on);
     free(all);
     if (rc != TUTTI_SUCCESS) {
-        w->base = NULL; /* (no allocation counts it yet) */
         tt_sym_window_free(comm, w);
         if (first)
             drop_ctl(s);
@@ -209,6 +204,7 @@ static tutti_result_t do_register(struct tutti_comm *comm, void *buf, size_t byt
     w->next = s->windows;
     s->windows = w;
     s->nwin++;
+    w->alloc = a;
     a->windows++;
     *out = w;
     return TUTTI_SUCCESS;

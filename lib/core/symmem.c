@@ -209,22 +209,19 @@ void *tt_sym_map_peer(int32_t pid, int fd, uint64_t off, size_t len)
 void tt_sym_window_free(struct tutti_comm *comm, struct tt_window *w)
 {
     int n = comm->local_size;
-    struct tt_symalloc *a;
 
     if (!w)
         return;
     for (int i = 0; w->maps && i < n; i++)
         if (w->maps[i])
             munmap(w->maps[i], w->map_len[i]);
-    a = w->base ? tt_sym_alloc_of(comm, w->base, w->bytes) : NULL;
-    if (a) {
+    if (w->alloc) {
         pthread_mutex_lock(&sym_lock);
-        a->windows--;
+        w->alloc->windows--;
         pthread_mutex_unlock(&sym_lock);
     }
     w->magic = 0;
     free(w->peer);
-    free(w->peer_bytes);
     free(w->maps);
     free(w->map_len);
     free(w);

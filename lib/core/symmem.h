@@ -74,7 +74,7 @@ struct tt_window {
     char *base; /* this rank's range */
     size_t bytes;
     char **peer; /* by local index: that rank's range, mapped here (peer[me] == base) */
-    size_t *peer_bytes;
+    struct tt_symalloc *alloc; /* the allocation it covers (set once it is registered) */
     void **maps; /* by local index: the mapping of that rank's allocation (NULL: none) */
     size_t *map_len;
 };
@@ -82,7 +82,6 @@ struct tt_window {
 struct tt_sym {
     struct tt_symalloc *allocs;
     struct tt_window *windows;
-    uint64_t serial;  /* allocations made */
     uint32_t next_id; /* windows registered (ids from 1) */
     int on;           /* the path is on (every rank allowed it at the first registration) */
     int decided;      /* `on` has been agreed */

@@ -19,9 +19,7 @@
 #include "lib/kern/reduce.h"
 #include "transport/transport.h"
 
-#include <errno.h>
 #include <stddef.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +62,7 @@ static int dead_peer(const struct tutti_comm *c)
         int32_t pid = c->pids[r];
         if (r == c->rank || pid == me || pid <= 0 || c->topo.node_of[r] != c->topo.node_of[c->rank])
             continue;
-        if (kill(pid, 0) != 0 && errno == ESRCH)
+        if (tt_transport_pid_gone(pid))
             return r;
     }
     return -1;
