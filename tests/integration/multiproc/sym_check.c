@@ -5,7 +5,9 @@
  *                        are: every rank's result is right (they all took the usual path);
  *                        under TUTTI_CHECK_COLL=1 instead every rank's call fails naming the
  *                        last rank, and the communicator stays usable. Then a rank whose
- *                        window is a different one, at another offset: still right.
+ *                        window is a different one, at another offset: still right. Then
+ *                        the last rank refuses its part (a NULL recvbuf): every rank fails,
+ *                        the others naming it.
  *   sym_check misuse     what is refused, by name: registering memory not from
  *                        tutti_mem_alloc (every rank fails, naming the rank), freeing memory a
  *                        window covers, freeing while work is queued on a stream, freeing twice
@@ -90,6 +92,21 @@ static void fallback(void)
         CHECK(rc == TUTTI_SUCCESS, "all_reduce of %zu, one rank in another window: %s", n,
               tutti_comm_last_error(comm));
         expect_sum("all_reduce, one rank in another window", b2 + n, n);
+    }
+    /* A rank that refuses its part (a NULL recvbuf) while the others' buffers are in windows:
+     * no rank may complete the call, each names the refusing rank, small and large. */
+    for (int k = 0; k < 3 && nranks > 1; k++) {
+        size_t n = counts[k];
+        char who[32];
+        fill(s, n, rank);
+        tutti_result_t rc = tutti_all_reduce(s, rank == nranks - 1 ? NULL : s + n, n, TUTTI_FLOAT32,
+                                             TUTTI_SUM, comm, NULL);
+        snprintf(who, sizeof(who), "rank %d", nranks - 1);
+        CHECK(rc == TUTTI_ERR_INVALID_ARG, "all_reduce of %zu, rank %d refusing: returned %s", n,
+              nranks - 1, tutti_strerror(rc));
+        CHECK(rank == nranks - 1 || strstr(tutti_comm_last_error(comm), who) != NULL,
+              "all_reduce of %zu, rank %d refusing: the error is: %s", n, nranks - 1,
+              tutti_comm_last_error(comm));
     }
     if (tutti_comm_window_deregister(comm, win) != TUTTI_SUCCESS ||
         tutti_comm_window_deregister(comm, win2) != TUTTI_SUCCESS ||
