@@ -55,7 +55,8 @@ extern "C" {
     X(ERR_TIMEOUT, "timed out")                                                                    \
     X(ERR_ABORTED, "communicator aborted")                                                         \
     X(ERR_UNSUPPORTED, "not supported")                                                            \
-    X(IN_PROGRESS, "operation in progress")
+    X(IN_PROGRESS, "operation in progress")                                                        \
+    X(ERR_FENCED, "fenced out: the other ranks shrank the communicator without this one")
 
 typedef enum {
 #define TUTTI_RESULT_ENUM(name, desc) TUTTI_##name,
@@ -226,6 +227,35 @@ TUTTI_API tutti_result_t tutti_comm_init_env(tutti_comm_t *comm);
  */
 TUTTI_API tutti_result_t tutti_comm_split(tutti_comm_t comm, int color, int key,
                                           tutti_comm_t *newcomm, const tutti_config_t *config);
+
+/*
+ * tutti_comm_shrink - a communicator of the ranks of comm that are still alive (MPI's ULFM
+ * MPI_Comm_shrink, ncclCommShrink), after a failure or at any time. Called by every surviving
+ * rank of comm, and only by them; blocking. The survivors agree on which ranks are gone, so
+ * every one of them ends with the same membership even where they saw different failures:
+ * a rank whose process exited or whose connections closed is left out at once; one that
+ * sends nothing for TUTTI_SHRINK_TIMEOUT seconds (stopped, hung, or not calling this) is left
+ * out then, and fenced: its own tutti_comm_shrink of comm fails with TUTTI_ERR_FENCED, and it
+ * cannot reach the new communicator. *newcomm gets a communicator of the survivors, ranked in
+ * their order in comm, independent of comm (destroy both); config NULL: comm's settings. A
+ * rank failing while the new communicator is being made is left out too (the survivors agree
+ * again). Work queued on comm's streams ends first (failed, where comm has failed). Once per
+ * communicator (again: TUTTI_ERR_INVALID_ARG; shrink the new one after a later failure).
+ * comm itself is left as it was. Over every transport. Errors: TUTTI_ERR_FENCED; what
+ * tutti_comm_init can return.
+ */
+TUTTI_API tutti_result_t tutti_comm_shrink(tutti_comm_t comm, tutti_comm_t *newcomm,
+                                           const tutti_config_t *config);
+
+/*
+ * tutti_comm_failed_ranks - which ranks of comm have failed: after tutti_comm_shrink, those the
+ * survivors agreed to leave out (the same on every survivor); before it, those this rank can
+ * see have failed without asking anyone (a process on its machine that exited, a bootstrap
+ * connection closed at the other end). Writes up to size of them to ranks in increasing
+ * order, and their number to *count. Non-blocking.
+ */
+TUTTI_API tutti_result_t tutti_comm_failed_ranks(tutti_comm_t comm, int *ranks, int size,
+                                                 int *count);
 
 /*
  * tutti_comm_destroy - free a communicator and every resource it holds. Collective only in

@@ -325,7 +325,8 @@ tutti_result_t tt_ib_send_connect(const struct tt_transport_ctx *ctx, int peer, 
     for (int q = 0; q < nqps; q++)
         tt_put32(h.qpn[q], c->qp[q]->qp_num);
     own_host(h.host, sizeof(h.host));
-    rc = tt_sock_connect(&to, deadline, &c->fd);
+    /* Its listener was up before its blob was sent: a refusal means it is gone. */
+    rc = tt_sock_connect_up(&to, deadline, &c->fd);
     if (rc == TUTTI_SUCCESS)
         rc = tt_sock_write(c->fd, &h, sizeof(h), deadline);
     if (rc != TUTTI_SUCCESS) {
@@ -353,6 +354,10 @@ tutti_result_t tt_ib_finish(struct tt_conn *conn, double deadline)
         if (tt_now() >= deadline)
             return tt_ib_failf(c, TUTTI_ERR_TIMEOUT,
                                "rank %d did not open its side channel before the deadline",
+                               c->base.peer);
+        if (c->base.gone && c->base.gone(c->base.gone_arg, c->base.peer))
+            return tt_ib_failf(c, TUTTI_ERR_REMOTE,
+                               "rank %d died, or a rank gave up, before it opened its side channel",
                                c->base.peer);
         if (poll(&p, 1, 100) <= 0)
             continue;

@@ -175,7 +175,9 @@ tutti_result_t sk_send_connect(const struct tt_transport_ctx *ctx, int peer, int
     c->nonce = tt_get64(b.nonce);
     for (int s = 0; s < c->nsocks; s++) {
         unsigned char hello[HELLO_LEN];
-        tutti_result_t rc = tt_sock_connect(&to, deadline, &c->fds[s]);
+        /* Its listener was up before its blob was sent: a refusal means it is gone (not a
+         * listener still to come), so it fails now rather than at the deadline. */
+        tutti_result_t rc = tt_sock_connect_up(&to, deadline, &c->fds[s]);
 
         memcpy(hello, "TTNS", 4);
         tt_put32(hello + 4, (uint32_t)s);
@@ -211,6 +213,10 @@ tutti_result_t sk_finish(struct tt_conn *conn, double deadline)
             return tt_fail(NULL, TUTTI_ERR_TIMEOUT,
                            "socket: rank %d connected %d of %d sockets before the deadline",
                            c->base.peer, have, c->nsocks);
+        if (c->base.gone && c->base.gone(c->base.gone_arg, c->base.peer))
+            return tt_fail(NULL, TUTTI_ERR_REMOTE,
+                           "socket: rank %d died, or a rank gave up, before it connected",
+                           c->base.peer);
         if (poll(&p, 1, 100) <= 0)
             continue;
         fd = accept4(c->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);

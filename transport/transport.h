@@ -37,6 +37,10 @@ struct tt_conn {
     int channel;
     size_t slot_bytes;
     int queued; /* the executor holds it in its list of connections to flush */
+    /* While finish() waits for the peer to connect: has it died, or has any rank given up
+     * (lib/core sets it; NULL: only the deadline ends the wait)? */
+    int (*gone)(void *arg, int peer);
+    void *gone_arg;
 };
 
 /* What the communicator lends a transport during setup. */

@@ -59,6 +59,10 @@ static struct knob knobs[] = {
       "operation, or (set-up) whom a bootstrap wait waits for and which ranks have not joined "
       "the rendezvous (0: never)",
       SECONDS, 0, 1e6, NULL),
+    K("TUTTI_SHRINK_TIMEOUT", "30",
+      "seconds tutti_comm_shrink waits for a rank that sends nothing (stopped, hung, or not "
+      "shrinking) before the others leave it out; it is fenced",
+      SECONDS, 0.001, 1e6, NULL),
     K("TUTTI_CHECK_COLL", "0",
       "1: before each collective, check that every rank calls the same one (kind, count, dtype, "
       "op, root, sequence; an all-gather per call), and before each point-to-point batch that "

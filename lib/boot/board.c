@@ -33,8 +33,13 @@ int tt_board_init(struct tutti_comm *c)
         }
     }
     rc = tt_boot_barrier(c->boot); /* created before anyone opens it */
-    if (rc != TUTTI_SUCCESS)
+    if (rc != TUTTI_SUCCESS) {
+        if (fd >= 0) { /* nobody will open it: a rank failed (killed while joining) */
+            close(fd);
+            shm_unlink(name);
+        }
         goto out;
+    }
     if (!first)
         fd = shm_open(name, O_RDWR, 0600);
     if (fd >= 0) {

@@ -24,6 +24,7 @@ enum {
     TT_TAG_ALLGATHER = 1,
     TT_TAG_P2P_CONN = 2,
     TT_TAG_GAVE_UP = 3,   /* body: why a rank gave up (tell_peers); fails every wait that sees it */
+    TT_TAG_SHRINK = 4,    /* tutti_comm_shrink's agreement (boot_ft.c's sends) */
     TT_TAG_CONN = 0x100,  /* + channel */
     TT_TAG_DCONN = 0x200, /* + channel: device (p2p) connections */
 };
@@ -68,6 +69,27 @@ void tt_boot_set_abort(struct tt_boot *b, const volatile int *flag);
 const struct tt_addr *tt_boot_self_addr(const struct tt_boot *b);
 
 void tt_boot_close(struct tt_boot *b);
+
+/*
+ * Surviving failed ranks (boot_ft.c, for tutti_comm_shrink). tt_boot_open makes a bootstrap
+ * whose listener (on the interface of `facing`) is up before its ranks are known; its address
+ * travels by other means, then tt_boot_join names the secret, this rank and every rank's
+ * address, with no rendezvous. tt_boot_ft_send sends one message within deadline: a peer that
+ * refuses, resets or is too slow is a result (TUTTI_ERR_REMOTE/TIMEOUT, quietly), nobody is
+ * told, give-up notices and the abort flag are not looked at. tt_boot_ft_take takes a queued
+ * message of (peer, tag) without waiting (up to cap bytes copied, its length in *len; 1 if
+ * one was there). tt_boot_ft_wait waits up to wait_s for anything to arrive. tt_boot_ft_gone:
+ * has peer's connection to us, or ours to it, been closed at its end?
+ */
+tutti_result_t tt_boot_open(const struct tt_addr *facing, double timeout_s, struct tt_boot **out);
+tutti_result_t tt_boot_join(struct tt_boot *b, const unsigned char *secret, int rank, int nranks,
+                            const struct tt_addr *addrs);
+void tt_boot_set_timeout(struct tt_boot *b, double timeout_s);
+tutti_result_t tt_boot_ft_send(struct tt_boot *b, int peer, uint32_t tag, const void *data,
+                               size_t len, double deadline);
+int tt_boot_ft_take(struct tt_boot *b, int peer, uint32_t tag, void *data, size_t cap, size_t *len);
+void tt_boot_ft_wait(struct tt_boot *b, double wait_s);
+int tt_boot_ft_gone(struct tt_boot *b, int peer);
 
 /*
  * For the fuzzer and tests: a bootstrap with no sockets and one incoming connection, fed

@@ -64,6 +64,7 @@ struct tutti_comm {
     struct tt_pick pick_sc; /* single copy over shm: all-gather, broadcast, point-to-point */
     int pick_agree;         /* every rank runs the same trials: collectives decide together */
     char job_tag[64];
+    unsigned char secret[TT_SECRET_BYTES]; /* the id's (tutti_comm_shrink derives its own) */
 
     struct tt_boot *boot;
     struct tt_rank_info *peers; /* every rank's record (topo.h) */
@@ -96,6 +97,10 @@ struct tutti_comm {
     struct tt_comm_cuda cuda;  /* lib/cuda's state (zero where the device is not used) */
     struct tt_memreg *memregs; /* tutti_comm_register (memreg.c) */
     struct tt_sym *sym;        /* symmetric memory and windows (symmem.c), NULL until used */
+    /* tutti_comm_shrink (lib/init/comm_shrink.c): called on this communicator (once); then
+     * which ranks the survivors agreed had failed (nranks flags), NULL before. */
+    int shrink_called;
+    uint8_t *shrink_failed;
 
     /* Reused between calls so the hot path does not allocate. */
     struct tt_plan plan;

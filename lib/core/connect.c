@@ -117,6 +117,22 @@ struct link {
     int channel;
 };
 
+/* A receiver waiting for its sender to connect stops waiting when the sender's process has
+ * exited (on this machine), a rank has said over bootstrap that it gave up, or comm is aborted:
+ * not at TUTTI_TIMEOUT. */
+static int sender_gone(void *arg, int peer)
+{
+    struct tutti_comm *c = arg;
+    char why[512];
+
+    if (__atomic_load_n(&c->abort_flag, __ATOMIC_ACQUIRE))
+        return 1;
+    if (c->peers[peer].machine_hash == c->peers[c->rank].machine_hash &&
+        tt_transport_pid_gone(c->pids[peer]))
+        return 1;
+    return tt_boot_told(c->boot, 0, why, sizeof(why)) >= 0;
+}
+
 /* Blobs travel as a 4-byte length and a fixed-size body, so receivers know the size. */
 #define WIRE_BLOB (4 + TT_BLOB_MAX)
 
@@ -154,6 +170,8 @@ static tutti_result_t connect_links(struct tutti_comm *c, int device, const stru
         TT_CHECK(transport_for(c, device, p, &tp));
         memset(wire, 0, sizeof(wire));
         TT_CHECK(tp->recv_setup(&ctx, p, ch, wire + 4, &len, &tab->recv[idx]));
+        tab->recv[idx]->gone = sender_gone;
+        tab->recv[idx]->gone_arg = c;
         tt_put32(wire, (uint32_t)len);
         TT_CHECK(tt_boot_send(c->boot, p, tag + (uint32_t)ch, wire, sizeof(wire)));
     }

@@ -8,6 +8,7 @@
 #include "lib/base/log.h"
 #include "lib/base/trace.h"
 #include "lib/core/comm.h"
+#include "lib/init/comm_init.h"
 #include "lib/init/net_measure.h"
 #include "lib/core/redop.h"
 #include "lib/cuda/cuda.h"
@@ -69,6 +70,7 @@ static void comm_free(struct tutti_comm *c)
     tt_topo_free(&c->topo);
     tt_board_free(&c->board);
     free(c->pids);
+    free(c->shrink_failed);
     free(c->peers);
     pthread_cond_destroy(&c->work_cv);
     pthread_mutex_destroy(&c->work_lock);
@@ -231,8 +233,9 @@ static double wait_yield(int sleepy)
     return sleepy ? 100e-6 : 1e-3;
 }
 
+/* boot: already joined (tutti_comm_shrink), or NULL to join the rendezvous of info. */
 static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *info,
-                                 int local_rank_hint)
+                                 struct tt_boot *boot, int local_rank_hint)
 {
     /* Connection tables hold two channels per data channel (the double tree's trees). */
     size_t n = (size_t)c->nranks, nconn = n * 2 * (size_t)c->nchannels;
@@ -251,7 +254,10 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
                        c->nranks);
     c->conns.nranks = c->cuda.conns.nranks = c->nranks;
     c->conns.nchannels = c->cuda.conns.nchannels = 2 * c->nchannels;
-    TT_CHECK(tt_boot_init(info, c->rank, c->nranks, c->timeout_s, &c->boot));
+    if (boot)
+        c->boot = boot;
+    else
+        TT_CHECK(tt_boot_init(info, c->rank, c->nranks, c->timeout_s, &c->boot));
     tt_boot_set_abort(c->boot, &c->abort_flag);
 
     TT_CHECK(tt_topo_self(&c->peers[c->rank], local_rank_hint, c->rank));
@@ -339,12 +345,15 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     return tt_board_init(c);
 }
 
+static tutti_result_t comm_make(tutti_comm_t *comm, int nranks, int rank,
+                                const struct tt_id_info *info, struct tt_boot *boot,
+                                const char *tag, const tutti_config_t *config);
+
 tutti_result_t tutti_comm_init(tutti_comm_t *comm, int nranks, const tutti_id_t *id, int rank,
                                const tutti_config_t *config)
 {
     struct tt_id_info info;
-    struct tutti_comm *c;
-    tutti_result_t rc;
+    char tag[64];
 
     tt_base_init();
     if (!comm)
@@ -364,6 +373,16 @@ tutti_result_t tutti_comm_init(tutti_comm_t *comm, int nranks, const tutti_id_t 
     if (tt_id_decode(id, &info) != 0)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_comm_init: %s", tutti_last_error());
     TT_CHECK(tt_env_validate("tutti_comm_init"));
+    tt_id_tag(&info, tag, sizeof(tag));
+    return comm_make(comm, nranks, rank, &info, NULL, tag, config);
+}
+
+static tutti_result_t comm_make(tutti_comm_t *comm, int nranks, int rank,
+                                const struct tt_id_info *info, struct tt_boot *boot,
+                                const char *tag, const tutti_config_t *config)
+{
+    struct tutti_comm *c;
+    tutti_result_t rc;
 
     c = calloc(1, sizeof(*c));
     if (!c)
@@ -382,8 +401,9 @@ tutti_result_t tutti_comm_init(tutti_comm_t *comm, int nranks, const tutti_id_t 
         comm_free(c);
         return rc;
     }
-    tt_id_tag(&info, c->job_tag, sizeof(c->job_tag));
-    rc = comm_setup(c, &info, config ? config->local_rank : -1);
+    snprintf(c->job_tag, sizeof(c->job_tag), "%s", tag);
+    memcpy(c->secret, info->secret, sizeof(c->secret));
+    rc = comm_setup(c, info, boot, config ? config->local_rank : -1);
     if (rc != TUTTI_SUCCESS)
         goto undo_comm;
     if (!tt_comm_registry_add(c)) {
@@ -406,8 +426,24 @@ tutti_result_t tutti_comm_init(tutti_comm_t *comm, int nranks, const tutti_id_t 
 
 undo_comm:
     tt_fail(NULL, rc, "tutti_comm_init: rank %d of %d: %s", rank, nranks, tt_thread_error());
+    if (boot) { /* the caller's again */
+        tt_boot_set_abort(boot, NULL);
+        c->boot = NULL;
+    }
     comm_free(c);
     return rc;
+}
+
+tutti_result_t tt_comm_init_boot(tutti_comm_t *comm, struct tt_boot *boot, int rank, int nranks,
+                                 const unsigned char *secret, const tutti_config_t *config)
+{
+    struct tt_id_info info;
+    char tag[64];
+
+    memset(&info, 0, sizeof(info));
+    memcpy(info.secret, secret, TT_SECRET_BYTES);
+    tt_id_tag(&info, tag, sizeof(tag));
+    return comm_make(comm, nranks, rank, &info, boot, tag, config);
 }
 
 tutti_result_t tutti_comm_destroy(tutti_comm_t comm)
