@@ -258,6 +258,30 @@ TUTTI_API tutti_result_t tutti_comm_failed_ranks(tutti_comm_t comm, int *ranks, 
                                                  int *count);
 
 /*
+ * Growth: newcomers join a running job at a point its members choose. The job keeps a join
+ * service open (tutti-run --elastic serves one and sets TUTTI_JOIN for every rank; or
+ * tutti_join_serve). A newcomer calls tutti_comm_join (tutti_comm_init_env does when
+ * TUTTI_JOINING=1) and waits there, up to TUTTI_TIMEOUT; at a join point every member of comm
+ * calls tutti_comm_grow (a collective on comm, blocking): if newcomers wait (up to max_new;
+ * <= 0: all), *newcomm is a communicator of comm's ranks, first and in their order, then the
+ * newcomers in the order they arrived, independent of comm; if none waits, *newcomm is NULL.
+ * tutti_comm_joined gives, for a communicator made by either, how many of its ranks were
+ * members before (ranks [members, size) are the newcomers: they have no state yet); 0 for any
+ * other communicator. config NULL: comm's settings (grow), the defaults (join). Errors:
+ * TUTTI_ERR_INVALID_ARG (TUTTI_JOIN unset or malformed: on every member where rank 0's),
+ * TUTTI_ERR_TIMEOUT (a newcomer not admitted), what a collective on comm or tutti_comm_init
+ * can return.
+ */
+TUTTI_API tutti_result_t tutti_comm_grow(tutti_comm_t comm, int max_new, tutti_comm_t *newcomm,
+                                         const tutti_config_t *config);
+TUTTI_API tutti_result_t tutti_comm_join(tutti_comm_t *comm, const tutti_config_t *config);
+TUTTI_API tutti_result_t tutti_comm_joined(tutti_comm_t comm, int *members);
+/* Start a join service in a thread of this process, for as long as it lives; *id names it (its
+ * string form is what TUTTI_JOIN holds). tutti_join_waiting: how many newcomers wait there. */
+TUTTI_API tutti_result_t tutti_join_serve(tutti_id_t *id);
+TUTTI_API tutti_result_t tutti_join_waiting(const tutti_id_t *service, int *count);
+
+/*
  * tutti_comm_destroy - free a communicator and every resource it holds. Collective only in
  * the sense that peers see the connections close; it does not wait for them. NULL is a
  * no-op.

@@ -72,22 +72,23 @@ int run_block_first(int k, int of, int nranks)
 }
 
 /* The environment of rank r: ours with its TUTTI_RANK, TUTTI_LOCAL_RANK (and TUTTI_HOSTID
- * where node >= 0), and torchrun's RANK, LOCAL_RANK, LOCAL_WORLD_SIZE for PyTorch programs.
- * One allocation (pointers, then the new strings): free() releases it. */
-char **run_rank_env(int r, int local, int lsize, int node)
+ * where node >= 0, TUTTI_JOINING=1 for a newcomer), and torchrun's RANK, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE for PyTorch programs. One allocation (pointers, then the new strings): free()
+ * releases it. */
+char **run_rank_env(int r, int local, int lsize, int node, int joining)
 {
-    static const char *const mine[] = {
-        "TUTTI_RANK=", "TUTTI_LOCAL_RANK=", "RANK=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE="};
+    static const char *const mine[] = {"TUTTI_RANK=", "TUTTI_LOCAL_RANK=", "RANK=",
+                                       "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "TUTTI_JOINING="};
     extern char **environ;
     size_t n = 0, k = 0;
     char **env, *own;
 
     while (environ[n])
         n++;
-    env = calloc(1, (n + 7) * sizeof(*env) + 6 * 64);
+    env = calloc(1, (n + 8) * sizeof(*env) + 7 * 64);
     if (!env)
         return NULL;
-    own = (char *)(env + n + 7);
+    own = (char *)(env + n + 8);
     for (size_t i = 0; i < n; i++) {
         int drop = node >= 0 && strncmp(environ[i], "TUTTI_HOSTID=", 13) == 0;
         for (size_t m = 0; m < sizeof(mine) / sizeof(mine[0]); m++)
@@ -102,6 +103,8 @@ char **run_rank_env(int r, int local, int lsize, int node)
     snprintf(env[k++] = own + 256, 64, "LOCAL_WORLD_SIZE=%d", lsize);
     if (node >= 0)
         snprintf(env[k++] = own + 320, 64, "TUTTI_HOSTID=node%d", node);
+    if (joining)
+        snprintf(env[k++] = own + 384, 64, "TUTTI_JOINING=1");
     return env;
 }
 

@@ -7,8 +7,9 @@
 /* Node (or host) k of `of` holds ranks [ceil(k*n/of), ceil((k+1)*n/of)) of n = nranks. */
 int run_block_first(int k, int of, int nranks);
 /* The environment of rank r (local rank `local` of `lsize` on its host; node >= 0: the
- * TUTTI_HOSTID it poses as). NULL without memory; free() releases it. */
-char **run_rank_env(int r, int local, int lsize, int node);
+ * TUTTI_HOSTID it poses as; joining: a newcomer, TUTTI_JOINING=1). NULL without memory; free()
+ * releases it. */
+char **run_rank_env(int r, int local, int lsize, int node, int joining);
 /* The program's path, as execvp would find it (NULL and errno set if not). */
 char *run_find_program(const char *name);
 /* Raise the file descriptor limit for n local ranks, or say why not (-1). */

@@ -4,6 +4,7 @@
  *   tutti-run -n N [--nodes K] [--bind core|none] [--no-prefix] [--grace S] [--] program
  *             [args...]
  *   tutti-run -n N --nnodes H --node-rank I --master ADDRESS:PORT [options] program [args...]
+ *   tutti-run -n N --elastic MIN:MAX [--join K] [--restart K] [options] program [args...]
  *   tutti-run --env
  *
  * Each rank gets TUTTI_ID, TUTTI_RANK, TUTTI_WORLD_SIZE and TUTTI_LOCAL_RANK (and torchrun's
@@ -27,8 +28,13 @@
  * global ranks. A rank that fails stops its own host's ranks as above; the other hosts' ranks
  * see their connections to it fail and exit, which stops those launchers. Sockets use the
  * interface TUTTI_SOCKET_IFNAME names, loopback only when --master is a loopback address.
+ *
+ * Elastic (one host): a failed rank stops nothing while MIN ranks are left; newcomers (--join)
+ * and replacements (--restart) join at the ranks' next tutti_comm_grow (run_elastic.c).
  */
+#include "run_elastic.h"
 #include "run_env.h"
+#include "run_output.h"
 #include "tutti.h"
 
 #include <errno.h>
@@ -46,24 +52,20 @@
 #include <unistd.h>
 
 #define MAX_RANKS 4096
-#define LINE_MAX_BYTES 65536
-
-struct stream {
-    int fd;     /* read end, -1 once closed */
-    int out;    /* 1 = stdout, 2 = stderr */
-    size_t len; /* bytes of an unfinished line */
-    char *buf;
-};
 
 struct rank {
     pid_t pid;
     int done;
-    int status; /* wait status */
+    int joining; /* a newcomer (--join, --restart): TUTTI_JOINING=1 */
+    int node;    /* --nodes: the host it poses as */
+    int status;  /* wait status */
     struct stream s[2];
 };
 
 static struct rank *ranks;
 static int nranks, nnodes = 1, prefix = 1;
+static int nslots; /* ranks started so far: nlocal, then newcomers (--elastic) */
+static struct run_elastic elastic;
 /* --nnodes H --node-rank I: this host runs ranks [lfirst, lfirst + nlocal) of nranks; ranks[]
  * is indexed by the local rank. One host: all of them. */
 static int nhosts = 1, host_rank = -1, lfirst, nlocal;
@@ -81,7 +83,7 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: tutti-run -n N [--nodes K] [--bind core|none] [--no-prefix] [--grace SECONDS] "
-        "[--] program [args...]\n"
+        "[--elastic MIN:MAX [--join K] [--restart K]] [--] program [args...]\n"
         "       tutti-run -n N --nnodes H --node-rank I --master ADDRESS:PORT [options] "
         "program [args...]\n"
         "       tutti-run --env     print every TUTTI_* variable and exit\n"
@@ -90,70 +92,15 @@ static void usage(FILE *f)
         "--nnodes H --node-rank I: N ranks on H hosts, one tutti-run on each (the same command,\n"
         "  but I); this host runs host I's block of consecutive ranks. Rank 0, on host 0, serves\n"
         "  the rendezvous at --master (an address of host 0); set TUTTI_SECRET alike on all.\n"
-        "--bind core: rank r runs on the r-th CPU tutti-run may use (modulo their count).\n");
-}
-
-static void write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return;
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
-static void emit_line(int rank, int out, const char *line, size_t len)
-{
-    char head[32];
-    int h = prefix ? snprintf(head, sizeof(head), "[%d] ", rank) : 0;
-    char *buf = malloc((size_t)h + len + 1);
-
-    if (!buf)
-        return;
-    memcpy(buf, head, (size_t)h);
-    memcpy(buf + h, line, len);
-    buf[(size_t)h + len] = '\n';
-    write_all(out, buf, (size_t)h + len + 1);
-    free(buf);
-}
-
-/* Read what a rank wrote; print whole lines. Returns 0 at EOF. */
-static int pump(int rank, struct stream *s)
-{
-    ssize_t n = read(s->fd, s->buf + s->len, LINE_MAX_BYTES - s->len);
-
-    if (n < 0 && (errno == EINTR || errno == EAGAIN))
-        return 1;
-    if (n <= 0) {
-        if (s->len > 0)
-            emit_line(rank, s->out, s->buf, s->len);
-        s->len = 0;
-        close(s->fd);
-        s->fd = -1;
-        return 0;
-    }
-    s->len += (size_t)n;
-    char *start = s->buf, *end = s->buf + s->len, *nl;
-    while ((nl = memchr(start, '\n', (size_t)(end - start))) != NULL) {
-        emit_line(rank, s->out, start, (size_t)(nl - start));
-        start = nl + 1;
-    }
-    s->len = (size_t)(end - start);
-    memmove(s->buf, start, s->len);
-    if (s->len == LINE_MAX_BYTES) { /* a very long line: print what we have */
-        emit_line(rank, s->out, s->buf, s->len);
-        s->len = 0;
-    }
-    return 1;
+        "--bind core: rank r runs on the r-th CPU tutti-run may use (modulo their count).\n"
+        "--elastic MIN:MAX: a failed rank stops nothing while MIN ranks are left; --join K\n"
+        "  starts K newcomers, --restart K up to K replacements of failed ranks: they join at\n"
+        "  the ranks' next tutti_comm_grow, up to MAX ranks.\n");
 }
 
 static void signal_all(int sig)
 {
-    for (int r = 0; r < nlocal; r++)
+    for (int r = 0; r < nslots; r++)
         if (ranks[r].pid > 0 && !ranks[r].done)
             kill(-ranks[r].pid, sig); /* its process group: the rank and its children */
 }
@@ -168,11 +115,14 @@ static int block_first(int k, int of)
 static char **rank_env(int li)
 {
     int r = lfirst + li;
+
+    if (ranks[li].joining) /* its rank comes when it is admitted: li names its output */
+        return run_rank_env(li, li, nlocal, nnodes > 1 ? ranks[li].node : -1, 1);
     int node = (int)(((long long)r * nnodes) / nranks);
     int local = nnodes > 1 ? r - block_first(node, nnodes) : li;
     int lsize = nnodes > 1 ? block_first(node + 1, nnodes) - block_first(node, nnodes) : nlocal;
 
-    return run_rank_env(r, local, lsize, nnodes > 1 ? node : -1);
+    return run_rank_env(r, local, lsize, nnodes > 1 ? node : -1, 0);
 }
 
 /*
@@ -220,12 +170,12 @@ static pid_t spawn(int r, const char *path, char **argv, const sigset_t *oldmask
                 dup2(devnull, 0);
         }
         if (ncpus > 0 && sched_setaffinity(0, sizeof(core), &core) != 0)
-            write_all(2, "tutti-run: warning: --bind core: sched_setaffinity failed\n", 58);
+            run_write_all(2, "tutti-run: warning: --bind core: sched_setaffinity failed\n", 58);
         sigprocmask(SIG_SETMASK, oldmask, NULL);
         execve(path, argv, env);
-        write_all(2, "tutti-run: cannot run ", 22);
-        write_all(2, path, strlen(path));
-        write_all(2, "\n", 1);
+        run_write_all(2, "tutti-run: cannot run ", 22);
+        run_write_all(2, path, strlen(path));
+        run_write_all(2, "\n", 1);
         _exit(127);
     }
     free(env);
@@ -246,10 +196,42 @@ static int status_code(int st)
     return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
 }
 
+static void say_failed(int rank, pid_t pid, int st, int stopping)
+{
+    const char *then = stopping ? "; stopping the other ranks" : "";
+
+    if (WIFSIGNALED(st))
+        fprintf(stderr, "tutti-run: rank %d (pid %d) was killed by %s%s\n", rank, (int)pid,
+                strsignal(WTERMSIG(st)), then);
+    else
+        fprintf(stderr, "tutti-run: rank %d (pid %d) exited with status %d%s\n", rank, (int)pid,
+                status_code(st), then);
+}
+
+/* --restart: a newcomer in failed slot r's place (posing as its host); 1 if it started. */
+static int restart(int r, const char *path, char **argv, const sigset_t *oldmask, pid_t parent)
+{
+    int n = nslots++;
+
+    elastic.restarts++;
+    ranks[n].joining = 1;
+    ranks[n].node = ranks[r].node;
+    ranks[n].pid = spawn(n, path, argv, oldmask, parent);
+    ranks[n].done = ranks[n].pid < 0;
+    if (ranks[n].pid > 0)
+        fprintf(stderr,
+                "tutti-run: started [%d] in its place (restart %d of %d): it joins at the job's "
+                "next tutti_comm_grow\n",
+                n, elastic.restarts, elastic.restart);
+    return ranks[n].pid > 0;
+}
+
 int main(int argc, char **argv)
 {
     double grace = 3.0, kill_at = 0;
-    int first = -1, result = 0, live, argi = 1, sfd, interrupted = 0, bind_core = 0;
+    int first = -1, result = 0, live, argi = 1, sfd, interrupted = 0, bind_core = 0, used;
+    int ending = 0; /* --elastic: the job ended; newcomers never admitted are being stopped */
+    double next_look = 0;
     sigset_t mask, oldmask;
     char tag[32], idstr[TUTTI_ID_STRLEN], val[32], *program, *master = NULL, *port = NULL;
     tutti_id_t id;
@@ -299,6 +281,10 @@ int main(int argc, char **argv)
                 fprintf(stderr, "tutti-run: --bind %s: want core or none\n", how);
                 return 2;
             }
+        } else if ((used = run_elastic_option(&elastic, opt, arg)) != 0) {
+            if (used < 0)
+                return 2;
+            argi += used;
         } else if (strcmp(argv[argi], "--no-prefix") == 0) {
             prefix = 0;
         } else if (strcmp(argv[argi], "--grace") == 0 && argi + 1 < argc) {
@@ -328,6 +314,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (run_elastic_check(&elastic, nranks, nhosts) != 0)
+        return 2;
     if (nnodes > nranks) {
         fprintf(stderr, "tutti-run: --nodes %d is more than the %d ranks\n", nnodes, nranks);
         return 2;
@@ -374,7 +362,7 @@ int main(int argc, char **argv)
                 master, port);
     lfirst = block_first(host_rank, nhosts);
     nlocal = block_first(host_rank + 1, nhosts) - lfirst;
-    if (run_fds_for(nlocal) != 0)
+    if (run_fds_for(run_elastic_slots(&elastic, nlocal)) != 0)
         return 1;
     if (bind_core) {
         cpu_set_t mine;
@@ -424,6 +412,11 @@ int main(int argc, char **argv)
     } else {
         setenv("TUTTI_ID", idstr, 1);
     }
+    if (run_elastic_start(&elastic) != 0) {
+        free(program);
+        free(cpus);
+        return 1;
+    }
     snprintf(val, sizeof(val), "%d", nranks);
     setenv("TUTTI_WORLD_SIZE", val, 1);
     setenv("WORLD_SIZE", val, 1); /* torchrun's names too: PyTorch's env:// reads them */
@@ -433,40 +426,43 @@ int main(int argc, char **argv)
     }
 
     sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    ranks = calloc((size_t)nlocal, sizeof(*ranks));
-    pfd = calloc(2 * (size_t)nlocal + 1, sizeof(*pfd));
+    int slots = run_elastic_slots(&elastic, nlocal);
+    ranks = calloc((size_t)slots, sizeof(*ranks));
+    pfd = calloc(2 * (size_t)slots + 1, sizeof(*pfd));
     if (sfd < 0 || !ranks || !pfd) {
         fprintf(stderr, "tutti-run: setup failed: %s\n", strerror(errno));
         free(program);
         free(cpus);
         return 1;
     }
-    for (int r = 0; r < nlocal; r++) {
+    for (int r = 0; r < slots; r++)
         ranks[r].s[0].fd = ranks[r].s[1].fd = -1;
+    for (int r = 0; r < nlocal + elastic.join; r++) {
+        nslots = r + 1;
+        ranks[r].joining = r >= nlocal;
+        ranks[r].node = nnodes <= 1  ? -1
+                        : r < nlocal ? (int)(((long long)(lfirst + r) * nnodes) / nranks)
+                                     : (r - nlocal) % nnodes;
         ranks[r].pid = spawn(r, program, argv + argi, &oldmask, self);
         if (ranks[r].pid < 0) {
             signal_all(SIGKILL);
             result = 1;
             ranks[r].done = 1;
-            for (int k = r + 1; k < nlocal; k++)
-                ranks[k].done = 1;
             first = r;
             kill_at = now();
             break;
         }
     }
-    free(program);
-    free(cpus);
 
     live = 0;
-    for (int r = 0; r < nlocal; r++)
+    for (int r = 0; r < nslots; r++)
         live += !ranks[r].done;
     for (;;) {
         int np = 0, open_streams = 0;
         double t = now();
 
         pfd[np++] = (struct pollfd){.fd = sfd, .events = POLLIN};
-        for (int r = 0; r < nlocal; r++)
+        for (int r = 0; r < nslots; r++)
             for (int k = 0; k < 2; k++)
                 if (ranks[r].s[k].fd >= 0) {
                     pfd[np++] = (struct pollfd){.fd = ranks[r].s[k].fd, .events = POLLIN};
@@ -486,15 +482,27 @@ int main(int argc, char **argv)
             signal_all(SIGKILL);
             kill_at = 0;
         }
+        if (!ending && elastic.finished && t >= next_look) {
+            next_look = t + 0.2;
+            if (run_elastic_only_waiting(&elastic, live)) {
+                fprintf(stderr,
+                        "tutti-run: the job has ended; stopping %d newcomer(s) that no member "
+                        "admitted\n",
+                        live);
+                ending = 1;
+                signal_all(SIGTERM);
+                kill_at = now() + grace;
+            }
+        }
         if (ready <= 0)
             continue;
         for (int i = 1; i < np; i++) {
             if (!pfd[i].revents)
                 continue;
-            for (int r = 0; r < nlocal; r++)
+            for (int r = 0; r < nslots; r++)
                 for (int k = 0; k < 2; k++)
                     if (ranks[r].s[k].fd == pfd[i].fd)
-                        pump(lfirst + r, &ranks[r].s[k]);
+                        run_pump(lfirst + r, &ranks[r].s[k], prefix);
         }
         if (pfd[0].revents) {
             struct signalfd_siginfo si;
@@ -517,7 +525,7 @@ int main(int argc, char **argv)
                 pid_t pid = waitpid(-1, &st, WNOHANG);
                 if (pid <= 0)
                     break;
-                for (int r = 0; r < nlocal; r++) {
+                for (int r = 0; r < nslots; r++) {
                     if (ranks[r].pid != pid || ranks[r].done)
                         continue;
                     ranks[r].done = 1;
@@ -525,30 +533,29 @@ int main(int argc, char **argv)
                     live--;
                     /* Its group may still hold children: they go too. */
                     kill(-pid, SIGKILL);
-                    if (status_code(st) != 0 && first < 0 && !interrupted) {
-                        first = r;
-                        result = status_code(st);
-                        if (WIFSIGNALED(st))
-                            fprintf(stderr,
-                                    "tutti-run: rank %d (pid %d) was killed by %s; "
-                                    "stopping the other ranks\n",
-                                    lfirst + r, (int)pid, strsignal(WTERMSIG(st)));
-                        else
-                            fprintf(stderr,
-                                    "tutti-run: rank %d (pid %d) exited with status %d; "
-                                    "stopping the other ranks\n",
-                                    lfirst + r, (int)pid, result);
-                        signal_all(SIGTERM);
-                        kill_at = now() + grace;
+                    elastic.finished |= status_code(st) == 0;
+                    if (status_code(st) == 0 || first >= 0 || interrupted || ending)
+                        continue;
+                    say_failed(lfirst + r, pid, st, !elastic.on);
+                    if (run_elastic_survives(&elastic, lfirst + r, live)) {
+                        if (run_elastic_may_restart(&elastic, live))
+                            live += restart(r, program, argv + argi, &oldmask, self);
+                        continue;
                     }
+                    first = r;
+                    result = status_code(st);
+                    signal_all(SIGTERM);
+                    kill_at = now() + grace;
                 }
             }
         }
     }
+    free(program);
+    free(cpus);
     run_shm_cleanup(tag);
     if (interrupted && first < 0)
         result = 128 + interrupted;
-    for (int r = 0; r < nlocal; r++) {
+    for (int r = 0; r < nslots; r++) {
         free(ranks[r].s[0].buf);
         free(ranks[r].s[1].buf);
     }

@@ -165,6 +165,14 @@ static struct knob knobs[] = {
       "the name: one file per rank",
       TEXT, 0, 0, NULL),
     K("TUTTI_ID", "", "communicator id string (set by tutti-run)", TEXT, 0, 0, NULL),
+    K("TUTTI_JOIN", "",
+      "id string of the job's join service, where newcomers wait to be admitted by "
+      "tutti_comm_grow (set by tutti-run --elastic)",
+      TEXT, 0, 0, NULL),
+    K("TUTTI_JOINING", "0",
+      "1: tutti_comm_init_env joins a running job as a newcomer (tutti_comm_join) instead of "
+      "starting one (set by tutti-run for --join and --restart ranks)",
+      WORDS, 0, 0, "0|1"),
     K("TUTTI_RANK", "", "this process's rank (set by tutti-run)", INT, 0, 1 << 30, NULL),
     K("TUTTI_WORLD_SIZE", "", "number of ranks (set by tutti-run)", INT, 1, 1 << 30, NULL),
     K("TUTTI_LOCAL_RANK", "", "rank among the ranks of this host (set by tutti-run)", INT, 0,

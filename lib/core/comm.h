@@ -101,6 +101,7 @@ struct tutti_comm {
      * which ranks the survivors agreed had failed (nranks flags), NULL before. */
     int shrink_called;
     uint8_t *shrink_failed;
+    int grown_from; /* made by tutti_comm_grow/join: the ranks that were members (else 0) */
 
     /* Reused between calls so the hot path does not allocate. */
     struct tt_plan plan;

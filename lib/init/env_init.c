@@ -325,6 +325,8 @@ tutti_result_t tutti_comm_init_env(tutti_comm_t *comm)
     if (!comm)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_comm_init_env: comm is NULL");
     TT_CHECK(tt_env_validate("tutti_comm_init_env"));
+    if (tt_env_flag("TUTTI_JOINING")) /* a newcomer (tutti-run --join, --restart) */
+        return tutti_comm_join(comm, NULL);
     TT_CHECK(rank_and_size(&rank, &size, &cfg.local_rank));
     TT_CHECK(rendezvous_from_env(rank, size, &id));
     return tutti_comm_init(comm, size, &id, rank, &cfg);
