@@ -197,22 +197,19 @@ tutti_result_t ddp_broadcast_model(struct tutti_ddp *d, int root, const char *fn
     return ddp_broadcast_buffers(d, root, fn);
 }
 
-tutti_result_t tutti_ddp_init(tutti_ddp_t d)
+/* What tutti_ddp_init makes over d->comm once the parameters are registered (collective: the
+ * ranks' check, rank 0's model everywhere, bucket and optimizer memory in windows);
+ * tutti_ddp_recover and tutti_ddp_grow make it again over a new communicator. */
+tutti_result_t ddp_setup(struct tutti_ddp *d, const char *fn)
 {
     int *order;
     tutti_result_t rc;
 
-    if (!d)
-        return ddp_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_ddp_init: ddp is NULL");
-    if (d->initialized)
-        return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_init: called twice");
-    if (d->nparams == 0)
-        return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_init: no parameter is registered");
     TUTTI_DDP_CHECK(ddp_check_ranks(d));
     d->buffer_flat = malloc(d->buffer_total ? d->buffer_total * sizeof(float) : 1);
     if (!d->buffer_flat)
-        return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
-    TUTTI_DDP_CHECK(ddp_broadcast_model(d, 0, "tutti_ddp_init"));
+        return ddp_fail(d, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
+    TUTTI_DDP_CHECK(ddp_broadcast_model(d, 0, fn));
     d->shard = (d->total + (size_t)d->nranks - 1) / (size_t)d->nranks;
     ddp_owned(d, d->rank, &d->own_lo, &d->own_hi);
     order = malloc((size_t)d->nparams * sizeof(int));
@@ -220,7 +217,7 @@ tutti_result_t tutti_ddp_init(tutti_ddp_t d)
     d->build_order = malloc((size_t)d->nparams * sizeof(int));
     if (!order || !d->ready_order || !d->build_order) {
         free(order);
-        return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
+        return ddp_fail(d, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
     }
     for (int k = 0; k < d->nparams; k++)
         order[k] = d->nparams - 1 - k; /* reverse registration order */
@@ -230,7 +227,7 @@ tutti_result_t tutti_ddp_init(tutti_ddp_t d)
     if (d->cfg.zero >= 2) {
         d->shard_grad = calloc(d->shard ? d->shard : 1, sizeof(float));
         if (!d->shard_grad)
-            return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
+            return ddp_fail(d, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
     }
     if (d->cfg.zero == 3)
         TUTTI_DDP_CHECK(ddp_zero3_init(d));
@@ -238,7 +235,7 @@ tutti_result_t tutti_ddp_init(tutti_ddp_t d)
     TUTTI_DDP_CHECK(ddp_optim_init(d));
     rc = tutti_stream_create(&d->stream);
     if (rc != TUTTI_SUCCESS)
-        return ddp_fail(d, rc, "tutti_ddp_init: %s", tutti_last_error());
+        return ddp_fail(d, rc, "%s: %s", fn, tutti_last_error());
     d->overlap = d->cfg.overlap;
     if (d->cfg.zero == 3) {
         d->overlap = 1;
@@ -260,7 +257,58 @@ tutti_result_t tutti_ddp_init(tutti_ddp_t d)
     return TUTTI_SUCCESS;
 }
 
-/* The first call of a synchronised step; with uneven inputs, its round of flags goes first. */
+/* Free what ddp_setup made (on the communicator it made it on), and forget the steps'
+ * bookkeeping: the registrations stay. */
+void ddp_teardown(struct tutti_ddp *d)
+{
+    if (d->stream)
+        tutti_stream_destroy(d->stream);
+    d->stream = NULL;
+    if (d->weighted)
+        tutti_op_destroy(d->weight_op, d->comm);
+    d->weighted = 0;
+    ddp_hook_free(d);
+    ddp_optim_free(d);
+    ddp_zero3_free(d);
+    ddp_free_buckets(d->buckets, d->nbuckets);
+    ddp_sym_free(d, d->views, d->views_win);
+    ddp_sym_free(d, d->staging, d->staging_win);
+    free(d->shard_grad);
+    free(d->ready_order);
+    free(d->build_order);
+    free(d->buffer_flat);
+    d->buckets = NULL;
+    d->nbuckets = 0;
+    d->views = d->staging = d->shard_grad = d->buffer_flat = NULL;
+    d->views_win = d->staging_win = NULL;
+    d->ready_order = d->build_order = NULL;
+    d->initialized = d->broken = d->in_step = d->no_sync = 0;
+    d->next_launch = d->nready = d->rebuilt = 0;
+    d->adapt_cand = d->adapt_steps = d->adapt_started = 0;
+    d->joining = 0;
+    d->last_active = -1;
+    for (int i = 0; i < d->nparams; i++)
+        d->params[i].ready = d->params[i].zero_fill = 0;
+}
+
+tutti_result_t tutti_ddp_init(tutti_ddp_t d)
+{
+    int members = 0;
+
+    if (!d)
+        return ddp_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_ddp_init: ddp is NULL");
+    if (d->initialized)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_init: called twice");
+    if (d->nparams == 0)
+        return ddp_fail(d, TUTTI_ERR_INVALID_ARG, "tutti_ddp_init: no parameter is registered");
+    TUTTI_DDP_CHECK(ddp_setup(d, "tutti_ddp_init"));
+    /* A newcomer (its communicator came from tutti_comm_join): the members are in
+     * tutti_ddp_grow, which hands over the optimizer state next. */
+    if (tutti_comm_joined(d->comm, &members) == TUTTI_SUCCESS && members > 0 && d->rank >= members)
+        return ddp_optim_restore(d, NULL, "tutti_ddp_init");
+    return TUTTI_SUCCESS;
+}
+
 static tutti_result_t begin_step(struct tutti_ddp *d)
 {
     tutti_result_t rc;
@@ -535,20 +583,12 @@ tutti_result_t tutti_ddp_destroy(tutti_ddp_t d)
     broken = d->broken;
     if (d->stream)
         rc = tutti_stream_destroy(d->stream);
-    if (d->weighted)
-        tutti_op_destroy(d->weight_op, d->comm);
-    ddp_hook_free(d);
-    ddp_optim_free(d);
-    ddp_zero3_free(d);
-    ddp_free_buckets(d->buckets, d->nbuckets);
-    ddp_sym_free(d, d->views, d->views_win);
-    ddp_sym_free(d, d->staging, d->staging_win);
-    free(d->shard_grad);
-    free(d->ready_order);
-    free(d->build_order);
+    d->stream = NULL;
+    ddp_teardown(d);
+    if (d->own_comm) /* made by tutti_ddp_recover or tutti_ddp_grow */
+        tutti_comm_destroy(d->comm);
     free(d->params);
     free(d->buffers);
-    free(d->buffer_flat);
     free(d);
     return broken ? TUTTI_SUCCESS : rc; /* the failure was reported when it happened */
 }

@@ -69,6 +69,7 @@ struct ddp_optim;      /* optim.c */
 
 struct tutti_ddp {
     tutti_comm_t comm;
+    int own_comm; /* comm came from tutti_ddp_recover or tutti_ddp_grow: destroyed with d */
     int rank, nranks;
     tutti_ddp_config_t cfg;
     tutti_stream_t stream;
@@ -160,6 +161,10 @@ double ddp_now(void);
 /* ddp.c: fail unless d is initialised and unbroken; fail mid-step (abort the communicator so
  * the peers fail too, keep the first message); rank root's parameters and buffers everywhere. */
 tutti_result_t ddp_check_live(struct tutti_ddp *d, const char *fn);
+/* ddp.c: what tutti_ddp_init makes over d->comm after the registrations (collective), and
+ * freeing it again (registrations kept); elastic.c makes it anew over a new communicator. */
+tutti_result_t ddp_setup(struct tutti_ddp *d, const char *fn);
+void ddp_teardown(struct tutti_ddp *d);
 tutti_result_t ddp_break_step(struct tutti_ddp *d, tutti_result_t rc);
 tutti_result_t ddp_broadcast_model(struct tutti_ddp *d, int root, const char *fn);
 
@@ -225,6 +230,18 @@ size_t ddp_optim_bytes(const struct tutti_ddp *d);
 int ddp_optim_slots(const struct tutti_ddp *d);
 float *ddp_optim_slot(const struct tutti_ddp *d, int slot, size_t *lo, size_t *hi);
 long long *ddp_optim_t(const struct tutti_ddp *d);
+/* The optimizer state as this rank holds it (its flat range and step count), kept across a
+ * change of communicator; ddp_optim_restore makes every rank's new range from the ranks'
+ * saved ones (collective: an all-reduce per state vector, where ranges that nobody saved
+ * restart from zero, and the step count's maximum; saved NULL: a newcomer's, nothing). */
+struct ddp_optim_saved {
+    float *slot[2];
+    int nslots;
+    size_t lo, hi;
+    long long t;
+};
+tutti_result_t ddp_optim_save(struct tutti_ddp *d, struct ddp_optim_saved *sv);
+tutti_result_t ddp_optim_restore(struct tutti_ddp *d, struct ddp_optim_saved *sv, const char *fn);
 
 /* buckets.c: rebuild buckets from an order of registration indices (first = bucket 0);
  * free an array of n buckets. */

@@ -205,3 +205,54 @@ tutti_result_t tutti_ddp_average_params(tutti_ddp_t d)
     }
     return TUTTI_SUCCESS;
 }
+
+tutti_result_t ddp_optim_save(struct tutti_ddp *d, struct ddp_optim_saved *sv)
+{
+    struct ddp_optim *o = d->optim;
+
+    memset(sv, 0, sizeof(*sv));
+    if (!o)
+        return TUTTI_SUCCESS;
+    sv->nslots = o->nslots;
+    sv->lo = o->lo;
+    sv->hi = o->hi;
+    sv->t = o->t;
+    for (int s = 0; s < o->nslots; s++) {
+        sv->slot[s] = malloc((o->hi - o->lo + 1) * sizeof(float));
+        if (!sv->slot[s])
+            return ddp_fail(d, TUTTI_ERR_SYSTEM, "out of memory for the optimizer state");
+        memcpy(sv->slot[s], o->slot[s], (o->hi - o->lo) * sizeof(float));
+    }
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t ddp_optim_restore(struct tutti_ddp *d, struct ddp_optim_saved *sv, const char *fn)
+{
+    struct ddp_optim *o = d->optim;
+    /* Where every rank held the whole state (zero 0), rank 0's counts: a step that failed on
+     * some ranks and not others may have left them apart. */
+    int whole = sv && sv->lo == 0 && sv->hi == d->total;
+    int give = sv && (!whole || d->rank == 0);
+    float *f = o->nslots ? malloc((d->total + 1) * sizeof(float)) : NULL;
+    long long t = sv ? sv->t : 0;
+    tutti_result_t rc = TUTTI_SUCCESS;
+
+    if (o->nslots && !f)
+        return ddp_fail(d, TUTTI_ERR_SYSTEM, "%s: out of memory for the optimizer state", fn);
+    for (int s = 0; s < o->nslots && rc == TUTTI_SUCCESS; s++) {
+        memset(f, 0, (d->total + 1) * sizeof(float));
+        if (give && s < sv->nslots && sv->slot[s])
+            memcpy(f + sv->lo, sv->slot[s], (sv->hi - sv->lo) * sizeof(float));
+        rc = tutti_all_reduce(f, f, d->total, TUTTI_FLOAT32, TUTTI_SUM, d->comm, NULL);
+        if (rc == TUTTI_SUCCESS)
+            memcpy(o->slot[s], f + o->lo, (o->hi - o->lo) * sizeof(float));
+    }
+    free(f);
+    if (rc == TUTTI_SUCCESS)
+        rc = tutti_all_reduce(&t, &t, 1, TUTTI_INT64, TUTTI_MAX, d->comm, NULL);
+    if (rc != TUTTI_SUCCESS)
+        return ddp_fail(d, rc, "%s: handing over the optimizer state: %s", fn,
+                        tutti_comm_last_error(d->comm));
+    o->t = t;
+    return TUTTI_SUCCESS;
+}

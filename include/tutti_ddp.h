@@ -337,6 +337,30 @@ TUTTI_API const char *tutti_ddp_hook_name(tutti_ddp_hook_t hook);
  * explains itself). */
 TUTTI_API const char *tutti_ddp_last_error(tutti_ddp_t ddp);
 
+/*
+ * Elastic training (RELIABILITY.md, "Losing a rank and going on").
+ * tutti_ddp_recover - after a call of ddp failed because a rank was lost (the step in flight
+ * fails on every survivor), every survivor calls it: the ddp's communicator is shrunk
+ * (tutti_comm_shrink: the survivors agree on who is gone), buckets, shards and reduction state
+ * are made again for the new size, every survivor takes rank 0's parameters and buffers (a
+ * step that failed on some ranks and not others may have left them apart), and the optimizer
+ * state is handed over to the new shards: whole where every rank held it (rank 0's), and with
+ * zero 1 or 2 from each survivor's shard, the lost ranks' shards restarting from zero. Hooks'
+ * state (error feedback, PowerSGD) restarts; tutti_ddp_set_batch's weights go back to equal.
+ * The ddp then runs over the new communicator (tutti_ddp_comm), which it owns; re-divide the
+ * data by its rank and size. Not with zero 3 (TUTTI_ERR_UNSUPPORTED: the lost rank's share of
+ * the parameters is gone). Fenced (TUTTI_ERR_FENCED): this rank was left out.
+ * tutti_ddp_grow - at a join point (between steps), every member calls it: newcomers waiting
+ * at the job's join service (tutti_comm_grow) are admitted, and *added says how many (0: the
+ * ddp is unchanged). A newcomer joins with tutti_comm_join (or tutti_comm_init_env under
+ * TUTTI_JOINING=1), then tutti_ddp_create, the same registrations and tutti_ddp_init, which
+ * receive the parameters, buffers and optimizer state. Both are collective.
+ * tutti_ddp_comm - the communicator the ddp runs over now.
+ */
+TUTTI_API tutti_result_t tutti_ddp_recover(tutti_ddp_t ddp);
+TUTTI_API tutti_result_t tutti_ddp_grow(tutti_ddp_t ddp, int *added);
+TUTTI_API tutti_comm_t tutti_ddp_comm(tutti_ddp_t ddp);
+
 /* tutti_ddp_destroy - wait for outstanding work, free everything. NULL is a no-op. */
 TUTTI_API tutti_result_t tutti_ddp_destroy(tutti_ddp_t ddp);
 

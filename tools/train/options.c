@@ -64,6 +64,11 @@ void usage(FILE *f)
                "  --data DIR        IDX files (/usr/share/datasets/fashion-mnist)\n"
                "  --limit N         use the first N training images\n"
                "  --save-params F   rank 0 writes the final parameters (float32, flat) to F\n"
+               "  --elastic         survive a lost rank (under tutti-run --elastic): the\n"
+               "                    others shrink and go on from their in-memory model, the\n"
+               "                    batch split over the ranks left; newcomers (--restart)\n"
+               "                    join every --grow-every K steps (10)\n"
+               "  --crash R:S       rank R kills itself (SIGKILL) at optimizer step S\n"
                "  --quiet           only the final lines\n");
 }
 
@@ -97,6 +102,8 @@ static double real(const char *opt, const char *v, double lo, double hi)
 void parse(int argc, char **argv, struct opts *o, int nranks)
 {
     *o = (struct opts){.slow_rank = -1,
+                       .crash_rank = -1,
+                       .grow_every = 10,
                        .epochs = 1,
                        .batch = 128,
                        .hidden = 1024,
@@ -164,6 +171,14 @@ void parse(int argc, char **argv, struct opts *o, int nranks)
             if (!v || end == v || *end != ':' || o->slow_rank < 0)
                 die("--slow: '%s' is not RANK:FACTOR", v ? v : "");
             o->slow_factor = real(a, end + 1, 1, 100);
+        } else if (!strcmp(a, "--crash")) {
+            char *end;
+            o->crash_rank = v ? (int)strtol(v, &end, 10) : -1;
+            if (!v || end == v || *end != ':' || o->crash_rank < 0)
+                die("--crash: '%s' is not RANK:STEP", v ? v : "");
+            o->crash_step = num(a, end + 1, 0, 1ll << 40);
+        } else if (!strcmp(a, "--grow-every")) {
+            o->grow_every = (int)num(a, v, 1, 1000000);
         } else if (!strcmp(a, "--balance")) {
             if (!v || strncmp(v, "auto", 4) || (v[4] && v[4] != ':'))
                 die("--balance: '%s' is not auto or auto:K", v ? v : "");
@@ -172,6 +187,8 @@ void parse(int argc, char **argv, struct opts *o, int nranks)
             o->local_sgd = (int)num(a, v, 1, 1000000);
         else if (!strcmp(a, "--warmup"))
             o->warmup = (int)num(a, v, 0, 1000000000);
+        else if (!strcmp(a, "--elastic"))
+            o->elastic = 1, used = 0;
         else if (!strcmp(a, "--threads"))
             o->threads = (int)num(a, v, 1, 1024);
         else if (!strcmp(a, "--bench-steps"))
@@ -226,6 +243,9 @@ void parse(int argc, char **argv, struct opts *o, int nranks)
             die("--slow: not with --zero 3 (its extra forward passes would gather alone)");
         o->views = 0;
     }
+    if (o->elastic && (o->zero == 3 || o->split || o->balance || o->local_sgd || o->bench))
+        die("--elastic: not with --zero 3 (a lost rank's share of the parameters is gone), "
+            "--split, --balance, --local-sgd or --bench");
     if (o->warmup && !o->local_sgd)
         die("--warmup is the synchronous start of --local-sgd");
     if (o->batch < nranks)

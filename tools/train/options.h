@@ -17,6 +17,10 @@ struct opts {
     int local_sgd, warmup; /* --local-sgd H (0: off), --warmup W */
     int adaptive_buckets;  /* --bucket-mb auto */
     int overlap;           /* --overlap: 1, 0, -1 auto */
+    int elastic;           /* --elastic: survive a lost rank, take newcomers */
+    int grow_every;        /* --grow-every K: a join point every K steps (10) */
+    int crash_rank;        /* --crash R:S: rank R kills itself at step S (-1: none) */
+    long long crash_step;
     double slow_factor;
     double lr, momentum, eps, bucket_mb;
     tutti_ddp_hook_t hook;

@@ -10,6 +10,7 @@
  * See usage() (options.c) for the options; README's "Training" section for the metrics.
  */
 #include "data.h"
+#include "elastic.h"
 #include "mlp.h"
 #include "model.h"
 #include "options.h"
@@ -20,6 +21,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,8 @@
 
 int rank, nranks;          /* options.h */
 static int slow_rank = -1; /* --slow */
+static int elastic;        /* --elastic: a failed call is a lost rank to recover from */
+static int rank_quiet;     /* --quiet */
 static double slow_factor = 1;
 
 /* Whether a launcher (tutti-run, torchrun, srun, mpirun) set a rank in the environment. */
@@ -88,9 +92,23 @@ struct split {
     long long samples, steps;
 };
 
+/* A DDP call's result: 0 if it succeeded, 1 if it failed for a lost rank under --elastic;
+ * anything else dies. */
+static int lost(struct model *md, tutti_result_t rc)
+{
+    if (rc == TUTTI_SUCCESS)
+        return 0;
+    if (!elastic || !elastic_failure(rc))
+        die("%s", tutti_ddp_last_error(md->ddp));
+    if (!rank_quiet)
+        printf("rank %d: %s\n", md->rank, tutti_ddp_last_error(md->ddp));
+    return 1;
+}
+
 /*
  * One micro-batch: forward, backward (gradients marked ready as they are made), finish; an
- * optimizer step when `sync`. idx holds the global batch's image numbers.
+ * optimizer step when `sync`. idx holds the global batch's image numbers. Under --elastic,
+ * -1 if a rank was lost.
  */
 static int micro_step(struct model *md, const struct dataset *tr, const uint32_t *idx, int B,
                       int accum, int k, int local, struct split *sp)
@@ -101,8 +119,8 @@ static int micro_step(struct model *md, const struct dataset *tr, const uint32_t
 
     split_part(&plan, B, md->rank, &first, &count);
     /* (local SGD: no gradient is reduced; the step is this rank's own) */
-    if (tutti_ddp_no_sync(md->ddp, local || !sync) != TUTTI_SUCCESS)
-        die("%s", tutti_ddp_last_error(md->ddp));
+    if (lost(md, tutti_ddp_no_sync(md->ddp, local || !sync)))
+        return -1;
     model_point_grads(md);
     if (local) {
         scale = 1.0f / ((float)accum * (float)count); /* this rank's own mean */
@@ -135,8 +153,8 @@ static int micro_step(struct model *md, const struct dataset *tr, const uint32_t
     }
     bal_compute += t1 - t0;
     bal_samples += count;
-    if (tutti_ddp_finish(md->ddp) != TUTTI_SUCCESS)
-        die("%s", tutti_ddp_last_error(md->ddp));
+    if (lost(md, tutti_ddp_finish(md->ddp)))
+        return -1;
     t2 = now();
     if (tutti_trace_enabled()) {
         tutti_trace_span("forward", "train", t0 * 1e6, tf * 1e6, NULL);
@@ -146,8 +164,8 @@ static int micro_step(struct model *md, const struct dataset *tr, const uint32_t
     sp->compute += t1 - t0;
     sp->finish += t2 - t1;
     if (sync) {
-        if (tutti_ddp_step(md->ddp) != TUTTI_SUCCESS)
-            die("%s", tutti_ddp_last_error(md->ddp));
+        if (lost(md, tutti_ddp_step(md->ddp)))
+            return -1;
         sp->optim += now() - t2;
         sp->steps++;
         if (tutti_trace_enabled())
@@ -213,15 +231,13 @@ static double test_accuracy(struct model *md, const struct dataset *te)
         ok[1] += b;
     }
     free(idx);
-    if (tutti_all_reduce(ok, ok, 2, TUTTI_INT64, TUTTI_SUM, md->comm, NULL) != TUTTI_SUCCESS)
+    tutti_result_t rc = tutti_all_reduce(ok, ok, 2, TUTTI_INT64, TUTTI_SUM, md->comm, NULL);
+    if (rc != TUTTI_SUCCESS && elastic && elastic_failure(rc))
+        return -1; /* a rank was lost: the caller recovers */
+    if (rc != TUTTI_SUCCESS)
         die("all_reduce: %s", tutti_comm_last_error(md->comm));
     return (double)ok[0] / (double)ok[1];
 }
-
-struct resume_state {
-    int64_t epoch, micro; /* where to continue */
-    int64_t steps;        /* optimizer steps taken */
-};
 
 static void save(struct model *md, const struct opts *o, const struct resume_state *rs)
 {
@@ -379,10 +395,16 @@ int main(int argc, char **argv)
         die("%s", err);
     if (tr.n < (size_t)o.batch)
         die("--batch %d is larger than the training set (%zu images)", o.batch, tr.n);
-    local_max = (o.batch + nranks - 1) / nranks;
+    elastic = o.elastic;
+    rank_quiet = o.quiet;
+    /* --elastic: fewer ranks may share the batch later */
+    local_max = elastic ? o.batch : (o.batch + nranks - 1) / nranks;
     if (local_max < 256)
         local_max = 256; /* evaluation chunks */
     model_build(&md, &o, comm, local_max);
+    int newcomer = elastic && elastic_newcomer(&md, &rs), start_rank = rank;
+    nranks = md.nranks;
+    plan.n = nranks;
     if (o.bench) {
         bench(&md, &o, &tr);
         goto done;
@@ -399,7 +421,7 @@ int main(int argc, char **argv)
             printf("resumed from %s: epoch %lld, batch %lld, %lld steps done\n", path,
                    (long long)rs.epoch + 1, (long long)rs.micro, (long long)rs.steps);
     }
-    if (rank == 0 && !o.quiet)
+    if (rank == 0 && !o.quiet && !newcomer)
         printf("tutti-train: %d rank(s), MLP 784-%d%s-10 (%d hidden layer(s)), %zu training "
                "images, global batch %d x %d accumulated, hook %s, zero %d, %s\n",
                nranks, o.hidden, o.layers > 1 ? "-..." : "", o.layers, tr.n, o.batch, o.accum,
@@ -409,6 +431,7 @@ int main(int argc, char **argv)
     if (!perm)
         die("out of memory");
     for (int64_t epoch = rs.epoch; epoch < o.epochs && !stop; epoch++) {
+        int redo = 0; /* --elastic: the size changed: go on from rs (rank 0's place) */
         size_t nb = (tr.n + (size_t)o.batch - 1) / (size_t)o.batch;
         struct split sp = {0};
         tutti_ddp_stats_t a, b;
@@ -425,13 +448,35 @@ int main(int argc, char **argv)
                 break; /* a tail smaller than the ranks: skipped */
             /* Accumulation groups do not cross epochs: a short last group steps on its own. */
             int local = o.local_sgd && rs.steps >= o.warmup;
+            if (o.crash_rank == start_rank && rs.steps == o.crash_step && !newcomer) {
+                printf("rank %d: crashing at step %lld (t=%.6f)\n", rank, (long long)rs.steps,
+                       now());
+                raise(SIGKILL);
+            }
             stepped = micro_step(&md, &tr, perm + lo, B,
                                  mb == (int64_t)nb - 1 && k < o.accum - 1 ? k + 1 : o.accum, k,
                                  local, &sp);
+            if (stepped < 0) { /* --elastic: a rank was lost; this micro-batch runs again */
+                rs.epoch = epoch;
+                rs.micro = mb - k; /* (its accumulation group's start) */
+                elastic_recover(&md, &rs);
+                redo = 1;
+                break;
+            }
             if (tutti_trace_enabled())
                 tutti_trace_span("micro-batch", "train", ts * 1e6, now() * 1e6, NULL);
             if (stepped) {
                 rs.steps++;
+                if (elastic)
+                    elastic_step_done(&md, &rs);
+                if (elastic && rs.steps % o.grow_every == 0) {
+                    rs.epoch = epoch;
+                    rs.micro = mb + 1;
+                    if (elastic_grow(&md, &rs)) {
+                        redo = 1;
+                        break;
+                    }
+                }
                 if (local && (rs.steps - o.warmup) % o.local_sgd == 0)
                     average_params(&md);
                 if (o.balance && rs.steps % o.balance == 0)
@@ -444,6 +489,12 @@ int main(int argc, char **argv)
                 }
             }
         }
+        nranks = md.nranks;
+        plan.n = nranks;
+        if (redo) { /* the epoch loop again, from rank 0's place */
+            epoch = rs.epoch - 1;
+            continue;
+        }
         sp.total = now() - t0;
         tutti_ddp_stats(md.ddp, &b);
         if (o.local_sgd && rs.steps > o.warmup && (rs.steps - o.warmup) % o.local_sgd != 0)
@@ -451,7 +502,18 @@ int main(int argc, char **argv)
         acc = test_accuracy(&md, &te);
         loss[0] = sp.loss_sum;
         loss[1] = (double)sp.samples;
-        tutti_all_reduce(loss, loss, 2, TUTTI_FLOAT64, TUTTI_SUM, comm, NULL);
+        if (acc < 0 ||
+            tutti_all_reduce(loss, loss, 2, TUTTI_FLOAT64, TUTTI_SUM, md.comm, NULL) != 0) {
+            if (!elastic)
+                die("all_reduce: %s", tutti_comm_last_error(md.comm));
+            rs.epoch = epoch + 1; /* a rank was lost after the epoch's last step */
+            rs.micro = 0;
+            elastic_recover(&md, &rs);
+            nranks = md.nranks;
+            plan.n = nranks;
+            epoch = rs.epoch - 1;
+            continue;
+        }
         if (rank == 0 && !o.quiet) {
             double comm_s = b.comm_s - a.comm_s, exposed = b.exposed_s - a.exposed_s;
             double tcomp = sp.compute + sp.optim;
@@ -492,8 +554,8 @@ done : {
         model_print_memory(&md, &o);
     model_whole(&md, 1);
     h = model_hash(&md, &sum);
-    if (!all || tutti_all_gather(&h, all, 1, TUTTI_UINT64, comm, NULL) != TUTTI_SUCCESS)
-        die("all_gather: %s", tutti_comm_last_error(comm));
+    if (!all || tutti_all_gather(&h, all, 1, TUTTI_UINT64, md.comm, NULL) != TUTTI_SUCCESS)
+        die("all_gather: %s", tutti_comm_last_error(md.comm));
     for (int r = 1; r < nranks; r++)
         same &= all[r] == all[0];
     if (rank == 0) {

@@ -182,7 +182,7 @@ static void run(struct scenario sc)
             }
             usleep((h >> 8) % 20000);
         } else {
-            usleep(100000 + (h >> 8) % 1200000);
+            usleep(50000 + (h >> 8) % 550000);
         }
         kill(pids[victim[i]], SIGKILL);
         killed[i] = child_now();
@@ -190,7 +190,7 @@ static void run(struct scenario sc)
     }
     if (sc.stop) {
         int x = victim[nv - 1], shrunk = 0;
-        usleep(300000);
+        usleep(200000);
         kill(pids[x], SIGSTOP);
         killed[nv - 1] = child_now();
         t0 = child_now();
@@ -209,7 +209,7 @@ static void run(struct scenario sc)
     int reporter = 0; /* the survivor whose figures are printed */
     while (gone[reporter])
         reporter++;
-    usleep(1500000); /* the survivors run on their new communicator */
+    usleep(500000); /* the survivors run on their new communicator */
     touch("stop");
     for (int r = 0; r < sc.n; r++) {
         if (gone[r] == 1)
@@ -266,7 +266,7 @@ Test(shrink, second_rank_killed_while_shrinking, .init = setup, .timeout = 120)
 Test(shrink, stopped_rank_is_fenced, .init = setup, .timeout = 120)
 {
     run((struct scenario){
-        .n = 4, .nodes = 1, .stop = 1, .env = "TUTTI_TIMEOUT=3 TUTTI_SHRINK_TIMEOUT=2"});
+        .n = 4, .nodes = 1, .stop = 1, .env = "TUTTI_TIMEOUT=2 TUTTI_SHRINK_TIMEOUT=1"});
 }
 
 Test(shrink, killed_across_nodes_over_sockets, .init = setup, .timeout = 120)

@@ -6,7 +6,8 @@
 #             collectives (group_check, and 3 s of its soak), then net_ib's
 #             zero-copy path over the emulated verbs provider (2 and 4 emulated nodes,
 #             registered buffers, a late HCA), symmetric memory (coll_check --symmetric,
-#             a soak mixing it with the usual path, sym_check misuse)
+#             a soak mixing it with the usual path, sym_check misuse), and two of
+#             tutti_comm_shrink's cases (a second kill during the shrink, a fenced rank)
 #   tsan      a build with ThreadSanitizer (BUILD_DIR/san-tsan); ranks as threads of one
 #             process (tests/integration/sanitize/tsan_ranks.c: Criterion's runner does not run under it),
 #             then the host-stream checks (a worker thread per stream) and the DDP layer's
@@ -43,7 +44,12 @@ asan|tsan)
         meson test -C "$dir" --no-rebuild --print-errorlogs --suite unit --suite faults | tee "$out"
         meson test -C "$dir" --no-rebuild --print-errorlogs launcher env perf streams ddp |
             tee -a "$out"
-        want=14
+        # tutti_comm_shrink's agreement and retries: a second rank killed while the others
+        # shrink, and a stopped rank fenced.
+        meson test -C "$dir" --no-rebuild --print-errorlogs shrink \
+            --test-args='--filter=shrink/@(second_rank_killed_while_shrinking|stopped_rank_is_fenced)' |
+            tee -a "$out"
+        want=15
         # Recursive halving's scratch buffer on real ranks (one folds in), then a larger call
         # that grows it.
         TUTTI_ALGO=reduce_scatter:rh TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 3 \
