@@ -34,10 +34,11 @@ int tt_board_init(struct tutti_comm *c)
     }
     rc = tt_boot_barrier(c->boot); /* created before anyone opens it */
     if (rc != TUTTI_SUCCESS) {
-        if (fd >= 0) { /* nobody will open it: a rank failed (killed while joining) */
+        /* A rank failed (killed while joining), maybe the one that made it: every rank of the
+         * node removes the name, so that it cannot be left behind. */
+        if (fd >= 0)
             close(fd);
-            shm_unlink(name);
-        }
+        shm_unlink(name);
         goto out;
     }
     if (!first)
@@ -49,7 +50,7 @@ int tt_board_init(struct tutti_comm *c)
             b->map = NULL;
     }
     rc = tt_boot_barrier(c->boot); /* everyone has mapped it */
-    if (first)
+    if (first || rc != TUTTI_SUCCESS)
         shm_unlink(name);
     if (!b->map)
         TT_INFO(TT_SUB_INIT, "status board unavailable (%s): stall reports show less", name);

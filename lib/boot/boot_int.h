@@ -57,6 +57,8 @@ struct tt_boot {
     struct pollfd *pfd;
     int pfdcap;
     const volatile int *abort;
+    int (*gone)(void *arg, int peer); /* tt_boot_set_gone: has peer's process exited? */
+    void *gone_arg;
     int told;     /* this rank has told the others it gave up (or was told) */
     double stall; /* TUTTI_STALL_WARN: a wait this long is logged */
     /* Held by every public entry point: a communicator's error may be told (tt_boot_tell) from

@@ -22,6 +22,12 @@ void tt_boot_set_abort(struct tt_boot *b, const volatile int *flag)
     b->abort = flag;
 }
 
+void tt_boot_set_gone(struct tt_boot *b, int (*gone)(void *arg, int peer), void *arg)
+{
+    b->gone = gone;
+    b->gone_arg = arg;
+}
+
 static int aborted(const struct tt_boot *b)
 {
     return b->abort && __atomic_load_n(b->abort, __ATOMIC_ACQUIRE);
@@ -346,9 +352,36 @@ tutti_result_t tt_boot_send(struct tt_boot *b, int peer, uint32_t tag, const voi
     return rc;
 }
 
+/*
+ * While this rank waits for peer: has peer gone? Its process has exited (the communicator's
+ * own test, b->gone: ranks of this machine), our connection to it was closed at its end, or,
+ * at most every half second, its listener refuses a new one (it exited, or left the
+ * communicator): a peer that died before it ever connected to us would otherwise be waited
+ * for until the deadline.
+ */
+static int peer_gone(struct tt_boot *b, int peer, double *next_probe)
+{
+    double now = tt_now();
+
+    if (b->gone && b->gone(b->gone_arg, peer))
+        return 1;
+    if (now < *next_probe)
+        return 0;
+    *next_probe = now + 0.5;
+    if (b->out_fd[peer] >= 0) {
+        struct pollfd p = {.fd = b->out_fd[peer], .events = POLLIN};
+        char c;
+        return poll(&p, 1, 0) == 1 &&
+               ((p.revents & (POLLERR | POLLHUP)) ||
+                ((p.revents & POLLIN) && recv(p.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0));
+    }
+    /* (a connection that is made stays: a later send to peer uses it) */
+    return out_connect(b, peer, now + 0.2) == TUTTI_ERR_REMOTE;
+}
+
 static tutti_result_t recv_msg(struct tt_boot *b, int peer, uint32_t tag, void *data, size_t len)
 {
-    double start = tt_now(), deadline = start + b->timeout;
+    double start = tt_now(), deadline = start + b->timeout, next_probe = start + 0.5;
     int warned = 0, who;
     char why[512];
 
@@ -382,6 +415,11 @@ static tutti_result_t recv_msg(struct tt_boot *b, int peer, uint32_t tag, void *
         }
         if (aborted(b))
             return tt_fail(NULL, TUTTI_ERR_ABORTED, "bootstrap: aborted while waiting for rank %d",
+                           peer);
+        if (peer != b->rank && peer_gone(b, peer, &next_probe))
+            return tt_fail(NULL, TUTTI_ERR_REMOTE,
+                           "bootstrap: rank %d is gone while this rank waited for it (its process "
+                           "exited, or its bootstrap listener refuses connections)",
                            peer);
         if (tt_now() >= deadline)
             return tt_fail(NULL, TUTTI_ERR_TIMEOUT,

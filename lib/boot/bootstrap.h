@@ -64,6 +64,10 @@ int tt_boot_told(struct tt_boot *b, double wait_s, char *why, size_t size);
 
 /* Waits also end (TUTTI_ERR_ABORTED) once *flag becomes non-zero (tutti_comm_abort). */
 void tt_boot_set_abort(struct tt_boot *b, const volatile int *flag);
+/* A wait for a peer also ends (TUTTI_ERR_REMOTE) once gone(arg, peer) says its process has
+ * exited (the communicator knows the pids of its machine's ranks). Called without blocking,
+ * every poll of a wait; gone must not call into the bootstrap. */
+void tt_boot_set_gone(struct tt_boot *b, int (*gone)(void *arg, int peer), void *arg);
 
 /* The address of this rank's bootstrap listener (its interface is the one facing the root). */
 const struct tt_addr *tt_boot_self_addr(const struct tt_boot *b);

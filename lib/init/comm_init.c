@@ -233,6 +233,16 @@ static double wait_yield(int sleepy)
     return sleepy ? 100e-6 : 1e-3;
 }
 
+/* A peer's process on this machine has exited (for bootstrap waits; nothing before the
+ * ranks' records are in). */
+static int boot_peer_gone(void *arg, int peer)
+{
+    struct tutti_comm *c = arg;
+
+    return c->pids && c->peers[peer].machine_hash == c->peers[c->rank].machine_hash &&
+           tt_transport_pid_gone(c->pids[peer]);
+}
+
 /* boot: already joined (tutti_comm_shrink), or NULL to join the rendezvous of info. */
 static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *info,
                                  struct tt_boot *boot, int local_rank_hint)
@@ -259,6 +269,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     else
         TT_CHECK(tt_boot_init(info, c->rank, c->nranks, c->timeout_s, &c->boot));
     tt_boot_set_abort(c->boot, &c->abort_flag);
+    tt_boot_set_gone(c->boot, boot_peer_gone, c);
 
     TT_CHECK(tt_topo_self(&c->peers[c->rank], local_rank_hint, c->rank));
     /* (recorded in its published record, so that both ends of a pair agree on the transport) */
@@ -428,6 +439,7 @@ undo_comm:
     tt_fail(NULL, rc, "tutti_comm_init: rank %d of %d: %s", rank, nranks, tt_thread_error());
     if (boot) { /* the caller's again */
         tt_boot_set_abort(boot, NULL);
+        tt_boot_set_gone(boot, NULL, NULL);
         c->boot = NULL;
     }
     comm_free(c);

@@ -280,6 +280,29 @@ static tutti_result_t attempt_alloc(struct shrink *s)
     return TUTTI_SUCCESS;
 }
 
+/*
+ * The FIFO names that two failed ranks of this node made for each other: nobody else would
+ * remove them (a receiver removes its own when it closes, a sender at destroy the ones made
+ * for it that it never attached to; tutti-run removes everything at the job's end, a job
+ * started otherwise would keep them). Every survivor of the node does it: a few unlinks.
+ */
+static void unlink_between_failed(struct tutti_comm *c)
+{
+    int node = c->topo.node_of[c->rank];
+    char name[160];
+
+    for (int a = 0; a < c->nranks; a++)
+        for (int b = 0; b < c->nranks; b++) {
+            if (a == b || !c->shrink_failed[a] || !c->shrink_failed[b] ||
+                c->topo.node_of[a] != node || c->topo.node_of[b] != node)
+                continue;
+            for (int ch = 0; ch < c->conns.nchannels; ch++) {
+                tt_shm_name(name, sizeof(name), c->job_tag, a, b, ch);
+                tt_shm_unlink(name);
+            }
+        }
+}
+
 /* One attempt: agree, then make the communicator of the members. On a failure to make it,
  * *again is set and s describes the next attempt (over the bootstrap just made). */
 static tutti_result_t attempt(struct shrink *s, tutti_comm_t *newcomm, const tutti_config_t *config,
@@ -327,6 +350,7 @@ static tutti_result_t attempt(struct shrink *s, tutti_comm_t *newcomm, const tut
         rc = tt_comm_init_boot(newcomm, s->next, me, n, secret, config);
     if (rc == TUTTI_SUCCESS) {
         tt_boot_set_timeout((*newcomm)->boot, (*newcomm)->timeout_s);
+        unlink_between_failed(s->comm);
         s->next = NULL;
         free(orig);
         return TUTTI_SUCCESS;

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/integration/multiproc/check-soak.sh TUTTI_RUN COLL_CHECK GROUP_CHECK -- the soak suite: `coll_check
 # soak` (a random sequence of checked calls) on layouts that take different algorithms and
-# transport paths, TUTTI_SOAK_SECONDS each (default 5):
+# transport paths, TUTTI_SOAK_SECONDS each (default 3):
 #   4 ranks on one node          ranks outnumber cores: direct, flat, rd, tree
 #   5 ranks, 2 channels, 2 small slots per FIFO   folded rd and rh, many chunks, tight flow
 #   6 ranks on 2 emulated nodes  hierarchical algorithms with 3 ranks a node, sockets
@@ -20,7 +20,7 @@
 # (TUTTI_TIMEOUT), and so does a layout that runs far past its time.
 set -u
 run=$1 check=$2 group=$3
-secs=${TUTTI_SOAK_SECONDS:-5}
+secs=${TUTTI_SOAK_SECONDS:-3}
 seed=${TUTTI_SOAK_SEED:-$(date +%s)}
 limit=$(awk -v s="$secs" 'BEGIN { printf "%d", 2 * s + 120 }')
 log=$(mktemp /tmp/tutti-soak-XXXXXX)

@@ -7,11 +7,12 @@
  *
  * Writes DIR/pid.RANK once its communicator is made, then runs a sequence of collectives drawn
  * from SEED (all-reduce of int32 and float, all-gather, broadcast, reduce-scatter; 1 to 300,000
- * elements), each checked element by element against the values computed here from the ranks'
- * formula. After each call every rank all-reduces whether DIR/stop exists, so all stop after the
- * same call. A call that fails is followed by tutti_comm_shrink (DIR/shrinking.RANK is written
- * first) and the survivors go on over the new communicator from the furthest call any of them
- * reached (an all-reduce of the call numbers). A failure during that goes round again.
+ * elements; three all-reduces queued on a host stream, then its sync), each checked element by
+ * element against the values computed here from the ranks' formula. After each call every rank
+ * all-reduces whether DIR/stop exists, so all stop after the same call. A call that fails is
+ * followed by tutti_comm_shrink (DIR/shrinking.RANK is written first) and the survivors go on over
+ * the new communicator from the furthest call any of them reached (an all-reduce of the call
+ * numbers). A failure during that goes round again.
  *
  * Prints, for each shrink, "SHRUNK n -> m failed [ranks] in S s; resumed at T" (T: the
  * monotonic clock when the first call on the new communicator completed), and at the end
@@ -58,6 +59,38 @@ static int fail(const char *what, tutti_result_t rc, const char *msg)
     exit(1);
 }
 
+static tutti_stream_t stream; /* kind 5's; made again after it failed (a failed one stays so) */
+
+static tutti_result_t queued(tutti_comm_t comm, int rank, int n, uint64_t k, size_t c, size_t *bad)
+{
+    static int32_t s[3][16384], d[3][16384];
+    tutti_result_t rc = TUTTI_SUCCESS;
+
+    if (!stream && tutti_stream_create(&stream) != TUTTI_SUCCESS)
+        fail("tutti_stream_create", TUTTI_ERR_SYSTEM, tutti_last_error());
+    for (int j = 0; j < 3 && rc == TUTTI_SUCCESS; j++) {
+        for (size_t i = 0; i < c; i++)
+            s[j][i] = val(rank, i, k + (uint64_t)j);
+        rc = tutti_all_reduce(s[j], d[j], c, TUTTI_INT32, TUTTI_SUM, comm, stream);
+    }
+    if (rc == TUTTI_SUCCESS)
+        rc = tutti_stream_sync(stream);
+    if (rc != TUTTI_SUCCESS) {
+        printf("queued work failed: %s\n", tutti_last_error());
+        tutti_stream_destroy(stream);
+        stream = NULL;
+        return rc;
+    }
+    for (int j = 0; j < 3; j++)
+        for (size_t i = 0; i < c; i++) {
+            int64_t want = 0;
+            for (int r = 0; r < n; r++)
+                want += val(r, i, k + (uint64_t)j);
+            *bad += d[j][i] != (int32_t)want;
+        }
+    return TUTTI_SUCCESS;
+}
+
 /* One checked call k on comm (n ranks, this is rank): TUTTI_SUCCESS, or the call's failure. A
  * wrong value exits. */
 static tutti_result_t call(tutti_comm_t comm, int rank, int n, uint64_t k, uint64_t seed)
@@ -65,7 +98,7 @@ static tutti_result_t call(tutti_comm_t comm, int rank, int n, uint64_t k, uint6
     static const size_t counts[] = {1, 7, 1000, 16384, 300000};
     uint64_t h = mix(seed ^ k * 0x100000001b3ull);
     size_t c = counts[h % 5], total = c * (size_t)n, bad = 0;
-    int kind = (int)(h >> 8) % 5, root = (int)(k % (uint64_t)n);
+    int kind = (int)(h >> 8) % 6, root = (int)(k % (uint64_t)n);
     int32_t *s = malloc(total * sizeof(int32_t)), *d = malloc(total * sizeof(int32_t));
     float *fs = (float *)s, *fd = (float *)d;
     tutti_result_t rc = TUTTI_SUCCESS;
@@ -108,6 +141,11 @@ static tutti_result_t call(tutti_comm_t comm, int rank, int n, uint64_t k, uint6
         rc = tutti_broadcast(d, d, c, TUTTI_INT32, root, comm, NULL);
         for (size_t i = 0; rc == TUTTI_SUCCESS && i < c; i++)
             bad += d[i] != val(root, i, k);
+        break;
+    case 5: /* three all-reduces queued on a host stream, then its sync: a rank lost while
+             * they are queued fails them (the sync says so), none is lost silently */
+        c = c > 16384 ? 16384 : c;
+        rc = queued(comm, rank, n, k, c, &bad);
         break;
     default: /* reduce-scatter, int32 sum */
         for (size_t i = 0; i < total; i++)

@@ -9,6 +9,7 @@
 #include "../../support/child.h"
 #include "../../support/scratch_dir.h"
 #include "../../support/free_port.h"
+#include "../../support/shm_names.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -123,21 +124,10 @@ static int wait_exit(pid_t pid, double limit)
  * what a launcher does for a rank killed during set-up (tutti-run). */
 static void shm_left(int remove)
 {
-    char prefix[64], path[320], left[256];
-    DIR *d = opendir("/dev/shm");
-    struct dirent *e;
+    char prefix[64], left[256];
 
     snprintf(prefix, sizeof(prefix), "tutti-fault%d-", (int)getpid());
-    left[0] = '\0';
-    while (d && (e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
-            continue;
-        snprintf(left, sizeof(left), "%s", e->d_name);
-        snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
-        unlink(path);
-    }
-    if (d)
-        closedir(d);
+    shm_names_remove(prefix, left, sizeof(left));
     cr_assert(remove || !left[0], "left in /dev/shm: %s", left);
 }
 

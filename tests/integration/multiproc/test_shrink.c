@@ -12,6 +12,7 @@
 #include "../../support/child.h"
 #include "../../support/free_port.h"
 #include "../../support/scratch_dir.h"
+#include "../../support/shm_names.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -111,20 +112,10 @@ static int any_shrinking(int n)
 /* Names this test's jobs left in /dev/shm: removed, and asserted absent. */
 static void assert_no_shm(void)
 {
-    char prefix[64], path[320], left[256] = "";
-    DIR *d = opendir("/dev/shm");
-    struct dirent *e;
+    char prefix[64], left[256];
 
     snprintf(prefix, sizeof(prefix), "tutti-shrink%d-", (int)getpid());
-    while (d && (e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
-            continue;
-        snprintf(left, sizeof(left), "%s", e->d_name);
-        snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
-        unlink(path);
-    }
-    if (d)
-        closedir(d);
+    shm_names_remove(prefix, left, sizeof(left));
     cr_assert(!left[0], "left in /dev/shm: %s", left);
 }
 
