@@ -259,16 +259,18 @@ TUTTI_API tutti_result_t tutti_comm_failed_ranks(tutti_comm_t comm, int *ranks, 
 
 /*
  * Growth: newcomers join a running job at a point its members choose. The job keeps a join
- * service open (tutti-run --elastic serves one and sets TUTTI_JOIN for every rank; or
- * tutti_join_serve). A newcomer calls tutti_comm_join (tutti_comm_init_env does when
- * TUTTI_JOINING=1) and waits there, up to TUTTI_TIMEOUT; at a join point every member of comm
- * calls tutti_comm_grow (a collective on comm, blocking): if newcomers wait (up to max_new;
+ * service open (tutti-run --elastic serves one and sets TUTTI_JOIN for every rank; across hosts
+ * host 0's tutti-run serves it beside MASTER_ADDR; or tutti_join_serve). A newcomer calls
+ * tutti_comm_join (tutti_comm_init_env does when TUTTI_JOINING=1) and waits there, up to
+ * TUTTI_TIMEOUT; at a join point every member of comm calls tutti_comm_grow (a collective on comm,
+ * blocking): if newcomers wait (up to max_new;
  * <= 0: all), *newcomm is a communicator of comm's ranks, first and in their order, then the
  * newcomers in the order they arrived, independent of comm; if none waits, *newcomm is NULL.
  * tutti_comm_joined gives, for a communicator made by either, how many of its ranks were
  * members before (ranks [members, size) are the newcomers: they have no state yet); 0 for any
  * other communicator. config NULL: comm's settings (grow), the defaults (join). Errors:
- * TUTTI_ERR_INVALID_ARG (TUTTI_JOIN unset or malformed: on every member where rank 0's),
+ * TUTTI_ERR_INVALID_ARG (TUTTI_JOIN malformed, or unset without MASTER_ADDR: on every member
+ * where rank 0's),
  * TUTTI_ERR_TIMEOUT (a newcomer not admitted), what a collective on comm or tutti_comm_init
  * can return.
  */
@@ -276,9 +278,15 @@ TUTTI_API tutti_result_t tutti_comm_grow(tutti_comm_t comm, int max_new, tutti_c
                                          const tutti_config_t *config);
 TUTTI_API tutti_result_t tutti_comm_join(tutti_comm_t *comm, const tutti_config_t *config);
 TUTTI_API tutti_result_t tutti_comm_joined(tutti_comm_t comm, int *members);
-/* Start a join service in a thread of this process, for as long as it lives; *id names it (its
- * string form is what TUTTI_JOIN holds). tutti_join_waiting: how many newcomers wait there. */
+/* Start a join service in a thread of this process, for as long as it lives. *id zeroed: it
+ * picks an address and a secret and *id names it (its string form is what TUTTI_JOIN holds);
+ * else it serves at *id's address with its secret. Without TUTTI_JOIN, the ranks of a job whose
+ * rendezvous is MASTER_ADDR/MASTER_PORT look for the join service at MASTER_ADDR, the port after
+ * MASTER_PORT, with a secret derived from TUTTI_SECRET and both (tutti-run --nnodes --elastic
+ * serves it on host 0). tutti_join_env_id: the id of the join service the environment names
+ * (TUTTI_JOIN, else that one). tutti_join_waiting: how many newcomers wait at a service. */
 TUTTI_API tutti_result_t tutti_join_serve(tutti_id_t *id);
+TUTTI_API tutti_result_t tutti_join_env_id(tutti_id_t *id);
 TUTTI_API tutti_result_t tutti_join_waiting(const tutti_id_t *service, int *count);
 
 /*

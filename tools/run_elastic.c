@@ -1,10 +1,12 @@
 /*
  * run_elastic.c -- tutti-run --elastic MIN:MAX [--join K] [--restart K]: a rank that fails no
  * longer stops the job while MIN ranks are left (the survivors shrink their communicator,
- * tutti_comm_shrink); tutti-run serves the job's join service (tutti_join_serve, TUTTI_JOIN in
- * every rank's environment), starts K newcomers with the job (--join) and a replacement for a
- * failed rank, up to K times (--restart), each with TUTTI_JOINING=1 so its tutti_comm_init_env
- * waits to be admitted at the members' next tutti_comm_grow; the job never grows past MAX.
+ * tutti_comm_shrink; with --nnodes, MIN and MAX count each host's own ranks); tutti-run serves
+ * the job's join service (tutti_join_serve, TUTTI_JOIN in every rank's environment; with
+ * --nnodes host 0 serves it beside MASTER_ADDR, the port after its own), starts K newcomers with
+ * the job (--join) and a replacement for a failed rank, up to K times (--restart), each with
+ * TUTTI_JOINING=1 so its tutti_comm_init_env waits to be admitted at the members' next
+ * tutti_comm_grow; the job never grows past MAX.
  */
 #include "run_elastic.h"
 
@@ -44,35 +46,37 @@ int run_elastic_option(struct run_elastic *e, const char *opt, const char *arg)
     return 1;
 }
 
-int run_elastic_check(const struct run_elastic *e, int nranks, int nhosts)
+int run_elastic_check(const struct run_elastic *e, int nlocal)
 {
     if (!e->on && (e->join || e->restart)) {
         fprintf(stderr, "tutti-run: --join and --restart need --elastic MIN:MAX\n");
         return -1;
     }
-    if (!e->on)
-        return 0;
-    if (nhosts > 1) {
-        fprintf(stderr, "tutti-run: --elastic runs a job on one host (with --nodes to pose as "
-                        "several): its join service is this tutti-run's\n");
-        return -1;
-    }
-    if (nranks < e->min || nranks + e->join > e->max) {
+    if (e->on && (nlocal < e->min || nlocal + e->join > e->max)) {
         fprintf(stderr,
-                "tutti-run: -n %d with --join %d does not fit --elastic %d:%d (MIN <= N, N + "
-                "joining <= MAX)\n",
-                nranks, e->join, e->min, e->max);
+                "tutti-run: %d rank(s) here with --join %d does not fit --elastic %d:%d (MIN <= "
+                "ranks, ranks + joining <= MAX)\n",
+                nlocal, e->join, e->min, e->max);
         return -1;
     }
     return 0;
 }
 
-int run_elastic_start(struct run_elastic *e)
+int run_elastic_start(struct run_elastic *e, int nhosts, int host_rank)
 {
     char s[TUTTI_ID_STRLEN];
 
     if (!e->on)
         return 0;
+    if (nhosts > 1) { /* beside MASTER_ADDR (set by now): host 0 serves, every rank finds it */
+        if (tutti_join_env_id(&e->service) != TUTTI_SUCCESS ||
+            (host_rank == 0 && tutti_join_serve(&e->service) != TUTTI_SUCCESS)) {
+            fprintf(stderr, "tutti-run: the join service beside --master: %s\n",
+                    tutti_last_error());
+            return -1;
+        }
+        return 0;
+    }
     if (tutti_join_serve(&e->service) != TUTTI_SUCCESS ||
         tutti_id_to_string(&e->service, s, sizeof(s)) != TUTTI_SUCCESS) {
         fprintf(stderr, "tutti-run: cannot start the join service: %s\n", tutti_last_error());

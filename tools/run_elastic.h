@@ -18,10 +18,11 @@ struct run_elastic {
 /* Parse opt (with its argument arg) if it is one of ours: 1 (the argument used), 0 (not
  * ours), -1 (bad; said on stderr). */
 int run_elastic_option(struct run_elastic *e, const char *opt, const char *arg);
-/* The options against the job's shape: 0, or -1 (said). */
-int run_elastic_check(const struct run_elastic *e, int nranks, int nhosts);
-/* Start the join service and set TUTTI_JOIN: 0, or -1 (said). */
-int run_elastic_start(struct run_elastic *e);
+/* The options against this host's nlocal ranks: 0, or -1 (said). */
+int run_elastic_check(const struct run_elastic *e, int nlocal);
+/* Start the join service and set TUTTI_JOIN (one host), or find it beside MASTER_ADDR and serve
+ * it on host 0 (--nnodes): 0, or -1 (said). */
+int run_elastic_start(struct run_elastic *e, int nhosts, int host_rank);
 /* The slots tutti-run needs for n ranks started at once: newcomers and replacements too. */
 int run_elastic_slots(const struct run_elastic *e, int n);
 /* A rank failed and `live` ranks are left: 1 if the job goes on (said on stderr), 0 if not. */

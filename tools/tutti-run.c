@@ -29,8 +29,9 @@
  * see their connections to it fail and exit, which stops those launchers. Sockets use the
  * interface TUTTI_SOCKET_IFNAME names, loopback only when --master is a loopback address.
  *
- * Elastic (one host): a failed rank stops nothing while MIN ranks are left; newcomers (--join)
- * and replacements (--restart) join at the ranks' next tutti_comm_grow (run_elastic.c).
+ * Elastic: a failed rank stops nothing while MIN ranks are left (with --nnodes, of this host's);
+ * newcomers (--join) and replacements (--restart) join at the ranks' next tutti_comm_grow
+ * (run_elastic.c).
  */
 #include "run_elastic.h"
 #include "run_env.h"
@@ -314,8 +315,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (run_elastic_check(&elastic, nranks, nhosts) != 0)
-        return 2;
+
     if (nnodes > nranks) {
         fprintf(stderr, "tutti-run: --nodes %d is more than the %d ranks\n", nnodes, nranks);
         return 2;
@@ -362,6 +362,8 @@ int main(int argc, char **argv)
                 master, port);
     lfirst = block_first(host_rank, nhosts);
     nlocal = block_first(host_rank + 1, nhosts) - lfirst;
+    if (run_elastic_check(&elastic, nlocal) != 0)
+        return 2;
     if (run_fds_for(run_elastic_slots(&elastic, nlocal)) != 0)
         return 1;
     if (bind_core) {
@@ -412,7 +414,7 @@ int main(int argc, char **argv)
     } else {
         setenv("TUTTI_ID", idstr, 1);
     }
-    if (run_elastic_start(&elastic) != 0) {
+    if (run_elastic_start(&elastic, nhosts, host_rank) != 0) {
         free(program);
         free(cpus);
         return 1;

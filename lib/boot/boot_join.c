@@ -219,6 +219,14 @@ static void *service_main(void *arg)
     return NULL;
 }
 
+static int id_is_set(const tutti_id_t *id)
+{
+    for (int i = 0; i < TUTTI_ID_BYTES; i++)
+        if (id->internal[i])
+            return 1;
+    return 0;
+}
+
 tutti_result_t tutti_join_serve(tutti_id_t *id)
 {
     struct join_service *s;
@@ -229,13 +237,19 @@ tutti_result_t tutti_join_serve(tutti_id_t *id)
     tt_base_init();
     if (!id)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_join_serve: id is NULL");
-    TT_CHECK(tt_if_pick(&info.root, ifname, sizeof(ifname)));
-    TT_CHECK(tt_random(info.secret, sizeof(info.secret)));
+    if (id_is_set(id)) { /* serve there, with its secret */
+        if (tt_id_decode(id, &info) != 0)
+            return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_join_serve: %s", tutti_last_error());
+        snprintf(ifname, sizeof(ifname), "given");
+    } else {
+        TT_CHECK(tt_if_pick(&info.root, ifname, sizeof(ifname)));
+        TT_CHECK(tt_random(info.secret, sizeof(info.secret)));
+        tt_addr_set_port(&info.root, 0);
+    }
     s = calloc(1, sizeof(*s));
     if (!s)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "tutti_join_serve: out of memory");
     memcpy(s->secret, info.secret, sizeof(s->secret));
-    tt_addr_set_port(&info.root, 0);
     if (tt_sock_listen(&info.root, 1024, &s->lfd) != TUTTI_SUCCESS) {
         free(s);
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "tutti_join_serve: %s", tt_thread_error());

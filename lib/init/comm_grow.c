@@ -12,20 +12,22 @@
 #include "lib/base/wait.h"
 #include "lib/boot/join.h"
 #include "lib/core/comm.h"
+#include "lib/init/comm_init.h"
 
 #include <stdint.h>
 #include <string.h>
 
+/* TUTTI_JOIN's service, else the one a MASTER_ADDR job keeps (tt_join_from_master). */
 static tutti_result_t join_service(const char *fn, struct tt_id_info *svc)
 {
     const char *s = tt_env_str("TUTTI_JOIN");
     tutti_id_t id;
 
-    if (!*s)
-        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
-                       "%s: TUTTI_JOIN is not set: newcomers join through the job's join service "
-                       "(tutti-run --elastic serves one; tutti_join_serve)",
-                       fn);
+    if (!*s) {
+        if (tt_join_from_master(svc) != TUTTI_SUCCESS)
+            return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "%s: %s", fn, tutti_last_error());
+        return TUTTI_SUCCESS;
+    }
     if (tutti_id_from_string(s, &id) != TUTTI_SUCCESS || tt_id_decode(&id, svc) != 0)
         return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "%s: TUTTI_JOIN: %s", fn, tutti_last_error());
     return TUTTI_SUCCESS;
@@ -125,6 +127,19 @@ tutti_result_t tutti_comm_joined(tutti_comm_t comm, int *members)
     if (!members)
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "tutti_comm_joined: members is NULL");
     *members = comm->grown_from;
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_join_env_id(tutti_id_t *id)
+{
+    struct tt_id_info svc;
+
+    tt_base_init();
+    if (!id)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "tutti_join_env_id: id is NULL");
+    TT_CHECK(tt_env_validate("tutti_join_env_id"));
+    TT_CHECK(join_service("tutti_join_env_id", &svc));
+    tt_id_encode(&svc, id);
     return TUTTI_SUCCESS;
 }
 

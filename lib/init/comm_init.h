@@ -14,4 +14,9 @@ struct tt_boot;
 tutti_result_t tt_comm_init_boot(tutti_comm_t *comm, struct tt_boot *boot, int rank, int nranks,
                                  const unsigned char *secret, const tutti_config_t *config);
 
+/* env_init.c: the join service a MASTER_ADDR job keeps (tutti-run --nnodes --elastic, host 0):
+ * MASTER_ADDR, the port after MASTER_PORT, a secret derived from TUTTI_SECRET and both. */
+struct tt_id_info;
+tutti_result_t tt_join_from_master(struct tt_id_info *svc);
+
 #endif

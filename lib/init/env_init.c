@@ -9,6 +9,7 @@
  */
 #include "lib/boot/bootstrap.h"
 #include "lib/core/comm.h"
+#include "lib/init/comm_init.h"
 #include "lib/base/config.h"
 #include "lib/base/error.h"
 #include "lib/base/log.h"
@@ -312,6 +313,30 @@ static tutti_result_t rendezvous_from_env(int rank, int size, tutti_id_t *id)
                            tt_addr_str(&info.root, buf, sizeof(buf)), tutti_last_error(), hint);
     }
     tt_id_encode(&info, id);
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_join_from_master(struct tt_id_info *svc)
+{
+    const char *host = env("MASTER_ADDR"), *port_s = env("MASTER_PORT");
+    char text[512];
+    int port;
+
+    if (!host || !port_s)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "neither TUTTI_JOIN nor MASTER_ADDR and MASTER_PORT are set: newcomers join "
+                       "through the job's join service (tutti-run --elastic serves one; "
+                       "tutti_join_serve)");
+    TT_CHECK(parse_int("MASTER_PORT", port_s, &port));
+    if (port < 1 || port > 65534)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG,
+                       "MASTER_PORT=%d: the join service listens on the next port, which must be "
+                       "a TCP port",
+                       port);
+    TT_CHECK(tt_addr_resolve(host, port + 1, &svc->root));
+    snprintf(text, sizeof(text), "%s|join|%s|%d", env("TUTTI_SECRET") ? env("TUTTI_SECRET") : "",
+             host, port);
+    derive_secret(text, svc->secret);
     return TUTTI_SUCCESS;
 }
 

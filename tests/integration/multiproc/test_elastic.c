@@ -1,12 +1,14 @@
 /*
  * test_elastic.c -- tutti-run --elastic with elastic_check: a job that grows from 2 to 4 ranks
  * (--join 2), one that loses a rank and takes a replacement (4 -> 3 -> 4, --restart 1) on one
- * host and across 2 emulated nodes, one that falls below MIN and stops, and one whose newcomer
- * is never admitted because the job ends first. Each survivor's state is checked element by
- * element against the sum it must hold (elastic_check), and every rank must end at the final
- * size.
+ * host and across 2 emulated nodes, the same with one tutti-run per "host" (--nnodes 2 on
+ * loopback, the join service beside MASTER_ADDR), one that falls below MIN and stops, and one
+ * whose newcomer is never admitted because the job ends first. Each survivor's state is checked
+ * element by element against the sum it must hold (elastic_check), and every rank must end at the
+ * final size.
  */
 #include "../../support/child.h"
+#include "../../support/free_port.h"
 #include "../../support/scratch_dir.h"
 
 #include <criterion/criterion.h>
@@ -118,4 +120,54 @@ Test(elastic, options_are_checked, .init = setup, .timeout = 60)
         cr_assert_eq(code, 2, "case %zu: exit %d:\n%s", i, code, out);
         cr_assert(strstr(out, "--join") || strstr(out, "--elastic"), "case %zu: %s", i, out);
     }
+}
+
+/* Two launchers posing as two hosts (--nnodes 2 --master on loopback, TUTTI_SECRET alike):
+ * rank 3, on the second, kills itself at epoch 2; its launcher starts a replacement, which
+ * finds the join service host 0's launcher serves beside MASTER_ADDR. */
+Test(elastic, replacement_joins_across_hosts_through_master_addr, .init = setup, .timeout = 120)
+{
+    char master[64], path[2][128];
+    pid_t l[2];
+    int code[2];
+
+    snprintf(master, sizeof(master), "127.0.0.1:%d", free_port());
+    setenv("TUTTI_SECRET", "elastic-test", 1);
+    for (int h = 0; h < 2; h++) {
+        const char *argv[] = {getenv("TUTTI_RUN"),
+                              "-n",
+                              "4",
+                              "--nnodes",
+                              "2",
+                              "--node-rank",
+                              h ? "1" : "0",
+                              "--master",
+                              master,
+                              "--elastic",
+                              "1:2",
+                              "--restart",
+                              "1",
+                              getenv("ELASTIC_CHECK"),
+                              "8",
+                              "3",
+                              "2",
+                              NULL};
+        snprintf(path[h], sizeof(path[h]), "%s/out.%d", dir, h);
+        setenv("TUTTI_HOSTID", h ? "hostB" : "hostA", 1); /* the launcher's ranks inherit it */
+        l[h] = child_start(path[h], argv);
+    }
+    unsetenv("TUTTI_HOSTID");
+    unsetenv("TUTTI_SECRET");
+    for (int h = 0; h < 2; h++)
+        code[h] = child_wait(l[h], 90, NULL);
+    child_read(path[0], out, sizeof(out) / 2);
+    child_read(path[1], out + sizeof(out) / 2, sizeof(out) / 2);
+    for (int h = 0; h < 2; h++)
+        cr_assert_eq(code[h], 0, "launcher %d exited %d:\n%s\n%s", h, code[h], out,
+                     out + sizeof(out) / 2);
+    cr_assert(strstr(out + sizeof(out) / 2, "started [2] in its place"), "%s",
+              out + sizeof(out) / 2);
+    cr_assert_eq(count(out, "FINAL size 4 state ok") +
+                     count(out + sizeof(out) / 2, "FINAL size 4 state ok"),
+                 4, "%s\n%s", out, out + sizeof(out) / 2);
 }
