@@ -268,7 +268,9 @@ TUTTI_API tutti_result_t tutti_comm_failed_ranks(tutti_comm_t comm, int *ranks, 
  * newcomers in the order they arrived, independent of comm; if none waits, *newcomm is NULL.
  * tutti_comm_joined gives, for a communicator made by either, how many of its ranks were
  * members before (ranks [members, size) are the newcomers: they have no state yet); 0 for any
- * other communicator. config NULL: comm's settings (grow), the defaults (join). Errors:
+ * other communicator. config NULL: comm's settings (grow), the defaults (join). The new
+ * communicator's set-up waits at most TUTTI_SHRINK_TIMEOUT for any of its ranks (a newcomer
+ * that died after it was admitted fails the grow on every rank then). Errors:
  * TUTTI_ERR_INVALID_ARG (TUTTI_JOIN malformed, or unset without MASTER_ADDR: on every member
  * where rank 0's),
  * TUTTI_ERR_TIMEOUT (a newcomer not admitted), what a collective on comm or tutti_comm_init

@@ -52,6 +52,25 @@ static tutti_result_t admit(struct tutti_comm *comm, int max_new, tutti_id_t *id
     return tt_join_admit(&svc, waiting, comm->nranks, id, deadline, admitted);
 }
 
+/*
+ * The grown communicator, its set-up bounded by TUTTI_SHRINK_TIMEOUT rather than its own
+ * timeout: every rank of it is waiting for it right now, so one that does not come within that
+ * (a newcomer that died after it was admitted) is not coming; the grow then fails on every rank
+ * (the members shrink and go on). The communicator keeps cfg's timeout.
+ */
+static tutti_result_t make(tutti_comm_t *out, int nranks, const tutti_id_t *id, int rank,
+                           tutti_config_t *cfg)
+{
+    double keep = cfg->timeout_s > 0 ? cfg->timeout_s : tt_env_double("TUTTI_TIMEOUT");
+    double bound = tt_env_double("TUTTI_SHRINK_TIMEOUT");
+
+    cfg->timeout_s = bound < keep ? bound : keep;
+    TT_CHECK(tutti_comm_init(out, nranks, id, rank, cfg));
+    (*out)->timeout_s = keep;
+    tt_boot_set_timeout((*out)->boot, keep);
+    return TUTTI_SUCCESS;
+}
+
 tutti_result_t tutti_comm_grow(tutti_comm_t comm, int max_new, tutti_comm_t *newcomm,
                                const tutti_config_t *config)
 {
@@ -85,12 +104,13 @@ tutti_result_t tutti_comm_grow(tutti_comm_t comm, int max_new, tutti_comm_t *new
                        comm->rank == 0 ? tt_thread_error() : "");
     if (plan.admitted == 0)
         return TUTTI_SUCCESS;
-    if (!config) { /* the members' settings */
+    if (config)
+        memcpy(&inherit, config, config->size < sizeof(inherit) ? config->size : sizeof(inherit));
+    else { /* the members' settings */
         inherit.timeout_s = comm->timeout_s;
         inherit.nchannels = comm->nchannels;
-        config = &inherit;
     }
-    rc = tutti_comm_init(newcomm, comm->nranks + plan.admitted, &plan.id, comm->rank, config);
+    rc = make(newcomm, comm->nranks + plan.admitted, &plan.id, comm->rank, &inherit);
     if (rc != TUTTI_SUCCESS)
         return tt_fail(comm, rc, "tutti_comm_grow: %s", tutti_last_error());
     (*newcomm)->grown_from = comm->nranks;
@@ -101,6 +121,7 @@ tutti_result_t tutti_comm_grow(tutti_comm_t comm, int max_new, tutti_comm_t *new
 
 tutti_result_t tutti_comm_join(tutti_comm_t *comm, const tutti_config_t *config)
 {
+    tutti_config_t cfg = TUTTI_CONFIG_INIT;
     struct tt_id_info svc;
     tutti_id_t id;
     int rank, nranks, members;
@@ -116,7 +137,9 @@ tutti_result_t tutti_comm_join(tutti_comm_t *comm, const tutti_config_t *config)
                      &members) != TUTTI_SUCCESS)
         return tt_fail(NULL, TUTTI_ERR_TIMEOUT, "tutti_comm_join: not admitted: %s",
                        tt_thread_error());
-    TT_CHECK(tutti_comm_init(comm, nranks, &id, rank, config));
+    if (config)
+        memcpy(&cfg, config, config->size < sizeof(cfg) ? config->size : sizeof(cfg));
+    TT_CHECK(make(comm, nranks, &id, rank, &cfg));
     (*comm)->grown_from = members;
     return TUTTI_SUCCESS;
 }
