@@ -355,12 +355,14 @@ tutti_result_t tt_ib_finish(struct tt_conn *conn, double deadline)
             return tt_ib_failf(c, TUTTI_ERR_TIMEOUT,
                                "rank %d did not open its side channel before the deadline",
                                c->base.peer);
-        if (c->base.gone && c->base.gone(c->base.gone_arg, c->base.peer))
-            return tt_ib_failf(c, TUTTI_ERR_REMOTE,
-                               "rank %d died, or a rank gave up, before it opened its side channel",
-                               c->base.peer);
-        if (poll(&p, 1, 100) <= 0)
+        if (poll(&p, 1, 100) <= 0) { /* (a sender that connected and then went is accepted) */
+            if (c->base.gone && c->base.gone(c->base.gone_arg, c->base.peer))
+                return tt_ib_failf(
+                    c, TUTTI_ERR_REMOTE,
+                    "rank %d died, or a rank gave up, before it opened its side channel",
+                    c->base.peer);
             continue;
+        }
         fd = accept4(c->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             continue;

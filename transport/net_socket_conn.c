@@ -213,12 +213,13 @@ tutti_result_t sk_finish(struct tt_conn *conn, double deadline)
             return tt_fail(NULL, TUTTI_ERR_TIMEOUT,
                            "socket: rank %d connected %d of %d sockets before the deadline",
                            c->base.peer, have, c->nsocks);
-        if (c->base.gone && c->base.gone(c->base.gone_arg, c->base.peer))
-            return tt_fail(NULL, TUTTI_ERR_REMOTE,
-                           "socket: rank %d died, or a rank gave up, before it connected",
-                           c->base.peer);
-        if (poll(&p, 1, 100) <= 0)
+        if (poll(&p, 1, 100) <= 0) { /* (a sender that connected and then went is accepted) */
+            if (c->base.gone && c->base.gone(c->base.gone_arg, c->base.peer))
+                return tt_fail(NULL, TUTTI_ERR_REMOTE,
+                               "socket: rank %d died, or a rank gave up, before it connected",
+                               c->base.peer);
             continue;
+        }
         fd = accept4(c->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             continue;

@@ -125,24 +125,12 @@ tutti_result_t tt_boot_ft_send(struct tt_boot *b, int peer, uint32_t tag, const 
     return rc;
 }
 
-/* Read what has arrived, without waiting: a connection just accepted is read at the next
- * poll, and a peer may have sent on a new connection before closing its old one. */
-static void drain(struct tt_boot *b)
-{
-    for (int round = 0, pending = 1; pending && round < 4; round++) {
-        tt_boot_poll(b, -1, tt_now());
-        pending = 0;
-        for (int i = 0; i < b->nin; i++)
-            pending |= b->in[i].peer < 0;
-    }
-}
-
 int tt_boot_ft_take(struct tt_boot *b, int peer, uint32_t tag, void *data, size_t cap, size_t *len)
 {
     int found = 0;
 
     pthread_mutex_lock(&b->lock);
-    drain(b);
+    tt_boot_drain(b);
     for (struct boot_msg **pp = &b->head; *pp; pp = &(*pp)->next) {
         struct boot_msg *m = *pp;
         if (m->from != peer || m->tag != tag)
@@ -173,7 +161,7 @@ int tt_boot_ft_gone(struct tt_boot *b, int peer)
     int gone = 0;
 
     pthread_mutex_lock(&b->lock);
-    drain(b);
+    tt_boot_drain(b);
     if (b->peer_closed[peer]) { /* its connection to us ended, and it opened no other */
         gone = 1;
         for (int i = 0; i < b->nin; i++)

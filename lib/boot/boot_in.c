@@ -236,6 +236,16 @@ int tt_boot_poll(struct tt_boot *b, int wfd, double deadline)
     return writable;
 }
 
+void tt_boot_drain(struct tt_boot *b)
+{
+    for (int round = 0, pending = 1; pending && round < 4; round++) {
+        tt_boot_poll(b, -1, tt_now());
+        pending = 0;
+        for (int i = 0; i < b->nin; i++)
+            pending |= b->in[i].peer < 0;
+    }
+}
+
 struct tt_boot *tt_boot_fuzz_new(int nranks, const unsigned char *secret)
 {
     struct tt_boot *b = calloc(1, sizeof(*b));

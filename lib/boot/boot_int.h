@@ -71,5 +71,8 @@ struct tt_boot {
 void tt_boot_enqueue(struct tt_boot *b, struct boot_msg *m);
 void tt_boot_in_drop(struct tt_boot *b, int i);
 int tt_boot_poll(struct tt_boot *b, int wfd, double deadline);
+/* Read what has arrived, without waiting: a connection just accepted is read at the next poll,
+ * and a peer may have sent on a new connection before it closed or exited. */
+void tt_boot_drain(struct tt_boot *b);
 
 #endif

@@ -382,7 +382,7 @@ static int peer_gone(struct tt_boot *b, int peer, double *next_probe)
 static tutti_result_t recv_msg(struct tt_boot *b, int peer, uint32_t tag, void *data, size_t len)
 {
     double start = tt_now(), deadline = start + b->timeout, next_probe = start + 0.5;
-    int warned = 0, who;
+    int warned = 0, who, drained = 0;
     char why[512];
 
     for (;;) {
@@ -416,11 +416,17 @@ static tutti_result_t recv_msg(struct tt_boot *b, int peer, uint32_t tag, void *
         if (aborted(b))
             return tt_fail(NULL, TUTTI_ERR_ABORTED, "bootstrap: aborted while waiting for rank %d",
                            peer);
-        if (peer != b->rank && peer_gone(b, peer, &next_probe))
+        if (peer != b->rank && peer_gone(b, peer, &next_probe)) {
+            if (!drained) { /* what it sent before it went may not have been read yet */
+                drained = 1;
+                tt_boot_drain(b);
+                continue;
+            }
             return tt_fail(NULL, TUTTI_ERR_REMOTE,
                            "bootstrap: rank %d is gone while this rank waited for it (its process "
                            "exited, or its bootstrap listener refuses connections)",
                            peer);
+        }
         if (tt_now() >= deadline)
             return tt_fail(NULL, TUTTI_ERR_TIMEOUT,
                            "bootstrap: nothing from rank %d (tag %u) for %.0f s (TUTTI_TIMEOUT)",

@@ -42,6 +42,7 @@ struct scenario {
     int during_shrink; /* the last of them once a survivor has started to shrink */
     int stop;          /* a rank stopped until the others have shrunk, then continued */
     const char *env;   /* VAR=value words, space-separated (at most 6) */
+    const char *path;  /* every survivor must log this ("transport net_ib"; with INIT at INFO) */
 };
 
 static pid_t start(int rank, const struct scenario *sc, int port, unsigned seed)
@@ -83,7 +84,7 @@ static pid_t start(int rank, const struct scenario *sc, int port, unsigned seed)
 
 static const char *output(int r)
 {
-    static char buf[16384];
+    static char buf[1 << 18];
     char path[128];
 
     snprintf(path, sizeof(path), "%s/out.%d", dir, r);
@@ -214,6 +215,8 @@ static void run(struct scenario sc)
             continue;
         }
         cr_assert_eq(code, 0, "seed %u: rank %d exited %d:\n%s", seed, r, code, out);
+        cr_assert(!sc.path || strstr(out, sc.path), "seed %u: rank %d never logged '%s':\n%s", seed,
+                  r, sc.path, out);
         cr_assert(m && strncmp(m + 8, want, strlen(want)) == 0 && m[8 + strlen(want)] == '\n',
                   "seed %u: rank %d ended with members %.40s, not %s:\n%s", seed, r,
                   m ? m + 8 : "(none)", want, out);
@@ -262,7 +265,12 @@ Test(shrink, stopped_rank_is_fenced, .init = setup, .timeout = 120)
 
 Test(shrink, killed_across_nodes_over_sockets, .init = setup, .timeout = 120)
 {
-    run((struct scenario){.n = 6, .nodes = 3, .nkill = 2, .during_shrink = 1});
+    run((struct scenario){.n = 6,
+                          .nodes = 3,
+                          .nkill = 2,
+                          .during_shrink = 1,
+                          .env = "TUTTI_DEBUG=INFO TUTTI_DEBUG_SUBSYS=INIT",
+                          .path = "transport socket"});
 }
 
 Test(shrink, eight_ranks_three_killed, .init = setup, .timeout = 120)
@@ -277,8 +285,9 @@ Test(shrink, killed_over_emulated_verbs, .init = setup, .timeout = 120)
 
     if (!lib || !*lib)
         cr_skip_test("SKIP: the emulated verbs provider was not built (libibverbs-dev)");
-    snprintf(env, sizeof(env), "TUTTI_IBVERBS_LIB=%s", lib);
-    run((struct scenario){.n = 4, .nodes = 2, .nkill = 1, .env = env});
+    snprintf(env, sizeof(env), "TUTTI_IBVERBS_LIB=%s TUTTI_DEBUG=INFO TUTTI_DEBUG_SUBSYS=INIT",
+             lib);
+    run((struct scenario){.n = 4, .nodes = 2, .nkill = 1, .env = env, .path = "transport net_ib"});
 }
 
 /* The calls' refusals, and a shrink of one rank with nobody gone (shrink_check args). */
