@@ -110,6 +110,16 @@ void tt_comm_each_conn(struct tutti_comm *c, int close)
         }
 }
 
+/* Has the process of a rank on this machine exited? */
+static int local_death(const struct tutti_comm *c)
+{
+    for (int r = 0; c->pids && c->peers && r < c->nranks; r++)
+        if (r != c->rank && c->peers[r].machine_hash == c->peers[c->rank].machine_hash &&
+            tt_transport_pid_gone(c->pids[r]))
+            return 1;
+    return 0;
+}
+
 tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc)
 {
     int unclaimed = 0;
@@ -126,7 +136,10 @@ tutti_result_t tt_comm_set_error(struct tutti_comm *comm, tutti_result_t rc)
      * cannot carry, names the root cause here too. */
     if ((rc == TUTTI_ERR_REMOTE || rc == TUTTI_ERR_SYSTEM) && comm->nranks > 1 && comm->boot) {
         char why[512];
-        int who = tt_boot_told(comm->boot, rc == TUTTI_ERR_REMOTE ? 0.3 : 0.05, why, sizeof(why));
+        /* Where a rank of this machine has died, that is the cause, and it tells nobody: take
+         * only the notices that have arrived (the survivors shrink that much sooner). */
+        double wait = local_death(comm) ? 0 : rc == TUTTI_ERR_REMOTE ? 0.3 : 0.05;
+        int who = tt_boot_told(comm->boot, wait, why, sizeof(why));
         if (who >= 0 && !strstr(tt_thread_error(), why))
             tt_fail_quiet(comm, rc, "%s (rank %d had failed: %s)", tt_thread_error(), who, why);
     }

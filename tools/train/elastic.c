@@ -32,6 +32,7 @@ int elastic_failure(tutti_result_t rc)
 
 static void adopt(struct model *md)
 {
+    md->lost = 0;
     md->comm = tutti_ddp_comm(md->ddp);
     tutti_comm_rank(md->comm, &md->rank);
     tutti_comm_size(md->comm, &md->nranks);

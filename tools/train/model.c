@@ -1,5 +1,6 @@
 /* model.c -- see model.h. */
 #include "model.h"
+#include "elastic.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +10,18 @@
 void model_ready(void *arg, int index)
 {
     struct model *md = arg;
-    if (tutti_ddp_grad_ready(md->ddp, index) != TUTTI_SUCCESS)
-        die("%s", tutti_ddp_last_error(md->ddp));
+    tutti_result_t rc;
+
+    if (md->lost) /* (the rest of this backward pass only computes) */
+        return;
+    rc = tutti_ddp_grad_ready(md->ddp, index);
+    if (rc == TUTTI_SUCCESS)
+        return;
+    if (md->elastic && elastic_failure(rc)) { /* a bucket's reduction failed: a rank was lost */
+        md->lost = 1;
+        return;
+    }
+    die("%s", tutti_ddp_last_error(md->ddp));
 }
 
 void model_point_grads(struct model *md)
@@ -69,6 +80,7 @@ void model_build(struct model *md, const struct opts *o, tutti_comm_t comm, int 
     char name[64];
 
     md->comm = comm;
+    md->elastic = md->lost = 0;
     tutti_comm_rank(comm, &md->rank);
     tutti_comm_size(comm, &md->nranks);
     /* Different seeds per rank on purpose: tutti_ddp_init must make them agree. */

@@ -18,7 +18,9 @@ struct model {
     tutti_ddp_t ddp;
     tutti_comm_t comm;
     int rank, nranks;
-    int zero3; /* --zero 3: layers are gathered for use (use_layer) */
+    int zero3;   /* --zero 3: layers are gathered for use (use_layer) */
+    int elastic; /* --elastic: a failed call marks `lost` instead of ending the process */
+    int lost;    /* a rank was lost during this micro-batch (model_ready saw it fail) */
 };
 
 /* The MLP and its DDP context over comm (which outlives it), max_batch samples a pass. */

@@ -153,6 +153,8 @@ static int micro_step(struct model *md, const struct dataset *tr, const uint32_t
     }
     bal_compute += t1 - t0;
     bal_samples += count;
+    if (md->lost) /* --elastic: a bucket's reduction failed during backward */
+        return -1;
     if (lost(md, tutti_ddp_finish(md->ddp)))
         return -1;
     t2 = now();
@@ -402,6 +404,7 @@ int main(int argc, char **argv)
     if (local_max < 256)
         local_max = 256; /* evaluation chunks */
     model_build(&md, &o, comm, local_max);
+    md.elastic = elastic;
     int newcomer = elastic && elastic_newcomer(&md, &rs), start_rank = rank;
     nranks = md.nranks;
     plan.n = nranks;

@@ -42,7 +42,8 @@ struct scenario {
     int during_shrink; /* the last of them once a survivor has started to shrink */
     int stop;          /* a rank stopped until the others have shrunk, then continued */
     const char *env;   /* VAR=value words, space-separated (at most 6) */
-    const char *path;  /* every survivor must log this ("transport net_ib"; with INIT at INFO) */
+    const char *path;  /* a survivor must log this ("transport net_ib"; with INIT at INFO): a
+                        * rank logs the transports of the connections it makes */
 };
 
 static pid_t start(int rank, const struct scenario *sc, int port, unsigned seed)
@@ -198,7 +199,7 @@ static void run(struct scenario sc)
                sc.n);
         kill(pids[x], SIGCONT);
     }
-    int reporter = 0; /* the survivor whose figures are printed */
+    int reporter = 0, logged = 0; /* the survivor whose figures are printed; sc.path seen */
     while (gone[reporter])
         reporter++;
     usleep(500000); /* the survivors run on their new communicator */
@@ -215,8 +216,7 @@ static void run(struct scenario sc)
             continue;
         }
         cr_assert_eq(code, 0, "seed %u: rank %d exited %d:\n%s", seed, r, code, out);
-        cr_assert(!sc.path || strstr(out, sc.path), "seed %u: rank %d never logged '%s':\n%s", seed,
-                  r, sc.path, out);
+        logged |= sc.path && strstr(out, sc.path) != NULL;
         cr_assert(m && strncmp(m + 8, want, strlen(want)) == 0 && m[8 + strlen(want)] == '\n',
                   "seed %u: rank %d ended with members %.40s, not %s:\n%s", seed, r,
                   m ? m + 8 : "(none)", want, out);
@@ -231,6 +231,7 @@ static void run(struct scenario sc)
                        first - killed[i], victim[i], gone[victim[i]] == 2 ? "stopped" : "killed");
         }
     }
+    cr_assert(!sc.path || logged, "seed %u: no survivor logged '%s'", seed, sc.path);
     for (int i = 0; i < nv; i++)
         if (gone[victim[i]] == 1)
             waitpid(pids[victim[i]], NULL, 0);
