@@ -167,14 +167,8 @@ int tt_boot_ft_gone(struct tt_boot *b, int peer)
         for (int i = 0; i < b->nin; i++)
             gone &= b->in[i].peer != peer && b->in[i].peer >= 0;
     }
-    if (!gone && b->out_fd[peer] >= 0) { /* ours to it was closed at its end */
-        struct pollfd p = {.fd = b->out_fd[peer], .events = POLLIN};
-        char c;
-        if (poll(&p, 1, 0) == 1 &&
-            ((p.revents & (POLLERR | POLLHUP)) ||
-             ((p.revents & POLLIN) && recv(p.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)))
-            gone = 1;
-    }
+    if (!gone && b->out_fd[peer] >= 0) /* ours to it was closed at its end */
+        gone = tt_sock_closed(b->out_fd[peer]);
     pthread_mutex_unlock(&b->lock);
     return gone;
 }

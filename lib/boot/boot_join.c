@@ -58,13 +58,9 @@ static void conn_drop(struct join_service *s, int i)
 /* Drop the waiting newcomers whose connection has closed. */
 static void prune(struct join_service *s)
 {
-    for (int i = s->nc - 1; i >= 0; i--) {
-        struct pollfd p = {.fd = s->c[i].fd, .events = POLLIN};
-        char b;
-        if (s->c[i].waiting && poll(&p, 1, 0) == 1 &&
-            ((p.revents & (POLLHUP | POLLERR)) || recv(p.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0))
+    for (int i = s->nc - 1; i >= 0; i--)
+        if (s->c[i].waiting && tt_sock_closed(s->c[i].fd))
             conn_drop(s, i);
-    }
 }
 
 static int waiting_count(const struct join_service *s)

@@ -368,13 +368,8 @@ static int peer_gone(struct tt_boot *b, int peer, double *next_probe)
     if (now < *next_probe)
         return 0;
     *next_probe = now + 0.5;
-    if (b->out_fd[peer] >= 0) {
-        struct pollfd p = {.fd = b->out_fd[peer], .events = POLLIN};
-        char c;
-        return poll(&p, 1, 0) == 1 &&
-               ((p.revents & (POLLERR | POLLHUP)) ||
-                ((p.revents & POLLIN) && recv(p.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0));
-    }
+    if (b->out_fd[peer] >= 0)
+        return tt_sock_closed(b->out_fd[peer]);
     /* (a connection that is made stays: a later send to peer uses it) */
     return out_connect(b, peer, now + 0.2) == TUTTI_ERR_REMOTE;
 }

@@ -302,6 +302,16 @@ tutti_result_t tt_sock_write(int fd, const void *buf, size_t len, double deadlin
     return TUTTI_SUCCESS;
 }
 
+int tt_sock_closed(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char c;
+
+    return poll(&p, 1, 0) == 1 &&
+           ((p.revents & (POLLERR | POLLHUP)) ||
+            ((p.revents & POLLIN) && recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0));
+}
+
 tutti_result_t tt_sock_read(int fd, void *buf, size_t len, double deadline)
 {
     char *p = buf;

@@ -52,6 +52,10 @@ tutti_result_t tt_sock_connect_up(const struct tt_addr *addr, double deadline, i
 
 /* Write / read exactly len bytes before deadline. A closed peer is TUTTI_ERR_REMOTE. */
 tutti_result_t tt_sock_write(int fd, const void *buf, size_t len, double deadline);
+/* Has the other end closed fd (an error, a hang-up, or end of file with nothing left to read)?
+ * Never blocks; reads nothing. */
+int tt_sock_closed(int fd);
+
 tutti_result_t tt_sock_read(int fd, void *buf, size_t len, double deadline);
 
 /* Big-endian field access for wire formats. */

@@ -110,12 +110,18 @@ void tt_comm_each_conn(struct tutti_comm *c, int close)
         }
 }
 
+int tt_comm_peer_exited(const struct tutti_comm *c, int r)
+{
+    return r != c->rank && c->pids && c->peers &&
+           c->peers[r].machine_hash == c->peers[c->rank].machine_hash &&
+           tt_transport_pid_gone(c->pids[r]);
+}
+
 /* Has the process of a rank on this machine exited? */
 static int local_death(const struct tutti_comm *c)
 {
-    for (int r = 0; c->pids && c->peers && r < c->nranks; r++)
-        if (r != c->rank && c->peers[r].machine_hash == c->peers[c->rank].machine_hash &&
-            tt_transport_pid_gone(c->pids[r]))
+    for (int r = 0; r < c->nranks; r++)
+        if (tt_comm_peer_exited(c, r))
             return 1;
     return 0;
 }

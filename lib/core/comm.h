@@ -150,6 +150,9 @@ struct tt_redop {
 
 /* Validate a handle: NULL, destroyed or foreign pointers give TUTTI_ERR_INVALID_ARG. */
 tutti_result_t tt_comm_check(struct tutti_comm *comm, const char *fn);
+/* Has rank r's process exited? Known only for ranks of this machine (0 for the others, for
+ * this rank, and before the ranks' records are in). */
+int tt_comm_peer_exited(const struct tutti_comm *c, int r);
 /* The registry of live communicators (lib/init adds and removes them): 0 out of memory /
  * not there. */
 int tt_comm_registry_add(struct tutti_comm *c);

@@ -127,8 +127,7 @@ static int sender_gone(void *arg, int peer)
 
     if (__atomic_load_n(&c->abort_flag, __ATOMIC_ACQUIRE))
         return 1;
-    if (c->peers[peer].machine_hash == c->peers[c->rank].machine_hash &&
-        tt_transport_pid_gone(c->pids[peer]))
+    if (tt_comm_peer_exited(c, peer))
         return 1;
     return tt_boot_told(c->boot, 0, why, sizeof(why)) >= 0;
 }

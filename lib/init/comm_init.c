@@ -237,10 +237,7 @@ static double wait_yield(int sleepy)
  * ranks' records are in). */
 static int boot_peer_gone(void *arg, int peer)
 {
-    struct tutti_comm *c = arg;
-
-    return c->pids && c->peers[peer].machine_hash == c->peers[c->rank].machine_hash &&
-           tt_transport_pid_gone(c->pids[peer]);
+    return tt_comm_peer_exited(arg, peer);
 }
 
 /* boot: already joined (tutti_comm_shrink), or NULL to join the rendezvous of info. */

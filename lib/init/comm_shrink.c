@@ -70,14 +70,9 @@ static const char *why_gone(int state)
 /* Has rank k of this attempt failed, as far as this rank can see without asking it? */
 static int found_dead(struct shrink *s, int k)
 {
-    const struct tt_rank_info *p = &s->comm->peers[s->orig[k]];
-
     if (k == s->rank)
         return 0;
-    if (s->state[k] == DEAD)
-        return 1;
-    if (p->machine_hash == s->comm->peers[s->comm->rank].machine_hash &&
-        tt_transport_pid_gone(p->pid))
+    if (s->state[k] == DEAD || tt_comm_peer_exited(s->comm, s->orig[k]))
         return 1;
     return tt_boot_ft_gone(s->boot, k);
 }
@@ -456,14 +451,12 @@ tutti_result_t tutti_comm_failed_ranks(tutti_comm_t comm, int *ranks, int size, 
                        : size < 0 ? "size is negative"
                                   : "ranks is NULL with size > 0");
     for (int r = 0; r < comm->nranks; r++) {
-        const struct tt_rank_info *p = &comm->peers[r];
         int gone;
         if (comm->shrink_failed)
             gone = comm->shrink_failed[r];
         else
-            gone = r != comm->rank && ((p->machine_hash == comm->peers[comm->rank].machine_hash &&
-                                        tt_transport_pid_gone(p->pid)) ||
-                                       (comm->boot && tt_boot_ft_gone(comm->boot, r)));
+            gone = tt_comm_peer_exited(comm, r) ||
+                   (r != comm->rank && comm->boot && tt_boot_ft_gone(comm->boot, r));
         if (gone && n < size)
             ranks[n] = r;
         n += gone;
