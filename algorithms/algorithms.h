@@ -34,6 +34,9 @@ struct tt_coll_args {
     int inplace;   /* the call is in place (tutti.h's rules) */
     int nchannels; /* lanes to spread the data over, >= 1 (the tree uses 2 per channel) */
     const struct tt_topo_view *topo; /* NULL: every rank on one node */
+    /* The hierarchical plans: only the steps across nodes (their intra-node stages are done by
+     * the symmetric path: lib/engine/sym.c). The messages between nodes are the same. */
+    int cross_only;
 };
 
 /* rings[c] is channel c's ring; every ring has the same ranks. */

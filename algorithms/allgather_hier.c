@@ -9,7 +9,8 @@
  * A crosses the network with N-1 blocks per rank, on L rings at once; B stays on shared
  * memory. Within B the rings run one after the other (not interleaved), so one free slot per
  * connection keeps each deadlock-free. A and B are separate phases: B forwards blocks that
- * A wrote.
+ * A wrote. a->cross_only: A alone (the symmetric path copies the column's blocks to every
+ * rank of the node after it).
  */
 #include "algorithms/algorithms.h"
 #include "algorithms/hier.h"
@@ -46,7 +47,7 @@ void tt_allgather_hier(struct tt_plan *p, const struct tt_ring *rings, const str
         }
         /* B: inside the node, one ring per node's blocks. */
         tt_plan_phase(p);
-        for (int node = 0; node < N; node++) {
+        for (int node = 0; node < N && !a->cross_only; node++) {
             for (int k = 0; k < L; k++) {
                 int owner = tt_hier_rank(t, r->nranks, node, ((l - k) % L + L) % L);
                 struct tt_step s = {.src = TT_BUF_RECV,

@@ -14,6 +14,8 @@
  * carries 1/L of what a flat ring would put on it per rank.
  * Phases are separate (plan.h): B reads seg(l) at sub-segment offsets that A wrote in chunks
  * of seg(l), and C reads what B wrote the same way.
+ * a->cross_only: B alone (A and C are the symmetric path's, which leaves this node's sum of
+ * seg(l) in recvbuf before B and copies seg(l) to every rank of the node after it).
  */
 #include "algorithms/algorithms.h"
 #include "algorithms/hier.h"
@@ -51,7 +53,7 @@ void tt_allreduce_hier(struct tt_plan *p, const struct tt_ring *rings, const str
         cprev = tt_hier_rank(t, r->nranks, (g + N - 1) % N, l);
 
         /* A: reduce-scatter inside the node. */
-        for (int k = 0; k < L; k++) {
+        for (int k = 0; k < L && !a->cross_only; k++) {
             struct tt_step s = {
                 .src = TT_BUF_SEND, .dst = TT_BUF_RECV, .send_peer = next, .recv_peer = prev};
             seg(off, cnt, L, k == L - 1 ? l : l - 1 - k, &o, &n);
@@ -84,7 +86,7 @@ void tt_allreduce_hier(struct tt_plan *p, const struct tt_ring *rings, const str
         }
         /* C: all-gather of the segments inside the node. */
         tt_plan_phase(p);
-        for (int k = 0; k < L; k++) {
+        for (int k = 0; k < L && !a->cross_only; k++) {
             struct tt_step s = {
                 .src = TT_BUF_RECV, .dst = TT_BUF_RECV, .send_peer = next, .recv_peer = prev};
             seg(off, cnt, L, l - k, &o, &n);

@@ -6,7 +6,8 @@
  * with index lr (or index 0 where the node is smaller) heads a chain over the node's ranks in
  * local order. Both chains carry the whole array in chunks, and chunk c of the node chain
  * only needs chunk c of the cross-node chain, so the two pipeline into each other: the
- * network carries the data once per node instead of once per rank.
+ * network carries the data once per node instead of once per rank. a->cross_only: the chain
+ * across heads alone (the symmetric path copies from each head to its node's ranks after it).
  */
 #include "algorithms/algorithms.h"
 #include "algorithms/hier.h"
@@ -54,11 +55,11 @@ void tt_broadcast_hier(struct tt_plan *p, const struct tt_ring *rings, const str
                 tt_plan_step(p, &s);
             }
             s.src = me == a->root ? TT_BUF_SEND : TT_BUF_RECV;
-            if (L > 1) { /* head of the node chain */
+            if (L > 1 && !a->cross_only) { /* head of the node chain */
                 s.prim = TT_PRIM_SEND, s.send_peer = h.node_ranks[(head + 1) % L];
                 tt_plan_step(p, &s);
             }
-        } else {
+        } else if (!a->cross_only) {
             /* The chain inside the node, from its head around the local order. */
             int d = ((l - head) % L + L) % L;
             s.recv_peer = h.node_ranks[(l + L - 1) % L];

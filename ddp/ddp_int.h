@@ -92,6 +92,7 @@ struct tutti_ddp {
     float *staging; /* without views: one buffer the stream reuses bucket after bucket */
     size_t staging_count;
     void *staging_win; /* its window where it is symmetric memory (ddp_sym_alloc) */
+    int sym_hosts;     /* some host holds more than one rank (ddp_setup): ddp_sym_alloc */
     float *views;      /* with views: every bucket's, one block (ddp_sym_alloc) */
     void *views_win;
     int next_launch; /* the next bucket to queue */
@@ -148,9 +149,10 @@ tutti_result_t ddp_fail(struct tutti_ddp *d, tutti_result_t rc, const char *fmt,
     __attribute__((format(printf, 3, 4)));
 
 /* A note at TUTTI_DEBUG=INFO or TRACE, on stderr. */
-/* count floats, zeroed, that every rank allocates alike (collective): where the ranks share
- * one host, symmetric memory in a window (*win), so the collectives on it take the symmetric
- * path; else, or where that fails on any rank, the heap (*win NULL). */
+/* count floats, zeroed, that every rank allocates alike (collective): where some host holds
+ * more than one rank (d->sym_hosts), symmetric memory in a window (*win), so the collectives
+ * on it take the symmetric path (across hosts: inside each host, around the hierarchical
+ * plans' steps between hosts); else, or where that fails on any rank, the heap (*win NULL). */
 float *ddp_sym_alloc(struct tutti_ddp *d, size_t count, void **win);
 void ddp_sym_free(struct tutti_ddp *d, float *p, void *win);
 void ddp_info(const struct tutti_ddp *d, const char *fmt, ...)

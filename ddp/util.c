@@ -93,12 +93,10 @@ tutti_result_t ddp_break_step(struct tutti_ddp *d, tutti_result_t rc)
 float *ddp_sym_alloc(struct tutti_ddp *d, size_t count, void **win)
 {
     size_t bytes = (count ? count : 1) * sizeof(float);
-    int local = 0;
     void *p = NULL;
 
     *win = NULL;
-    tutti_comm_local_size(d->comm, &local);
-    if (local == d->nranks && d->nranks > 1) {
+    if (d->sym_hosts) {
         if (tutti_mem_alloc(d->comm, bytes, &p) != TUTTI_SUCCESS)
             p = NULL; /* registering NULL fails on every rank alike */
         if (tutti_comm_window_register(d->comm, p, bytes, win) == TUTTI_SUCCESS)

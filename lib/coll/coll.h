@@ -67,6 +67,14 @@ void tt_coll_after_queued_work(struct tutti_comm *comm);
 struct tt_label;
 int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const struct tt_label *what,
                     tutti_result_t *rc);
+/* Across nodes, a call whose plan is algo (coll_sym.c): 1 where its stages inside this node
+ * take the symmetric path (*j filled; build the plan cross_only and run it by
+ * tt_engine_sym_hier_run), 0 the usual way, -1 failed (*rc). */
+struct tt_algo;
+struct tt_sym_job;
+int tt_coll_sym_hier(struct tutti_comm *comm, const struct tt_call *c, const struct tt_label *what,
+                     const struct tt_algo *algo, int nchannels, struct tt_sym_job *j,
+                     tutti_result_t *rc);
 /* Is a group open on this thread (between tutti_group_start and tutti_group_end)? */
 int tt_group_open(void);
 /* The group just opened is collective fn's own batch (gather, scatter, all-to-all): under

@@ -51,7 +51,8 @@ static void build_plan(struct tutti_comm *comm, const struct tt_algo *algo,
 
     if (comm->plan_for.algo == algo && comm->plan_for.resets == comm->plan.resets &&
         was->coll == a->coll && was->count == a->count && was->root == a->root &&
-        was->inplace == a->inplace && was->nchannels == a->nchannels && was->topo == a->topo)
+        was->inplace == a->inplace && was->nchannels == a->nchannels && was->topo == a->topo &&
+        was->cross_only == a->cross_only)
         return;
     tt_plan_reset(&comm->plan);
     algo->build(&comm->plan, comm->rings, a);
@@ -112,13 +113,21 @@ static tutti_result_t plan_run(struct tutti_comm *comm, const struct tt_call *c)
     algo = tt_tune_pick(&comm->tuner, a.coll, bytes, &a.nchannels);
     if (algo->scratch && !e->scratch) /* the device path has no scratch buffer */
         algo = tt_algo_find(a.coll, "ring", comm->nranks, &comm->view);
+    /* Across nodes, a hierarchical plan's stages inside the node on windows (coll_sym.c). */
+    struct tt_sym_job hj;
+    int hier_sym = 0;
+    if (comm->sym && !e->dev &&
+        (hier_sym = tt_coll_sym_hier(comm, c, &label, algo, a.nchannels, &hj, &rc)) < 0)
+        return rc;
+    a.cross_only = hier_sym;
     /* A premul-sum operator: a SUM over this rank's input, scaled as read or first (redop.c). */
     if (c->premul.on && !c->refused)
         TT_CHECK(tt_redop_prepare(comm, c, e->dev != NULL, bufs, &a.inplace, &pre));
     if (tt_log_on(TT_LOG_TRACE, TT_SUB_COLL))
-        TT_TRACE(TT_SUB_COLL, "%s #%llu: %zu x %s, %s, %d channel(s)%s", label.name,
+        TT_TRACE(TT_SUB_COLL, "%s #%llu: %zu x %s, %s%s, %d channel(s)%s", label.name,
                  (unsigned long long)label.seq, c->count, tutti_dtype_name(c->dtype), algo->name,
-                 a.nchannels, a.inplace ? ", in place" : "");
+                 hier_sym ? " (symmetric inside nodes)" : "", a.nchannels,
+                 a.inplace ? ", in place" : "");
     build_plan(comm, algo, &a);
     if (c->refused) /* (refused_call: no buffer is touched) */
         bufs[TT_BUF_SCRATCH] = (void *)c->sendbuf;
@@ -155,7 +164,7 @@ static tutti_result_t plan_run(struct tutti_comm *comm, const struct tt_call *c)
         if (token >= 0 || token_sc >= 0)
             t_run = tt_now();
     }
-    rc = tt_engine_run_plan(comm, &run);
+    rc = hier_sym ? tt_engine_sym_hier_run(comm, &hj, &run) : tt_engine_run_plan(comm, &run);
     int refused_by = run.refused_by;
     double took = token >= 0 || token_sc >= 0 ? tt_now() - t_run : 0;
     /* A trial's vote (lib/engine/pick.c) runs only after a call that succeeded here; one that a

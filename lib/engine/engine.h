@@ -83,6 +83,7 @@ struct tt_sym_job {
     const char **src;       /* by rank: its input (mapped here), as the collective needs them */
     char **dst;             /* by rank: its output */
     const uint64_t *scalar; /* by rank: a premul-sum operator's values, or NULL */
+    int nchannels;          /* tt_engine_sym_hier_run: the plan's channels */
 };
 tutti_result_t tt_engine_sym_gate(struct tutti_comm *comm, const struct tt_sym_rec *mine,
                                   const void *data, size_t bytes, const struct tt_label *what,
@@ -94,6 +95,14 @@ tutti_result_t tt_engine_sym_run(struct tutti_comm *comm, const struct tt_sym_jo
  * output from them, with no pass and no closing barrier. */
 tutti_result_t tt_engine_sym_local(struct tutti_comm *comm, const struct tt_sym_job *j);
 const char *tt_engine_sym_data(struct tutti_comm *comm, int rank, size_t bytes);
+/* Across nodes: a hierarchical plan (comm->plan, built cross_only: its steps between nodes)
+ * with its stages inside this node on the symmetric path. j's src and dst are by local index;
+ * j->nchannels is the plan's. All-reduce: this node's sum of the rank's segment into its
+ * recvbuf first; after the plan, every rank copies what it holds of the result (all-reduce:
+ * its segment; all-gather: its column's blocks; broadcast: the node's head, all of it) into
+ * every output of its node; then the closing barrier. */
+tutti_result_t tt_engine_sym_hier_run(struct tutti_comm *comm, const struct tt_sym_job *j,
+                                      struct tt_run *run);
 /* This rank is done with the call's records (and inline inputs): the gate of two calls on may
  * replace them. */
 void tt_engine_sym_read(struct tutti_comm *comm);

@@ -10,6 +10,7 @@
  */
 #include "lib/engine/engine.h"
 
+#include "algorithms/hier.h"
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 #include "lib/base/wait.h"
@@ -282,6 +283,100 @@ tutti_result_t tt_engine_sym_run(struct tutti_comm *comm, const struct tt_sym_jo
             comm, tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory for a block", what->name));
     tt_board_enter(&comm->board, me, comm->seq, what->coll);
     pass(comm, j, s->tmp);
+    atomic_store_explicit(&s->lines[me].done, comm->seq, memory_order_release);
+    rc = sym_wait(&w);
+    tt_board_leave(&comm->board, me);
+    return rc == TUTTI_SUCCESS ? TUTTI_SUCCESS : tt_comm_set_error(comm, rc);
+}
+
+/* [*o, *o + *n): local index l's segment of channel ch's part of count (the hierarchical
+ * plans' split: algorithms/allreduce_hier.c). */
+static void hier_seg(const struct tt_sym_job *j, int ch, int L, int l, size_t *o, size_t *n)
+{
+    size_t off, cnt;
+
+    tt_split(j->count, j->nchannels, ch, &off, &cnt);
+    tt_split(cnt, L, l, o, n);
+    *o += off;
+}
+
+/* All-reduce's stage before the plan: this node's sum of this rank's segments into its
+ * recvbuf, a block at a time (every rank of the node reads only its own segment of the
+ * others' inputs, and writes only its own segment of its own output). */
+static void hier_reduce(struct tutti_comm *comm, const struct tt_sym_job *j)
+{
+    int L = comm->local_size, l = comm->topo.local_of[comm->rank];
+    size_t es = tutti_dtype_size(j->dtype), blk = SYM_BLOCK / es, o, n;
+    tt_reduce_fn k = tt_reduce_kernel(j->dtype, j->op); /* (AVG: a sum; the plan divides) */
+
+    for (int ch = 0; ch < j->nchannels; ch++) {
+        hier_seg(j, ch, L, l, &o, &n);
+        for (size_t at = o; at < o + n; at += blk) {
+            size_t m = o + n - at < blk ? o + n - at : blk, b = at * es;
+            char *d = j->dst[l] + b;
+            /* from this rank's own input (in place, d is it), around the node */
+            k(d, NULL, j->src[l] + b, j->src[(l + 1) % L] + b, m);
+            for (int i = 2; i < L; i++)
+                k(d, NULL, d, j->src[(l + i) % L] + b, m);
+        }
+    }
+}
+
+/* The stage after the plan: what this rank holds of the result into every output of its
+ * node. Nobody else writes those bytes, and nobody reads them before the closing barrier. */
+static void hier_push(struct tutti_comm *comm, const struct tt_sym_job *j)
+{
+    const struct tt_topo_view *t = &comm->view;
+    int L = comm->local_size, l = t->local_of[comm->rank];
+    size_t es = tutti_dtype_size(j->dtype), o, n;
+
+    switch (j->coll) {
+    case TT_COLL_ALL_REDUCE:
+        for (int ch = 0; ch < j->nchannels; ch++) {
+            hier_seg(j, ch, L, l, &o, &n);
+            for (int i = 0; i < L; i++)
+                if (i != l)
+                    tt_copy_large(j->dst[i] + o * es, j->dst[l] + o * es, n * es);
+        }
+        break;
+    case TT_COLL_ALL_GATHER: /* the blocks of this rank's column, one per node */
+        for (int node = 0; node < t->nnodes; node++) {
+            int owner = tt_hier_rank(t, comm->nranks, node, l);
+            size_t b = (size_t)owner * j->count * es;
+            for (int i = 0; i < L && owner >= 0; i++)
+                if (i != l)
+                    tt_copy_large(j->dst[i] + b, j->dst[l] + b, j->count * es);
+        }
+        break;
+    case TT_COLL_BROADCAST: { /* the node's head (algorithms/broadcast_hier.c) */
+        int lr = t->local_of[j->root];
+        if (l != (lr < L ? lr : 0))
+            break;
+        for (int i = 0; i < L; i++)
+            if (i != l)
+                tt_copy_large(j->dst[i], j->dst[l], j->count * es);
+        break;
+    }
+    }
+}
+
+tutti_result_t tt_engine_sym_hier_run(struct tutti_comm *comm, const struct tt_sym_job *j,
+                                      struct tt_run *run)
+{
+    struct tt_sym *s = comm->sym;
+    int me = comm->topo.local_of[comm->rank];
+    struct sym_wait w = {comm, run->what, comm->seq, DONE};
+    tutti_result_t rc;
+
+    if (j->coll == TT_COLL_ALL_REDUCE)
+        hier_reduce(comm, j);
+    rc = tt_engine_run_plan(comm, run);
+    if (rc != TUTTI_SUCCESS)
+        return rc; /* (comm is in the error state: the node's ranks learn of it) */
+    /* A refusal (poison) left recvbuf unwritten by the plan: the call fails on every rank;
+     * the copies still run, so that no rank leaves before another has finished. */
+    hier_push(comm, j);
+    tt_board_enter(&comm->board, me, comm->seq, run->what->coll);
     atomic_store_explicit(&s->lines[me].done, comm->seq, memory_order_release);
     rc = sym_wait(&w);
     tt_board_leave(&comm->board, me);

@@ -12,6 +12,12 @@
  *                        tutti_mem_alloc (every rank fails, naming the rank), freeing memory a
  *                        window covers, freeing while work is queued on a stream, freeing twice
  *                        or a foreign pointer, deregistering twice, 0 bytes.
+ *   sym_check nodes      across nodes, with the hierarchical plans forced (TUTTI_ALGO): the
+ *                        stages inside a node on windows; buffers in windows on every rank,
+ *                        on the first node's ranks alone, on all but the last rank: every
+ *                        result right (each node decides alone), or under TUTTI_CHECK_COLL=1
+ *                        every rank's call fails naming the first rank outside a window;
+ *                        a refusing rank named by the others.
  *   sym_check mismatch count|coll   the last rank calls with another count (or all-gather
  *                        where the others all-reduce), all on symmetric memory: every rank
  *                        fails naming the calls, and no output byte changes.
@@ -115,6 +121,93 @@ static void fallback(void)
     free(plain);
 }
 
+/* One all-reduce (out of place), all-gather and broadcast (root: the last rank) from `buf`,
+ * which holds room for 2 x n x nranks floats. Under TUTTI_CHECK_COLL with `lacking` >= 0
+ * every call must fail naming that rank; otherwise every result must be right. */
+static void nodes_calls(float *buf, size_t n, const char *how, int lacking, int checking)
+{
+    const char *names[3] = {"all_reduce", "all_gather", "broadcast"};
+
+    for (int k = 0; k < 3; k++) {
+        char what[160], who[32];
+        size_t each = k == 1 ? n / (size_t)nranks : n;
+        float *out = buf + n * (size_t)nranks;
+        tutti_result_t rc;
+        snprintf(what, sizeof(what), "%s of %zu, %s", names[k], each, how);
+        fill(buf, each, rank);
+        rc = k == 0   ? tutti_all_reduce(buf, out, n, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL)
+             : k == 1 ? tutti_all_gather(buf, out, each, TUTTI_FLOAT32, comm, NULL)
+                      : tutti_broadcast(buf, out, n, TUTTI_FLOAT32, nranks - 1, comm, NULL);
+        if (checking && lacking >= 0) {
+            snprintf(who, sizeof(who), "rank %d's", lacking);
+            CHECK(rc == TUTTI_ERR_INVALID_ARG, "%s: returned %s under TUTTI_CHECK_COLL", what,
+                  tutti_strerror(rc));
+            CHECK(strstr(tutti_comm_last_error(comm), who) != NULL, "%s: the error is: %s", what,
+                  tutti_comm_last_error(comm));
+            continue;
+        }
+        CHECK(rc == TUTTI_SUCCESS, "%s: %s", what, tutti_comm_last_error(comm));
+        if (k == 0)
+            expect_sum(what, out, n);
+        for (size_t i = 0; k > 0 && i < (k == 1 ? each * (size_t)nranks : n); i++) {
+            int from = k == 1 ? (int)(i / each) : nranks - 1;
+            float want = (float)(from + 1 + (int)((k == 1 ? i % each : i) % 5));
+            if (out[i] != want) {
+                CHECK(0, "%s: element %zu is %g, expected %g", what, i, out[i], want);
+                break;
+            }
+        }
+    }
+}
+
+/*
+ * Across nodes (run with the hierarchical plans forced: TUTTI_ALGO), where the stages inside
+ * each node take the symmetric path and each node decides alone: every rank's buffers in
+ * windows; the first node's alone; all but the last rank's. Each node's way of running its
+ * stages sends the same messages between nodes, so every result is right. Under
+ * TUTTI_CHECK_COLL every rank fails instead, naming the first rank whose buffer is in no
+ * window, and the communicator stays usable. Then a refusing rank (NULL recvbuf) fails every
+ * rank, the others naming it.
+ */
+static void nodes(void)
+{
+    const size_t n = 70002 * 4; /* a multiple of the ranks tested */
+    int checking = getenv("TUTTI_CHECK_COLL") && strcmp(getenv("TUTTI_CHECK_COLL"), "1") == 0;
+    const char *host = getenv("TUTTI_HOSTID");
+    int first_node = host && strcmp(host, "node0") == 0, per_node = 0, node0 = 0;
+    void *win;
+    float *s = sym_alloc(2 * n * (size_t)nranks * 4, &win);
+    float *plain = malloc(2 * n * (size_t)nranks * 4);
+    char who[32];
+
+    /* The first node's ranks: how many (every rank learns it from the others) */
+    CHECK(tutti_all_reduce(&first_node, &node0, 1, TUTTI_INT32, TUTTI_SUM, comm, NULL) ==
+              TUTTI_SUCCESS,
+          "counting the first node's ranks: %s", tutti_comm_last_error(comm));
+    per_node = node0;
+    CHECK(per_node > 0 && per_node < nranks, "the first node has %d of %d ranks (TUTTI_HOSTID)",
+          per_node, nranks);
+    nodes_calls(s, n, "every rank's buffers in windows", -1, checking);
+    nodes_calls(first_node ? s : plain, n, "the first node's buffers in windows", per_node,
+                checking);
+    nodes_calls(rank == nranks - 1 ? plain : s, n, "all but the last rank's in windows", nranks - 1,
+                checking);
+    nodes_calls(s, n, "every rank's buffers in windows again", -1, checking);
+    fill(s, n, rank);
+    tutti_result_t rc = tutti_all_reduce(s, rank == nranks - 1 ? NULL : s + n, n, TUTTI_FLOAT32,
+                                         TUTTI_SUM, comm, NULL);
+    snprintf(who, sizeof(who), "rank %d", nranks - 1);
+    CHECK(rc == TUTTI_ERR_INVALID_ARG, "all_reduce, rank %d refusing: returned %s", nranks - 1,
+          tutti_strerror(rc));
+    CHECK(rank == nranks - 1 || strstr(tutti_comm_last_error(comm), who) != NULL,
+          "all_reduce, rank %d refusing: the error is: %s", nranks - 1,
+          tutti_comm_last_error(comm));
+    if (tutti_comm_window_deregister(comm, win) != TUTTI_SUCCESS ||
+        tutti_mem_free(comm, s) != TUTTI_SUCCESS)
+        CHECK(0, "cleaning up: %s", tutti_comm_last_error(comm));
+    free(plain);
+}
+
 static tutti_result_t sleeper(void *arg)
 {
     (void)arg;
@@ -212,8 +305,10 @@ int main(int argc, char **argv)
         misuse();
     else if (strcmp(mode, "mismatch") == 0)
         mismatch(argc > 2 ? argv[2] : "count");
+    else if (strcmp(mode, "nodes") == 0)
+        nodes();
     else {
-        printf("sym_check: unknown mode %s (fallback, misuse)\n", mode);
+        printf("sym_check: unknown mode %s (fallback, misuse, mismatch, nodes)\n", mode);
         return 2;
     }
     CHECK(tutti_barrier(comm, NULL) == TUTTI_SUCCESS, "final barrier: %s",

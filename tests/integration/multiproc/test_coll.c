@@ -156,6 +156,29 @@ static void run_check(const char *prog, int n, int nodes, const char *env)
     run_check_args(prog, n, nodes, env, "");
 }
 
+/* run_check_args, counting the output lines that hold `needle` (the run must pass). */
+static int run_check_count(const char *prog, int n, int nodes, const char *env, const char *args,
+                           const char *needle)
+{
+    char cmd[1024], line[4096];
+    int st, count = 0;
+    FILE *f;
+
+    snprintf(cmd, sizeof(cmd), "env %s '%s' -n %d --nodes %d '%s' %s 2>&1", env,
+             getenv("TUTTI_RUN"), n, nodes, getenv(prog), args);
+    f = popen(cmd, "r");
+    cr_assert(f != NULL, "%s: popen failed", cmd);
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, needle))
+            count++;
+        else if (!strstr(line, " TRACE "))
+            fputs(line, stdout);
+    st = pclose(f);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit status %d", cmd,
+              WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    return count;
+}
+
 /* A personalized exchange's check program on 1 to 4 and 8 ranks, on 2 nodes x 2 (sockets
  * between them), and with TUTTI_CHECK_COLL=1 (its mismatch named before anything moves). */
 static void run_exchange_check(const char *prog)
@@ -251,8 +274,8 @@ Test(coll, split, .timeout = 120)
 
 /*
  * Symmetric memory (tutti_mem_alloc, windows): every collective x dtype x op on buffers in a
- * window on 1 to 4 and 8 ranks, counts to 2^21 + 3 on 2 ranks; on 2 emulated nodes x 2 (the
- * path is for one host: every rank takes the usual one); a random mix where each rank draws a
+ * window on 1 to 4 and 8 ranks, counts to 2^21 + 3 on 2 ranks; on 2 emulated nodes x 2 (as
+ * the tuner picks: the hierarchical plans from 256 KiB); a random mix where each rank draws a
  * third of its buffers from malloc (the ranks fall back together); and sym_check's rules: a
  * rank outside any window (the usual path, or under TUTTI_CHECK_COLL=1 an error naming it),
  * and what is refused.
@@ -275,4 +298,35 @@ Test(coll, symmetric_memory, .timeout = 300)
     run_check_args("SYM_CHECK", 3, 1, "", "mismatch coll");
     run_check("SYM_CHECK", 4, 2, "");
     run_check_args("SYM_CHECK", 4, 2, "", "misuse");
+}
+
+/*
+ * Across nodes: the hierarchical all-reduce, all-gather and broadcast (forced) with their
+ * stages inside each node on windows. Every collective x dtype x op on 2 nodes x 2 and x 3 (a
+ * node's third rank reduces in place from its own input first), large counts, a random mix
+ * where each rank draws a third of its buffers from malloc (nodes decide alone), and
+ * sym_check's rules across nodes, with and without TUTTI_CHECK_COLL. The runs must log
+ * that they took the path (TRACE), and the mixes that they took both.
+ */
+#define HIER_ENV                                                                                   \
+    "'TUTTI_ALGO=all_reduce:hier;all_gather:hier;broadcast:hier' TUTTI_DEBUG=TRACE "               \
+    "TUTTI_DEBUG_SUBSYS=COLL"
+#define HIER_SYM "(symmetric inside nodes)"
+Test(coll, symmetric_memory_nodes, .timeout = 300)
+{
+    cr_assert_gt(run_check_count("COLL_CHECK", 4, 2, HIER_ENV, "matrix-full --symmetric", HIER_SYM),
+                 1000);
+    cr_assert_gt(run_check_count("COLL_CHECK", 6, 2, HIER_ENV, "matrix --symmetric", HIER_SYM),
+                 1000);
+    cr_assert_gt(run_check_count("COLL_CHECK", 6, 2, HIER_ENV, "large --symmetric", HIER_SYM), 10);
+    cr_assert_gt(run_check_count("COLL_CHECK", 4, 2, HIER_ENV, "soak 2 --symmetric-mix", HIER_SYM),
+                 10);
+    cr_assert_gt(
+        run_check_count("COLL_CHECK", 4, 2, HIER_ENV, "soak 2 --symmetric-mix", ", hier, "), 10);
+    for (int n = 4; n <= 6; n += 2) {
+        cr_assert_gt(run_check_count("SYM_CHECK", n, 2, HIER_ENV, "nodes", HIER_SYM), 0);
+        cr_assert_gt(
+            run_check_count("SYM_CHECK", n, 2, HIER_ENV " TUTTI_CHECK_COLL=1", "nodes", HIER_SYM),
+            0);
+    }
 }

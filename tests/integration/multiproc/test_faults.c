@@ -272,6 +272,16 @@ Test(faults, killed_rank_during_random_calls_on_symmetric_memory, .init = setup,
     kill_in_soak_args(4, 1, "TUTTI_TIMEOUT=5", "--symmetric-mix");
 }
 
+/* The same across 2 emulated nodes x 2 with the hierarchical plans forced: a survivor may also
+ * be in its node's sum before the steps between nodes, or in its copies after them. */
+Test(faults, killed_rank_during_random_calls_on_symmetric_memory_across_nodes, .init = setup,
+     .timeout = 60)
+{
+    kill_in_soak_args(4, 2,
+                      "TUTTI_TIMEOUT=5 TUTTI_ALGO=all_reduce:hier;all_gather:hier;broadcast:hier",
+                      "--symmetric-mix");
+}
+
 /* By single copy: a survivor may be reading the victim's memory, or waiting for the victim to
  * read its own. */
 Test(faults, killed_rank_during_random_calls_by_single_copy, .init = setup, .timeout = 60)

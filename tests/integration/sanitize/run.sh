@@ -71,6 +71,9 @@ asan|tsan)
         TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 3 "$dir/tests/coll_check" soak 3 1 \
             --symmetric-mix
         TUTTI_TIMEOUT=60 "$dir/tools/tutti-run" -n 2 "$dir/tests/sym_check" misuse
+        # Across 2 nodes x 2: the hierarchical plans' stages inside each node on windows.
+        TUTTI_ALGO='all_reduce:hier;all_gather:hier;broadcast:hier' TUTTI_TIMEOUT=60 \
+            "$dir/tools/tutti-run" -n 4 --nodes 2 "$dir/tests/sym_check" nodes
         echo "asan: symmetric memory passed"
     else
         build_quiet "$dir" tests/tsan_ranks tests/stream_check tests/ddp_check tests/ddp_join_check \
