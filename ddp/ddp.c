@@ -564,7 +564,7 @@ tutti_result_t tutti_ddp_stats(tutti_ddp_t d, tutti_ddp_stats_t *s)
     memset(s, 0, sizeof(*s));
     for (int b = 0; b < d->nbuckets && d->cfg.grad_as_bucket_view; b++)
         buckets += d->buckets[b].count * sizeof(float);
-    buckets += d->staging_count * sizeof(float);
+    buckets += d->staging_count * sizeof(float) + ddp_zero3_arena_bytes(d);
     s->steps = d->steps;
     s->nbuckets = d->nbuckets;
     s->rebuilt = d->rebuilt;

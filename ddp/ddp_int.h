@@ -123,6 +123,11 @@ struct tutti_ddp {
     struct ddp_unit *units;
     int nunits, units_cap;
     size_t gathered_bytes, gathered_peak, grad_bytes, grad_peak;
+    /* Where some host holds more than one rank: one window the gradient buffers are cut from
+     * (the largest parameter's and a bucket cap; first fit, the live blocks sorted by offset, under
+     * a lock: buffers are taken on the application's thread and freed on the stream's), so their
+     * reductions take the symmetric path; a buffer that does not fit comes from the heap. */
+    struct ddp_arena *garena;
 
     /* Uneven inputs (join.c): every synchronised step starts with a round of flags. */
     int32_t join_flag, join_max; /* sent: rank + 1 while training, 0 joined; the ranks' max */
@@ -266,6 +271,8 @@ float *ddp_zero3_grad(struct tutti_ddp *d, struct ddp_param *p);
 tutti_result_t ddp_zero3_queue(struct tutti_ddp *d, struct ddp_bucket *b);
 void ddp_zero3_end(struct tutti_ddp *d, struct ddp_bucket *b);
 void ddp_zero3_free(struct tutti_ddp *d);
+/* Bytes of the window ZeRO-3's gradient buffers are cut from (0: none). */
+size_t ddp_zero3_arena_bytes(const struct tutti_ddp *d);
 
 /* Copy floats [lo, hi) of the flat space between `flat` and the parameters' values (to_flat:
  * gather). With zero 3 only this rank's shard holds values: the part of [lo, hi) it owns. */

@@ -17,8 +17,107 @@
  */
 #include "ddp_int.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+struct ddp_arena {
+    float *base;
+    void *win;
+    size_t len; /* floats */
+    pthread_mutex_t lock;
+    struct {
+        size_t off, len; /* floats, 16-aligned offsets (64 bytes) */
+    } * live;
+    int nlive, cap;
+};
+
+/* The gradient window (ddp_zero3_init, every rank alike): the largest parameter's gradient
+ * and a bucket cap beside it (one bucket reducing while the next fills). */
+static tutti_result_t arena_init(struct tutti_ddp *d)
+{
+    struct ddp_arena *a;
+    size_t len = 0;
+
+    for (int i = 0; i < d->nparams; i++)
+        len = d->params[i].count > len ? d->params[i].count : len;
+    len += (size_t)(d->cfg.bucket_cap_mb * 1048576.0) / sizeof(float);
+
+    if (!d->sym_hosts || len == 0)
+        return TUTTI_SUCCESS;
+    a = calloc(1, sizeof(*a));
+    if (a)
+        a->live = calloc((size_t)d->nparams, sizeof(*a->live));
+    if (!a || !a->live) {
+        free(a);
+        return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
+    }
+    a->cap = d->nparams;
+    a->len = len;
+    a->base = ddp_sym_alloc(d, len, &a->win);
+    if (!a->base) {
+        free(a->live);
+        free(a);
+        return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
+    }
+    pthread_mutex_init(&a->lock, NULL);
+    d->garena = a;
+    return TUTTI_SUCCESS;
+}
+
+/* count zeroed floats from the window, or NULL where they do not fit. */
+static float *arena_take(struct ddp_arena *a, size_t count)
+{
+    size_t need = (count + 15) & ~(size_t)15, at = 0;
+    float *p = NULL;
+    int k;
+
+    if (!a || !a->win)
+        return NULL;
+    pthread_mutex_lock(&a->lock);
+    for (k = 0; k <= a->nlive && a->nlive < a->cap; k++) {
+        size_t end = k < a->nlive ? a->live[k].off : a->len;
+        if (end >= at && end - at >= need) {
+            memmove(&a->live[k + 1], &a->live[k], (size_t)(a->nlive - k) * sizeof(a->live[0]));
+            a->live[k].off = at;
+            a->live[k].len = need;
+            a->nlive++;
+            p = a->base + at;
+            break;
+        }
+        if (k < a->nlive)
+            at = a->live[k].off + a->live[k].len;
+    }
+    pthread_mutex_unlock(&a->lock);
+    if (p)
+        memset(p, 0, count * sizeof(float));
+    return p;
+}
+
+/* Free a gradient buffer: back to the window, or to the heap it came from. */
+static void grad_free(struct tutti_ddp *d, float *p)
+{
+    struct ddp_arena *a = d->garena;
+
+    if (!a || !a->win || p < a->base || p >= a->base + a->len) {
+        free(p);
+        return;
+    }
+    pthread_mutex_lock(&a->lock);
+    for (int k = 0; k < a->nlive; k++)
+        if (a->base + a->live[k].off == p) {
+            memmove(&a->live[k], &a->live[k + 1], (size_t)(a->nlive - k - 1) * sizeof(a->live[0]));
+            a->nlive--;
+            break;
+        }
+    pthread_mutex_unlock(&a->lock);
+}
+
+size_t ddp_zero3_arena_bytes(const struct tutti_ddp *d)
+{
+    return d->garena ? d->garena->len * sizeof(float) : 0;
+}
 
 struct ddp_unit {
     int first, count;
@@ -53,7 +152,7 @@ tutti_result_t ddp_zero3_init(struct tutti_ddp *d)
         p->data = NULL; /* the application's copy is not read again: it may free it */
         p->grad = NULL;
     }
-    return TUTTI_SUCCESS;
+    return arena_init(d);
 }
 
 void ddp_zero3_free(struct tutti_ddp *d)
@@ -64,8 +163,15 @@ void ddp_zero3_free(struct tutti_ddp *d)
         free(d->units[u].block);
     free(d->units);
     for (int i = 0; i < d->nparams; i++)
-        free(d->params[i].grad);
+        grad_free(d, d->params[i].grad);
     free(d->param_shard);
+    if (d->garena) {
+        ddp_sym_free(d, d->garena->base, d->garena->win);
+        pthread_mutex_destroy(&d->garena->lock);
+        free(d->garena->live);
+        free(d->garena);
+        d->garena = NULL;
+    }
 }
 
 static tutti_result_t range_ok(struct tutti_ddp *d, const char *fn, int first, int count)
@@ -225,7 +331,9 @@ float *tutti_ddp_param(tutti_ddp_t d, int index)
 float *ddp_zero3_grad(struct tutti_ddp *d, struct ddp_param *p)
 {
     if (!p->grad) {
-        p->grad = calloc(p->count, sizeof(float));
+        p->grad = arena_take(d->garena, p->count);
+        if (!p->grad)
+            p->grad = calloc(p->count, sizeof(float));
         if (p->grad)
             count_grad(d, p->count * sizeof(float), 1);
     }
@@ -271,7 +379,7 @@ void ddp_zero3_end(struct tutti_ddp *d, struct ddp_bucket *b)
         if (ddp_param_part(p, d->own_lo, d->own_hi, &a, &z))
             memcpy(d->shard_grad + (a - d->own_lo), p->grad + (a - p->flat_off),
                    (z - a) * sizeof(float));
-        free(p->grad);
+        grad_free(d, p->grad);
         p->grad = NULL;
         count_grad(d, p->count * sizeof(float), 0);
     }

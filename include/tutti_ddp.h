@@ -317,7 +317,9 @@ typedef struct {
     double exposed_s;                 /* seconds tutti_ddp_finish waited for reductions */
     double step_s;                    /* seconds in tutti_ddp_step (including its all-gather) */
     unsigned long long bytes_reduced; /* bucket bytes handed to the hooks */
-    size_t bucket_bytes;              /* memory: bucket buffers */
+    size_t bucket_bytes;              /* memory: bucket buffers (ZeRO-3: the window of
+                                         symmetric memory its gradient buffers are cut from,
+                                         where a host holds several ranks) */
     size_t hook_bytes;                /* memory: compression and error-feedback buffers */
     size_t optim_bytes;               /* memory: optimizer state on this rank */
     size_t shard_bytes;               /* memory: sharded gradient buffers (ZeRO-2/3) */

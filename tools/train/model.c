@@ -156,12 +156,13 @@ void model_print_memory(struct model *md, const struct opts *o)
     getrusage(RUSAGE_SELF, &ru);
     if (md->zero3) { /* what a rank keeps, and the most it held whole at once */
         printf("memory (rank %d, MiB): parameters %.2f of %.2f (its shard; at most %.2f gathered "
-               "at once), gradients %.2f (its shard; at most %.2f in buffers at once), optimizer "
-               "state %.2f, activations %.1f, peak RSS %.1f\n",
+               "at once), gradients %.2f (its shard; at most %.2f in buffers at once, cut from "
+               "a window of %.2f), optimizer state %.2f, activations %.1f, peak RSS %.1f\n",
                md->rank, (double)st.param_bytes / mb, (double)md->m.param_bytes / mb,
                (double)st.gathered_peak_bytes / mb, (double)st.shard_bytes / mb,
-               (double)st.grad_peak_bytes / mb, (double)st.optim_bytes / mb,
-               (double)md->m.act_bytes / mb, (double)ru.ru_maxrss / 1024.0);
+               (double)st.grad_peak_bytes / mb, (double)st.bucket_bytes / mb,
+               (double)st.optim_bytes / mb, (double)md->m.act_bytes / mb,
+               (double)ru.ru_maxrss / 1024.0);
         return;
     }
     /* With views the gradients are the buckets; otherwise the model's own buffers. */

@@ -56,6 +56,22 @@ for n in 1 2 4; do
 done
 job 1 damaged
 job 3 damaged
+# Symmetric memory with no change to the program: ZeRO-3's gradient buffers on one host (their
+# reduces take the symmetric path) and the buckets across 2 emulated hosts x 2 (the
+# hierarchical all-reduce's stages inside each host). Each run must log the path.
+traced() { # traced PATTERN NRANKS NODES PROG ARGS...
+    pat=$1 n=$2 nodes=$3 prog=$4
+    shift 4
+    if ! TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=COLL timeout 120 "$run" -n "$n" --nodes "$nodes" \
+        "$prog" "$@" >"$out/log" 2>&1 || ! grep -q "$pat" "$out/log"; then
+        grep -v ' TRACE ' "$out/log" | tail -40
+        echo "FAILED: $n rank(s) as $nodes node(s): $(basename "$prog") $*: no '$pat' logged"
+        exit 1
+    fi
+    echo "ok: $n rank(s) as $nodes node(s): $(basename "$prog") $*: $(grep -c "$pat" "$out/log") calls"
+}
+traced '#[0-9]*: symmetric path' 2 1 "$zero3" zero3
+traced '(symmetric inside nodes)' 4 2 "$check" average none 1
 # Uneven inputs (with buffers): every optimizer path on 1, 2 and 4 ranks, the hooks on 3 (views
 # both ways).
 for n in 1 2 4; do
