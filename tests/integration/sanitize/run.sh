@@ -11,7 +11,7 @@
 #   tsan      a build with ThreadSanitizer (BUILD_DIR/san-tsan); ranks as threads of one
 #             process (tests/integration/sanitize/tsan_ranks.c: Criterion's runner does not run under it),
 #             then the host-stream checks (a worker thread per stream) and the DDP layer's
-#             averaging and uneven-input checks as 2-rank jobs
+#             averaging, uneven-input and ZeRO-3 checks as 2-rank jobs
 #   valgrind  a 2-rank all-reduce job under valgrind memcheck: no invalid access, no leak
 set -eu
 src=$1 build=$2 mode=$3
@@ -77,7 +77,7 @@ asan|tsan)
         echo "asan: symmetric memory passed"
     else
         build_quiet "$dir" tests/tsan_ranks tests/stream_check tests/ddp_check tests/ddp_join_check \
-            tools/tutti-run
+            tests/ddp_zero3_check tools/tutti-run
         TUTTI_SOCKET_IFNAME==lo "$dir/tests/tsan_ranks"
         # Host streams: each rank's worker thread against its caller, as real processes.
         for m in order async mixed fail abort; do
@@ -85,8 +85,10 @@ asan|tsan)
                 "$dir/tests/stream_check" $m
         done
         # The DDP layer: its stream worker reduces buckets while the caller marks gradients.
+        # ZeRO-3: gradient buffers taken from its window on the caller's thread, given back on
+        # the stream's.
         for args in "ddp_check average none 1" "ddp_check average int8 1" \
-            "ddp_join_check join none 1 sgd1"; do
+            "ddp_join_check join none 1 sgd1" "ddp_zero3_check zero3"; do
             # shellcheck disable=SC2086 # the words of args: a program and its arguments
             set -- $args
             prog=$1
