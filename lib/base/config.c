@@ -132,6 +132,11 @@ static struct knob knobs[] = {
     K("TUTTI_SOCKET_IFNAME", "",
       "interfaces for bootstrap sockets: prefixes (eth,ib), ^ to exclude, = for exact names", TEXT,
       0, 0, NULL),
+    K("TUTTI_NET_CHUNK", "auto",
+      "where every rank is alone on its host over sockets, calls of 256 KiB and more: 0 a "
+      "message per slot (512 KiB), 1 a quarter slot, auto a trial per collective and size, "
+      "repeated every 256 calls, picks",
+      WORDS, 0, 0, "auto|0|1"),
     K("TUTTI_NSOCKS", "2",
       "TCP sockets per network connection (1..16); messages alternate over them", INT, 1, 16, NULL),
     K("TUTTI_NET_TIMEOUT", "5",

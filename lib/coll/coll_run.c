@@ -155,24 +155,26 @@ static tutti_result_t plan_run(struct tutti_comm *comm, const struct tt_call *c)
                          .dev = e->dev,
                          .after = c->after,
                          .pre = c->premul.on && !c->refused ? &pre : NULL};
-    int token = -1, token_sc = -1;
+    int token = -1, token_sc = -1, token_net = -1;
     double t_run = 0;
     if (e->picks) {
         token = tt_coll_nt_pick(comm, c->coll, bytes, &run);
         if (comm->single_copy && (c->coll == TT_COLL_ALL_GATHER || c->coll == TT_COLL_BROADCAST))
             token_sc = tt_coll_single_copy_pick(comm, c->coll, bytes, &run);
-        if (token >= 0 || token_sc >= 0)
+        token_net = tt_coll_net_chunk_pick(comm, c->coll, bytes, &run);
+        if (token >= 0 || token_sc >= 0 || token_net >= 0)
             t_run = tt_now();
     }
     rc = hier_sym ? tt_engine_sym_hier_run(comm, &hj, &run) : tt_engine_run_plan(comm, &run);
     int refused_by = run.refused_by;
-    double took = token >= 0 || token_sc >= 0 ? tt_now() - t_run : 0;
+    double took = token >= 0 || token_sc >= 0 || token_net >= 0 ? tt_now() - t_run : 0;
     /* A trial's vote (lib/engine/pick.c) runs only after a call that succeeded here; one that a
      * rank refused ran to its end everywhere all the same, and counts alike on every rank. */
     tutti_result_t vrc = tt_coll_nt_done(comm, token, took, rc == TUTTI_SUCCESS);
     tutti_result_t src = tt_coll_single_copy_done(comm, token_sc, took, rc == TUTTI_SUCCESS, 1);
+    tutti_result_t nrc = tt_coll_net_chunk_done(comm, token_net, took, rc == TUTTI_SUCCESS);
     if (rc == TUTTI_SUCCESS)
-        rc = vrc != TUTTI_SUCCESS ? vrc : src;
+        rc = vrc != TUTTI_SUCCESS ? vrc : src != TUTTI_SUCCESS ? src : nrc;
     if (rc == TUTTI_SUCCESS && refused_by >= 0 && !c->refused) {
         char name[96], who[32] = "a rank";
         tt_label_format(&label, name, sizeof(name));

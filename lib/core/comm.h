@@ -62,7 +62,10 @@ struct tutti_comm {
     struct tt_tuner tuner;
     struct tt_pick pick;    /* streaming stores into FIFO slots for large calls (copy_pick.h) */
     struct tt_pick pick_sc; /* single copy over shm: all-gather, broadcast, point-to-point */
-    int pick_agree;         /* every rank runs the same trials: collectives decide together */
+    /* every rank alone on its host, over sockets (comm_init.c fit_net): a message per slot, or
+     * a quarter slot (copy_pick.h) */
+    struct tt_pick pick_net;
+    int pick_agree; /* every rank runs the same trials: collectives decide together */
     char job_tag[64];
     unsigned char secret[TT_SECRET_BYTES]; /* the id's (tutti_comm_shrink derives its own) */
 

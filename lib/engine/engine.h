@@ -36,6 +36,8 @@ struct tt_run {
      * (single copy), and whether the picker times this call (it then ends only once its
      * receivers have all read) */
     int nt_slots, single_send, single_trial;
+    /* the executor's chunk (0: the communicator's slot; pick.c's net chunk picker) */
+    size_t chunk_bytes;
     /* out: the run ended under poison (exec.h): the rank that refused its part (-1: none),
      * and why (enum tt_refusal) */
     int refused_by;
@@ -55,6 +57,11 @@ int tt_coll_nt_pick(struct tutti_comm *comm, unsigned kind, size_t bytes, struct
 /* That call is over: it took `seconds` (`ok`: it succeeded). At a trial's end the ranks vote
  * (pick.c); the vote's own failure is returned. */
 tutti_result_t tt_coll_nt_done(struct tutti_comm *comm, int token, double seconds, int ok);
+/* Sockets with every rank alone on its host (comm_init.c fit_net): the executor's chunk for a
+ * host call of collective `kind` moving `bytes`, a whole slot or a quarter of one (sets
+ * r->chunk_bytes); returns the picker's token (-1: not timed). The _done as the others'. */
+int tt_coll_net_chunk_pick(struct tutti_comm *comm, unsigned kind, size_t bytes, struct tt_run *r);
+tutti_result_t tt_coll_net_chunk_done(struct tutti_comm *comm, int token, double seconds, int ok);
 /* Single copy over shm for a host call of `kind` (enum tt_coll, or TT_LABEL_P2P) whose
  * sends' size class is `bytes`: sets r->single_send (and single_trial when the picker times
  * this call); returns the picker's token (-1: not timed). */

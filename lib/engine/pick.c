@@ -117,6 +117,25 @@ tutti_result_t tt_coll_nt_done(struct tutti_comm *comm, int token, double second
     return pick_done(comm, &comm->pick, nt_how, token, seconds, ok, 1);
 }
 
+static const char *const net_how[2] = {"in messages of a whole slot",
+                                       "in messages of a quarter slot"};
+
+int tt_coll_net_chunk_pick(struct tutti_comm *comm, unsigned kind, size_t bytes, struct tt_run *r)
+{
+    int token;
+
+    r->chunk_bytes =
+        tt_pick_way(&comm->pick_net, (int)kind, bytes, &token) ? comm->slot_bytes / 4 : 0;
+    return token;
+}
+
+tutti_result_t tt_coll_net_chunk_done(struct tutti_comm *comm, int token, double seconds, int ok)
+{
+    if (token < 0)
+        return TUTTI_SUCCESS;
+    return pick_done(comm, &comm->pick_net, net_how, token, seconds, ok, 1);
+}
+
 int tt_coll_single_copy_pick(struct tutti_comm *comm, unsigned kind, size_t bytes, struct tt_run *r)
 {
     int token;

@@ -80,7 +80,9 @@ tutti_result_t tt_engine_run_plan(struct tutti_comm *comm, struct tt_run *r)
         rc = tt_comm_connect_plan(comm, &comm->plan, device);
     if (rc == TUTTI_SUCCESS)
         rc = tt_exec_init(&x, &comm->plan, r->bufs, r->dtype, r->op, comm->nranks,
-                          device ? comm->cuda.slot_bytes : comm->slot_bytes,
+                          device           ? comm->cuda.slot_bytes
+                          : r->chunk_bytes ? r->chunk_bytes
+                                           : comm->slot_bytes,
                           device ? &comm->cuda.conns : &comm->conns, &comm->exec_mem);
     r->refused_by = -1;
     if (rc == TUTTI_SUCCESS) {

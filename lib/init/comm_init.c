@@ -165,13 +165,16 @@ static void fit_shm(struct tutti_comm *c)
 static void fit_net(struct tutti_comm *c)
 {
     size_t buff = (size_t)c->nslots * c->slot_bytes;
+    int fits = c->nranks >= 2 && c->topo.nnodes == c->nranks;
 
-    if (c->nranks < 2 || c->topo.nnodes != c->nranks || tt_env_is_set("TUTTI_BUFFSIZE") ||
-        tt_env_is_set("TUTTI_STEPS"))
+    for (int r = 0; r < c->nranks && fits; r++)
+        fits = !c->peers[r].hca[0];
+    /* The net chunk picker (TUTTI_NET_CHUNK) is for these communicators alone: elsewhere a
+     * message is a whole slot. */
+    if (!fits)
+        c->pick_net.forced = 0;
+    if (!fits || tt_env_is_set("TUTTI_BUFFSIZE") || tt_env_is_set("TUTTI_STEPS"))
         return;
-    for (int r = 0; r < c->nranks; r++)
-        if (c->peers[r].hca[0])
-            return;
     c->nslots = 2;
     c->slot_bytes = (buff / 2) & ~(size_t)63;
     if (c->rank == 0)
@@ -281,9 +284,12 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     /* its trials start where the first's end: the two never time the same calls */
     tt_pick_init(&c->pick_sc, "TUTTI_SHM_SINGLE_COPY", TT_PICK_FIRST + 2 * TT_PICK_TRIAL,
                  TT_PICK_MIN_SINGLE);
-    c->peers[c->rank].picks = (uint32_t)(c->pick.forced + 1) |
-                              (uint32_t)(c->pick_sc.forced + 1) << 2 |
-                              (uint32_t)c->single_copy << 4;
+    /* (after both: fit_net turns it off where it does not apply, alike on every rank) */
+    tt_pick_init(&c->pick_net, "TUTTI_NET_CHUNK", TT_PICK_FIRST + 4 * TT_PICK_TRIAL,
+                 TT_PICK_MIN_NET);
+    c->peers[c->rank].picks =
+        (uint32_t)(c->pick.forced + 1) | (uint32_t)(c->pick_sc.forced + 1) << 2 |
+        (uint32_t)c->single_copy << 4 | (uint32_t)(c->pick_net.forced + 1) << 5;
     TT_CHECK(tt_boot_allgather(c->boot, c->peers, sizeof(*c->peers)));
     /* Ranks whose knobs match run the same trials in the same calls of a collective, so they
      * can decide each trial together (lib/engine/pick.c); a rank with other knobs decides alone. */

@@ -60,6 +60,9 @@
  * copy's system call pays from a few KiB (shm.c sends by address from SHM_REMOTE_MIN). */
 #define TT_PICK_MIN_STREAM ((size_t)64 << 10)
 #define TT_PICK_MIN_SINGLE ((size_t)8 << 10)
+/* The net chunk picker (comm_init.c fit_net): a quarter of a 512 KiB slot is a message from
+ * calls of 256 KiB. */
+#define TT_PICK_MIN_NET ((size_t)256 << 10)
 #define TT_PICK_CLASSES 20 /* from the picker's min: 8 KiB .. 4 GiB and above, or from 64 KiB */
 #define TT_PICK_KINDS 8    /* collectives (enum tt_coll); point-to-point takes the last */
 #define TT_PICK_FIRST 2    /* a class's first calls set up connections and touch pages */

@@ -130,6 +130,28 @@ Test(multinode, tune_links_measured, .timeout = 300)
         "all_reduce -b 8 -e 4M -f 8 -n 2 -w 1 -c 1");
 }
 
+/* TUTTI_NET_CHUNK (every rank alone on its host): quarter-slot messages forced, every
+ * collective x dtype x op right on 2 hosts (100,003 elements: several quarter slots) and
+ * lengths around a quarter slot; the trial (auto) voted alike on both ranks of a 1 MiB
+ * broadcast loop; and with 2 ranks a host the picker is off (no trial in as many calls). */
+Test(multinode, net_chunk, .timeout = 300)
+{
+    run("TUTTI_NET_CHUNK=1", 2, 2, getenv("COLL_CHECK"), "matrix 100003");
+    run("TUTTI_NET_CHUNK=1", 2, 2, getenv("TUTTI_PERF"),
+        "broadcast -b 262080 -e 262272 -i 7 -n 2 -w 0 -c 1 -d int8 -r all");
+    run("TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=TUNE", 2, 2, getenv("TUTTI_PERF"),
+        "broadcast -b 1M -e 1M -n 30 -w 0 -c 1 >/tmp/tutti-chunk.$$ 2>&1; rc=$?; "
+        "grep -v ' TUNE ' /tmp/tutti-chunk.$$; "
+        "v0=$(grep '^.0. .*trial vote.*quarter slot' /tmp/tutti-chunk.$$ | sed 's/.*TUNE //'); "
+        "v1=$(grep '^.1. .*trial vote.*quarter slot' /tmp/tutti-chunk.$$ | sed 's/.*TUNE //'); "
+        "[ -n \"$v0\" ] && [ \"$v0\" = \"$v1\" ] || { echo \"votes: '$v0' / '$v1'\"; rc=9; }; "
+        "rm -f /tmp/tutti-chunk.$$; exit $rc");
+    run("TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=TUNE", 4, 2, getenv("TUTTI_PERF"),
+        "broadcast -b 1M -e 1M -n 30 -w 0 -c 1 >/tmp/tutti-chunk.$$ 2>&1; rc=$?; "
+        "grep -v ' TUNE ' /tmp/tutti-chunk.$$; "
+        "! grep 'quarter slot' /tmp/tutti-chunk.$$ || rc=9; rm -f /tmp/tutti-chunk.$$; exit $rc");
+}
+
 Test(multinode, perf_over_sockets, .timeout = 300)
 {
     run("", 4, 2, getenv("TUTTI_PERF"), "all -b 8 -e 1M -f 16 -n 3 -w 1 -c 1");
