@@ -303,10 +303,10 @@ Test(coll, symmetric_memory, .timeout = 300)
 /*
  * Across nodes: the hierarchical all-reduce, all-gather and broadcast (forced) with their
  * stages inside each node on windows. Every collective x dtype x op on 2 nodes x 2 and x 3 (a
- * node's third rank reduces in place from its own input first), large counts, a random mix
- * where each rank draws a third of its buffers from malloc (nodes decide alone), and
- * sym_check's rules across nodes, with and without TUTTI_CHECK_COLL. The runs must log
- * that they took the path (TRACE), and the mixes that they took both.
+ * node's third rank reduces in place from its own input first), a random mix where each rank
+ * draws a third of its buffers from malloc (nodes decide alone), and sym_check's rules across
+ * nodes (one node's buffers in windows and the other's not, deterministically), with and
+ * without TUTTI_CHECK_COLL. The runs must log that they took the path (TRACE).
  */
 #define HIER_ENV                                                                                   \
     "'TUTTI_ALGO=all_reduce:hier;all_gather:hier;broadcast:hier' TUTTI_DEBUG=TRACE "               \
@@ -314,15 +314,12 @@ Test(coll, symmetric_memory, .timeout = 300)
 #define HIER_SYM "(symmetric inside nodes)"
 Test(coll, symmetric_memory_nodes, .timeout = 300)
 {
-    cr_assert_gt(run_check_count("COLL_CHECK", 4, 2, HIER_ENV, "matrix-full --symmetric", HIER_SYM),
-                 1000);
+    cr_assert_gt(run_check_count("COLL_CHECK", 4, 2, HIER_ENV, "matrix --symmetric", HIER_SYM),
+                 500);
     cr_assert_gt(run_check_count("COLL_CHECK", 6, 2, HIER_ENV, "matrix --symmetric", HIER_SYM),
                  1000);
-    cr_assert_gt(run_check_count("COLL_CHECK", 6, 2, HIER_ENV, "large --symmetric", HIER_SYM), 10);
     cr_assert_gt(run_check_count("COLL_CHECK", 4, 2, HIER_ENV, "soak 2 --symmetric-mix", HIER_SYM),
                  10);
-    cr_assert_gt(
-        run_check_count("COLL_CHECK", 4, 2, HIER_ENV, "soak 2 --symmetric-mix", ", hier, "), 10);
     for (int n = 4; n <= 6; n += 2) {
         cr_assert_gt(run_check_count("SYM_CHECK", n, 2, HIER_ENV, "nodes", HIER_SYM), 0);
         cr_assert_gt(
