@@ -296,6 +296,12 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     c->pick_agree = 1;
     for (size_t r = 0; r < n; r++)
         c->pick_agree &= c->peers[r].picks == c->peers[c->rank].picks;
+    /* Unlike the other choices, the message size must be the same at both ends of a socket:
+     * its trials only where the ranks vote, a forced size only where every rank forces it;
+     * otherwise (knobs that differ) a whole slot everywhere, as every rank concludes alike. */
+    for (size_t r = 0; r < n && !c->pick_agree; r++)
+        if (c->peers[r].picks >> 5 != c->peers[0].picks >> 5 || c->pick_net.forced < 0)
+            c->pick_net.forced = 0;
     TT_CHECK(tt_topo_derive(c->peers, c->nranks, c->rank, &c->topo));
     TT_CHECK(tt_cuda_dev_setup(c));
     c->pids = malloc(n * sizeof(*c->pids));

@@ -133,9 +133,24 @@ Test(multinode, tune_links_measured, .timeout = 300)
 /* TUTTI_NET_CHUNK (every rank alone on its host): quarter-slot messages forced, every
  * collective x dtype x op right on 2 hosts (100,003 elements: several quarter slots) and
  * lengths around a quarter slot; the trial (auto) voted alike on both ranks of a 1 MiB
- * broadcast loop; and with 2 ranks a host the picker is off (no trial in as many calls). */
+ * broadcast loop; and with 2 ranks a host the picker is off (no trial in as many calls). Ranks
+ * whose knobs differ (TUTTI_NET_CHUNK=1, or TUTTI_STREAM_STORES=1, on rank 1 alone) cannot vote,
+ * so every rank sends whole slots: messages of one size at both ends, every result right. */
+static void net_chunk_rank1(const char *rank1_env)
+{
+    char args[512];
+
+    snprintf(args, sizeof(args),
+             "-c '[ \"$TUTTI_RANK\" != 1 ] || export %s; exec \"$0\" broadcast -b 256K -e 4M "
+             "-f 4 -n 30 -w 0 -c 1 -r all' '%s'",
+             rank1_env, getenv("TUTTI_PERF"));
+    run("", 2, 2, "sh", args);
+}
+
 Test(multinode, net_chunk, .timeout = 300)
 {
+    net_chunk_rank1("TUTTI_NET_CHUNK=1");
+    net_chunk_rank1("TUTTI_STREAM_STORES=1");
     run("TUTTI_NET_CHUNK=1", 2, 2, getenv("COLL_CHECK"), "matrix 100003");
     run("TUTTI_NET_CHUNK=1", 2, 2, getenv("TUTTI_PERF"),
         "broadcast -b 262080 -e 262272 -i 7 -n 2 -w 0 -c 1 -d int8 -r all");
