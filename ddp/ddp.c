@@ -206,15 +206,7 @@ tutti_result_t ddp_setup(struct tutti_ddp *d, const char *fn)
     tutti_result_t rc;
 
     TUTTI_DDP_CHECK(ddp_check_ranks(d));
-    /* Does some host hold more than one rank? Then memory the ranks reduce in is symmetric
-     * (ddp_sym_alloc): one host's collectives, and across hosts the hierarchical plans'
-     * stages inside each host, take the symmetric path. Alike on every rank. */
-    int local = 1, most = 1;
-    tutti_comm_local_size(d->comm, &local);
-    if (d->nranks > 1 && (rc = tutti_all_reduce(&local, &most, 1, TUTTI_INT32, TUTTI_MAX, d->comm,
-                                                NULL)) != TUTTI_SUCCESS)
-        return ddp_fail(d, rc, "%s: %s", fn, tutti_comm_last_error(d->comm));
-    d->sym_hosts = most > 1;
+    TUTTI_DDP_CHECK(ddp_sym_hosts(d, fn));
     d->buffer_flat = malloc(d->buffer_total ? d->buffer_total * sizeof(float) : 1);
     if (!d->buffer_flat)
         return ddp_fail(d, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);

@@ -159,6 +159,10 @@ tutti_result_t ddp_fail(struct tutti_ddp *d, tutti_result_t rc, const char *fmt,
  * on it take the symmetric path (across hosts: inside each host, around the hierarchical
  * plans' steps between hosts); else, or where that fails on any rank, the heap (*win NULL). */
 float *ddp_sym_alloc(struct tutti_ddp *d, size_t count, void **win);
+/* Does some host hold more than one rank (one all-reduce; collective)? Sets d->sym_hosts:
+ * then memory the ranks reduce in is symmetric, so one host's collectives, and across hosts
+ * the hierarchical plans' stages inside each host, take the symmetric path. */
+tutti_result_t ddp_sym_hosts(struct tutti_ddp *d, const char *fn);
 void ddp_sym_free(struct tutti_ddp *d, float *p, void *win);
 void ddp_info(const struct tutti_ddp *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

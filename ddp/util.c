@@ -90,6 +90,19 @@ tutti_result_t ddp_break_step(struct tutti_ddp *d, tutti_result_t rc)
     return rc;
 }
 
+tutti_result_t ddp_sym_hosts(struct tutti_ddp *d, const char *fn)
+{
+    int local = 1, most = 1;
+    tutti_result_t rc;
+
+    tutti_comm_local_size(d->comm, &local);
+    if (d->nranks > 1 && (rc = tutti_all_reduce(&local, &most, 1, TUTTI_INT32, TUTTI_MAX, d->comm,
+                                                NULL)) != TUTTI_SUCCESS)
+        return ddp_fail(d, rc, "%s: %s", fn, tutti_comm_last_error(d->comm));
+    d->sym_hosts = most > 1;
+    return TUTTI_SUCCESS;
+}
+
 float *ddp_sym_alloc(struct tutti_ddp *d, size_t count, void **win)
 {
     size_t bytes = (count ? count : 1) * sizeof(float);

@@ -40,27 +40,22 @@ static tutti_result_t arena_init(struct tutti_ddp *d)
     struct ddp_arena *a;
     size_t len = 0;
 
+    if (!d->sym_hosts)
+        return TUTTI_SUCCESS;
     for (int i = 0; i < d->nparams; i++)
         len = d->params[i].count > len ? d->params[i].count : len;
     len += (size_t)(d->cfg.bucket_cap_mb * 1048576.0) / sizeof(float);
-
-    if (!d->sym_hosts || len == 0)
-        return TUTTI_SUCCESS;
     a = calloc(1, sizeof(*a));
-    if (a)
-        a->live = calloc((size_t)d->nparams, sizeof(*a->live));
-    if (!a || !a->live) {
+    if (a && (a->live = calloc((size_t)d->nparams, sizeof(*a->live))) != NULL)
+        a->base = ddp_sym_alloc(d, len, &a->win); /* (collective: every rank gets here) */
+    if (!a || !a->base) {
+        if (a)
+            free(a->live);
         free(a);
         return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
     }
     a->cap = d->nparams;
     a->len = len;
-    a->base = ddp_sym_alloc(d, len, &a->win);
-    if (!a->base) {
-        free(a->live);
-        free(a);
-        return ddp_fail(d, TUTTI_ERR_SYSTEM, "tutti_ddp_init: out of memory");
-    }
     pthread_mutex_init(&a->lock, NULL);
     d->garena = a;
     return TUTTI_SUCCESS;
