@@ -247,6 +247,10 @@ tutti_result_t tt_exec_run(struct tt_exec *x, const struct tt_wait_policy *w,
             int who = w->gave_up(w->gave_up_arg, why, sizeof(why));
             last_told = now;
             if (who >= 0) {
+                /* (it may have given up after it sent us all it had to: look once more) */
+                r = tt_exec_progress(x);
+                if (r == TUTTI_SUCCESS)
+                    return r;
                 tt_label_format(what, name, sizeof(name));
                 unqueue(x);
                 return tt_fail(NULL, TUTTI_ERR_REMOTE, "%s: rank %d gave up: %s", name, who, why);

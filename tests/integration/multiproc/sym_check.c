@@ -21,12 +21,19 @@
  *   sym_check mismatch count|coll   the last rank calls with another count (or all-gather
  *                        where the others all-reduce), all on symmetric memory: every rank
  *                        fails naming the calls, and no output byte changes.
+ *   sym_check exit       the program's last call, a small all-reduce on a window (inline: it
+ *                        ends at the gate): the ranks but 0 come late, check their results
+ *                        and exit at once; rank 0, which waited first, must succeed too.
+ *                        Under the late_alive shim (LD_PRELOAD) rank 0's question whether a
+ *                        peer is alive returns only once the peer has exited, as if rank 0
+ *                        lost its core just before it.
  * Values: rank r's element i is r + 1 + i % 5, so the sum is known exactly.
  * Exit status 0: every check on this rank passed.
  */
 #include "check.h"
 #include "tutti.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,6 +296,38 @@ static void mismatch(const char *how)
     exit(failures ? 1 : 0); /* (the communicator is unusable now) */
 }
 
+static void finish(const char *mode)
+{
+    tutti_comm_destroy(comm);
+    printf("sym_check %s: rank %d of %d: %s (%d failure(s))\n", mode, rank, nranks,
+           failures ? "FAILED" : "all checks passed", failures);
+    exit(failures ? 1 : 0);
+}
+
+static void exit_early(void)
+{
+    void (*arm)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "late_alive_arm");
+    size_t n = 3;
+    void *win;
+    float *s = sym_alloc(2 * n * 4, &win);
+    char what[96];
+
+    if (!arm) {
+        printf("FAIL rank %d: sym_check exit needs the late_alive shim in LD_PRELOAD\n", rank);
+        exit(1);
+    }
+    snprintf(what, sizeof(what), "the last all_reduce of %zu, the others exiting after it", n);
+    fill(s, n, rank);
+    if (rank == 0)
+        arm();
+    else
+        usleep(100 * 1000); /* rank 0 waits for the others first */
+    CHECK(tutti_all_reduce(s, s + n, n, TUTTI_FLOAT32, TUTTI_SUM, comm, NULL) == TUTTI_SUCCESS,
+          "%s: %s", what, tutti_comm_last_error(comm));
+    expect_sum(what, s + n, n);
+    finish("exit"); /* no final barrier: the others may be gone */
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "fallback";
@@ -307,14 +346,13 @@ int main(int argc, char **argv)
         mismatch(argc > 2 ? argv[2] : "count");
     else if (strcmp(mode, "nodes") == 0)
         nodes();
+    else if (strcmp(mode, "exit") == 0)
+        exit_early();
     else {
-        printf("sym_check: unknown mode %s (fallback, misuse, mismatch, nodes)\n", mode);
+        printf("sym_check: unknown mode %s (fallback, misuse, mismatch, nodes, exit)\n", mode);
         return 2;
     }
     CHECK(tutti_barrier(comm, NULL) == TUTTI_SUCCESS, "final barrier: %s",
           tutti_comm_last_error(comm));
-    tutti_comm_destroy(comm);
-    printf("sym_check %s: rank %d of %d: %s (%d failure(s))\n", mode, rank, nranks,
-           failures ? "FAILED" : "all checks passed", failures);
-    return failures ? 1 : 0;
+    finish(mode);
 }

@@ -278,7 +278,7 @@ Test(coll, split, .timeout = 120)
  * the tuner picks: the hierarchical plans from 256 KiB); a random mix where each rank draws a
  * third of its buffers from malloc (the ranks fall back together); and sym_check's rules: a
  * rank outside any window (the usual path, or under TUTTI_CHECK_COLL=1 an error naming it),
- * and what is refused.
+ * what is refused, and peers that exit right after the last call.
  */
 Test(coll, symmetric_memory, .timeout = 300)
 {
@@ -293,6 +293,13 @@ Test(coll, symmetric_memory, .timeout = 300)
         run_check("SYM_CHECK", n, 1, "");
         run_check("SYM_CHECK", n, 1, "TUTTI_CHECK_COLL=1");
         run_check_args("SYM_CHECK", n, 1, "", "misuse");
+    }
+    /* A rank that asks whether its peers are alive just after they finished and exited
+     * (the late_alive shim): its call succeeds (it failed "rank 1 has died" before). */
+    for (int n = 2; n <= 4; n += 2) {
+        char env[1024];
+        snprintf(env, sizeof(env), "LD_PRELOAD='%s'", getenv("LATE_ALIVE"));
+        run_check_args("SYM_CHECK", n, 1, env, "exit");
     }
     run_check_args("SYM_CHECK", 2, 1, "", "mismatch count");
     run_check_args("SYM_CHECK", 3, 1, "", "mismatch coll");
