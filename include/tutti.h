@@ -535,11 +535,18 @@ TUTTI_API tutti_result_t tutti_comm_deregister(tutti_comm_t comm, void *handle);
  * tutti_mem_alloc - bytes of shared memory (page-rounded, zeroed) for this rank, in *ptr. Not
  * collective: each rank allocates its own. The memory can be used like any other; it becomes
  * visible to the other ranks once a window is registered over it.
- * tutti_mem_free - free it (ptr as tutti_mem_alloc gave it). Not collective. Refused (named)
- * while a window still covers it or work is queued on a stream of comm.
+ * tutti_mem_alloc_device - the same in CUDA device memory (zeroed), on the device that was
+ * current when comm was created; peers open it through CUDA IPC handles. Collectives on device
+ * windows take the path where comm has the device path (its ranks on one host, each GPU
+ * reaching the others') and the call is large enough for it (TUTTI_CUDA_P2P_MIN); a
+ * premul-sum operator takes the usual path. TUTTI_ERR_UNSUPPORTED without a usable device.
+ * tutti_mem_free - free either (ptr as the allocation gave it). Not collective. Refused
+ * (named) while a window still covers it or work is queued on a stream of comm.
  *
  * tutti_comm_window_register - collective: every rank of comm calls it, in the same order, each
- * with its own [buf, buf + bytes) inside memory of tutti_mem_alloc. Each rank maps the
+ * with its own [buf, buf + bytes) inside memory of tutti_mem_alloc, or on every rank CUDA
+ * device memory (tutti_mem_alloc_device's, or any cudaMalloc allocation, which must outlive
+ * the window): a window is of one kind on every rank. Each rank maps the
  * windows of the other ranks of its host. From then on a collective whose buffers lie in
  * windows on every rank (any window, any offset) reads and writes its peers' buffers in
  * place, in one pass, instead of through the transport: all-reduce, reduce-scatter,
@@ -556,6 +563,7 @@ TUTTI_API tutti_result_t tutti_comm_deregister(tutti_comm_t comm, void *handle);
  * for work queued on streams of comm.
  */
 TUTTI_API tutti_result_t tutti_mem_alloc(tutti_comm_t comm, size_t bytes, void **ptr);
+TUTTI_API tutti_result_t tutti_mem_alloc_device(tutti_comm_t comm, size_t bytes, void **ptr);
 TUTTI_API tutti_result_t tutti_mem_free(tutti_comm_t comm, void *ptr);
 TUTTI_API tutti_result_t tutti_comm_window_register(tutti_comm_t comm, void *buf, size_t bytes,
                                                     void **win);

@@ -213,12 +213,14 @@ ncclResult_t pncclCommDeregister(const ncclComm_t comm, void *handle)
 }
 NC_ALIAS(ncclCommDeregister)
 
-/* A window: a registration of its range, which every rank makes (NCCL's is collective; tutti
- * needs no exchange for it, so none is made). */
+/* A window: a window of tutti's symmetric memory over the range (collective, as NCCL's: any
+ * cudaMalloc memory, so ncclMemAlloc's), where every rank could make one, and a registration
+ * of the range (zero-copy sends where a transport gains from it). */
 struct ncclWindow_vidmem {
     uint64_t magic;
     struct ncclComm *comm;
     void *reg;
+    void *win; /* NULL: no symmetric window (tutti's log says why) */
 };
 
 #define NC_WIN_MAGIC 0x6e63636c77696e64ull /* "ncclwind" */
@@ -243,6 +245,10 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
         free(w);
         return nc_tutti_failed(comm, rc, "ncclCommWindowRegister");
     }
+    /* Every rank gets the same answer (a failure fails all, naming the rank, in tutti's log);
+     * without a window, calls on the range take the usual path. */
+    if (tutti_comm_window_register(comm->tc, buff, size, &w->win) != TUTTI_SUCCESS)
+        w->win = NULL;
     w->magic = NC_WIN_MAGIC;
     w->comm = comm;
     *win = w;
@@ -260,7 +266,11 @@ ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
     if (!win || win->magic != NC_WIN_MAGIC || win->comm != comm)
         return nc_error(comm, ncclInvalidArgument,
                         "ncclCommWindowDeregister: not a live window of this communicator");
-    rc = tutti_comm_deregister(comm->tc, win->reg);
+    rc = win->win ? tutti_comm_window_deregister(comm->tc, win->win) : TUTTI_SUCCESS;
+    if (rc == TUTTI_SUCCESS)
+        rc = tutti_comm_deregister(comm->tc, win->reg);
+    else
+        tutti_comm_deregister(comm->tc, win->reg);
     win->magic = 0;
     free(win);
     return rc == TUTTI_SUCCESS ? ncclSuccess

@@ -62,10 +62,13 @@ void tt_coll_buf_bytes(const struct tutti_comm *comm, const struct tt_call *c, s
 /* Wait for what streams still hold for comm, unless this is a stream's worker: what a call
  * made now does first (coll_run.c). */
 void tt_coll_after_queued_work(struct tutti_comm *comm);
-/* A host collective on a communicator with windows (coll_sym.c): take the symmetric path if
- * every rank of the host can (1: it ran, or failed: *rc says), else 0 (the usual path). */
+/* A collective on a communicator with windows (coll_sym.c), on host memory or on the device
+ * path (dev: its hooks): take the symmetric path if every rank of the host can (1: it ran, or
+ * failed: *rc says), else 0 (the usual path). */
 struct tt_label;
-int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const struct tt_label *what,
+struct tt_dev_hooks;
+int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c,
+                    const struct tt_dev_hooks *dev, const struct tt_label *what,
                     tutti_result_t *rc);
 /* Across nodes, a call whose plan is algo (coll_sym.c): 1 where its stages inside this node
  * take the symmetric path (*j filled; build the plan cross_only and run it by

@@ -108,7 +108,7 @@ static tutti_result_t plan_run(struct tutti_comm *comm, const struct tt_call *c)
     label = (struct tt_label){tt_coll_name(a.coll), a.coll,     comm->seq,  c->count,  c->dtype,
                               call_tag(comm, c),    c->refused, c->refusal, comm->rank};
     /* Buffers in windows of symmetric memory on every rank: one pass, in place (coll_sym.c). */
-    if (comm->sym && !e->dev && tt_coll_sym_try(comm, c, &label, &rc))
+    if (comm->sym && tt_coll_sym_try(comm, c, e->dev, &label, &rc))
         return rc;
     algo = tt_tune_pick(&comm->tuner, a.coll, bytes, &a.nchannels);
     if (algo->scratch && !e->scratch) /* the device path has no scratch buffer */

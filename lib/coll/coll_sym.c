@@ -1,9 +1,9 @@
 /*
- * coll_sym.c -- whether a host collective takes the symmetric path (lib/engine/sym.c), decided
- * by every rank of the host alike from the records they publish at the call's gate: where
- * each rank's buffers lie (which window, which offset) and whether its call can take the path
- * at all. If any rank's buffer that the pass must reach is in no window, every rank takes the
- * usual path (TUTTI_CHECK_COLL: the call fails on every rank, naming the first such rank,
+ * coll_sym.c -- whether a collective (host memory, or the device path's) takes the symmetric path
+ * (lib/engine/sym.c), decided by every rank of the host alike from the records they publish at the
+ * call's gate: where each rank's buffers lie (which window, which offset) and whether its call can
+ * take the path at all. If any rank's buffer that the pass must reach is in no window, every rank
+ * takes the usual path (TUTTI_CHECK_COLL: the call fails on every rank, naming the first such rank,
  * where some ranks' buffers were in windows).
  */
 #include "lib/coll/coll.h"
@@ -96,8 +96,8 @@ static int same_call(struct tutti_comm *comm, const struct tt_sym_rec *all,
     return 1;
 }
 
-int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const struct tt_label *what,
-                    tutti_result_t *rc)
+int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c,
+                    const struct tt_dev_hooks *dev, const struct tt_label *what, tutti_result_t *rc)
 {
     struct tt_sym *s = comm->sym;
     int n = comm->nranks, lack, any = 0, pull = 0, inline_;
@@ -117,8 +117,11 @@ int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const stru
     char **dst = s->dst;
     uint64_t *scal = s->scal;
     tt_coll_buf_bytes(comm, c, &sb, &rb);
-    if (c->refused || (c->premul.on && (c->premul.dev || c->premul.pinned)))
+    /* (on device memory a premul-sum operator takes the usual path) */
+    if (c->refused || (c->premul.on && (dev || c->premul.dev || c->premul.pinned)))
         mine.flags = 0;
+    if (dev)
+        mine.flags |= TT_SYM_DEV;
     if (c->premul.on) {
         mine.flags |= TT_SYM_PREMUL;
         memcpy(&mine.scalar, c->premul.value, sizeof(mine.scalar));
@@ -127,9 +130,16 @@ int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const stru
         mine.send_win = c->sendbuf ? tt_sym_find(comm, c->sendbuf, sb, &mine.send_off) : 0;
         mine.recv_win = c->recvbuf ? tt_sym_find(comm, c->recvbuf, rb, &mine.recv_off) : 0;
     }
-    /* A small call's input rides in the gate's line (broadcast: the root's alone). */
-    inline_ = c->coll != TT_COLL_BROADCAST && sb <= TT_SYM_INLINE; /* (broadcasts: above) */
+    /* A small call's input rides in the gate's line (broadcast: the root's alone); not on
+     * device memory. */
+    inline_ = !dev && c->coll != TT_COLL_BROADCAST && sb <= TT_SYM_INLINE;
     mine_bytes = inline_ && (mine.flags & TT_SYM_OK) ? sb : 0;
+    /* On device memory the inputs must be there before the peers may read them: wait for
+     * what the caller queued first. */
+    if (dev && (*rc = tt_engine_sym_dev_ready(comm, dev, c->after)) != TUTTI_SUCCESS) {
+        *rc = tt_comm_set_error(comm, *rc);
+        return 1;
+    }
     *rc = tt_engine_sym_gate(comm, &mine, c->sendbuf, mine_bytes, what, all);
     if (*rc != TUTTI_SUCCESS)
         return 1;
@@ -138,8 +148,9 @@ int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const stru
     if (!same_call(comm, all, what, rc))
         return 1;
     for (int i = 0; i < n; i++)
-        if (!(all[i].flags & TT_SYM_OK))
-            goto usual; /* a refusal (its run says whose), or a scalar read as the call runs */
+        if (!(all[i].flags & TT_SYM_OK) || (all[i].flags & TT_SYM_DEV) != (mine.flags & TT_SYM_DEV))
+            goto usual; /* a refusal (its run says whose), a scalar read as the call runs, or
+                         * ranks on host and device memory */
     struct tt_sym_job j = {.coll = c->coll,
                            .count = c->count,
                            .dtype = c->dtype,
@@ -147,7 +158,9 @@ int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const stru
                            .root = c->root,
                            .src = src,
                            .dst = dst,
-                           .scalar = c->premul.on ? scal : NULL};
+                           .scalar = c->premul.on ? scal : NULL,
+                           .dev = dev,
+                           .after = c->after};
     if (inline_) {
         for (int r = 0; r < n; r++) {
             src[r] = tt_engine_sym_data(comm, r, sb);
@@ -193,7 +206,8 @@ int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c, const stru
         src[comm->rank] = c->sendbuf;
     if (!dst[comm->rank])
         dst[comm->rank] = c->recvbuf;
-    TT_TRACE(TT_SUB_COLL, "%s #%llu: symmetric path", what->name, (unsigned long long)comm->seq);
+    TT_TRACE(TT_SUB_COLL, "%s #%llu: symmetric path%s", what->name, (unsigned long long)comm->seq,
+             dev ? " (device memory)" : "");
     tt_engine_sym_read(comm);
     *rc = tt_engine_sym_run(comm, &j, what);
     return 1;

@@ -3,11 +3,13 @@
  * rank of a host address each other's range of symmetric memory (symmem.h).
  *
  * Registration is two of the library's own all-gathers. The first carries each rank's range
- * (its process, the allocation's file descriptor, the page-aligned offset) and whether it
- * allows the path; at the first registration the host's local index 0 also offers the
- * control lines' file. Each rank then maps the ranges of the other ranks of its host (through
- * /proc/<pid>/fd/<fd>), and the second all-gather says whether every rank could: the window
- * exists on every rank or on none, and a failure names the rank and its cause everywhere.
+ * (its process, the allocation's file descriptor, the page-aligned offset; for device memory
+ * the allocation's CUDA IPC handle and the offset) and whether it allows the path; at the first
+ * registration the host's local index 0 also offers the control lines' file. Each rank then maps
+ * the ranges of the other ranks of its host (through /proc/<pid>/fd/<fd>; device memory by
+ * opening the IPC handle, once per allocation), and the second
+ * all-gather says whether every rank could: the window exists on every rank or on none, and a
+ * failure names the rank and its cause everywhere.
  */
 #include "lib/coll/coll.h"
 
@@ -17,6 +19,7 @@
 #include "lib/core/comm.h"
 #include "lib/core/symmem.h"
 #include "lib/engine/engine.h"
+#include "lib/gpu/gpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +35,10 @@ struct win_info {
     uint64_t off;  /* the range's first page in the allocation */
     uint64_t skip; /* the range's start past that */
     uint64_t bytes;
+    int32_t device; /* device memory: the allocation's IPC handle, the range at off in it */
+    uint64_t addr;  /* and where the allocation lies in this rank's process (ranks that share
+                     * a process address it directly: CUDA refuses a process its own handle) */
+    unsigned char ipc[TT_CUDA_IPC_BYTES];
     char why[160];
 };
 
@@ -59,6 +66,19 @@ static tutti_result_t first_bad(struct tutti_comm *comm, const struct win_info *
     return TUTTI_SUCCESS;
 }
 
+/* A window is host memory on every rank or device memory on every rank (each rank fails
+ * alike, naming the first rank of the other kind). */
+static tutti_result_t one_kind(struct tutti_comm *comm, const struct win_info *all)
+{
+    for (int r = 1; r < comm->nranks; r++)
+        if (all[r].device != all[0].device)
+            return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
+                           "tutti_comm_window_register: rank %d's range is %s memory, rank 0's "
+                           "%s memory: a window is of one kind on every rank",
+                           r, all[r].device ? "device" : "host", all[0].device ? "device" : "host");
+    return TUTTI_SUCCESS;
+}
+
 /* Map the other ranks' ranges of this host into w (and the control lines, first time). */
 static void map_peers(struct tutti_comm *comm, struct tt_window *w, const struct win_info *all,
                       int first, struct win_info *res)
@@ -75,11 +95,16 @@ static void map_peers(struct tutti_comm *comm, struct tt_window *w, const struct
             continue;
         }
         w->map_len[l] = all[r].skip + all[r].bytes;
-        w->maps[l] = tt_sym_map_peer(all[r].pid, all[r].fd, all[r].off, w->map_len[l]);
+        if (w->device && all[r].pid == (int32_t)getpid()) {
+            w->peer[l] = (char *)(uintptr_t)all[r].addr + all[r].off;
+            continue;
+        }
+        w->maps[l] = w->device ? tt_sym_ipc_open(comm, all[r].ipc)
+                               : tt_sym_map_peer(all[r].pid, all[r].fd, all[r].off, w->map_len[l]);
         if (!w->maps[l])
             why(res, TUTTI_ERR_SYSTEM, tt_thread_error());
         else
-            w->peer[l] = (char *)w->maps[l] + all[r].skip;
+            w->peer[l] = (char *)w->maps[l] + (w->device ? all[r].off : all[r].skip);
     }
     if (first && me != 0 && res->ok == 1) {
         int r0 = -1;
@@ -125,6 +150,24 @@ static tutti_result_t first_success(struct tutti_comm *comm, int on)
     return TUTTI_SUCCESS;
 }
 
+/* A range of the user's own device memory (any cudaMalloc allocation, as NCCL's windows
+ * take): the allocation's IPC handle and the range's offset in it. */
+static void foreign_device(struct win_info *i, void *buf, size_t bytes)
+{
+    char *base = NULL;
+    size_t size = 0;
+
+    if (tt_cuda_ipc_of(buf, &base, &size, i->ipc) != TUTTI_SUCCESS)
+        why(i, TUTTI_ERR_INVALID_ARG, tt_thread_error());
+    else if ((size_t)((char *)buf - base) > size || bytes > size - (size_t)((char *)buf - base))
+        why(i, TUTTI_ERR_INVALID_ARG, "its range runs past the end of its cudaMalloc allocation");
+    else {
+        i->device = 1;
+        i->off = (uint64_t)((char *)buf - base);
+        i->addr = (uint64_t)(uintptr_t)base;
+    }
+}
+
 static tutti_result_t do_register(struct tutti_comm *comm, void *buf, size_t bytes,
                                   struct tt_window **out)
 {
@@ -145,10 +188,18 @@ static tutti_result_t do_register(struct tutti_comm *comm, void *buf, size_t byt
     mine.bytes = bytes;
     if (!buf || !bytes)
         why(&mine, TUTTI_ERR_INVALID_ARG, !buf ? "buf is NULL" : "bytes is 0");
+    else if (!a && tt_cuda_kind(buf) == TT_MEM_DEVICE)
+        foreign_device(&mine, buf, bytes);
     else if (!a)
         why(&mine, TUTTI_ERR_INVALID_ARG,
-            "its range is not inside memory of tutti_mem_alloc on this communicator");
-    else {
+            "its range is not inside memory of tutti_mem_alloc on this communicator (nor CUDA "
+            "device memory)");
+    else if (a->device) {
+        mine.device = 1;
+        mine.off = (uint64_t)((char *)buf - a->base);
+        mine.addr = (uint64_t)(uintptr_t)a->base;
+        memcpy(mine.ipc, a->ipc, sizeof(mine.ipc));
+    } else {
         uint64_t at = (uint64_t)((char *)buf - a->base);
         mine.fd = a->fd;
         mine.off = at / (uint64_t)page * (uint64_t)page;
@@ -181,10 +232,13 @@ static tutti_result_t do_register(struct tutti_comm *comm, void *buf, size_t byt
     w->bytes = bytes;
     comm->seq++; /* a collective */
     rc = tt_coll_allgather_own(comm, "window registration", 3, &mine, sizeof(mine), all);
-    if (rc == TUTTI_SUCCESS && (rc = first_bad(comm, all, "cannot register its range")) == 0) {
+    if (rc == TUTTI_SUCCESS && (rc = first_bad(comm, all, "cannot register its range")) == 0)
+        rc = one_kind(comm, all);
+    if (rc == TUTTI_SUCCESS) {
         struct win_info res = {.ok = 1};
         for (int r = 0; r < comm->nranks; r++)
             on &= all[r].on;
+        w->device = all[0].device;
         map_peers(comm, w, all, first, &res);
         rc = tt_coll_allgather_own(comm, "window mapping", 4, &res, sizeof(res), all);
         if (rc == TUTTI_SUCCESS)
@@ -204,8 +258,9 @@ static tutti_result_t do_register(struct tutti_comm *comm, void *buf, size_t byt
     w->next = s->windows;
     s->windows = w;
     s->nwin++;
-    w->alloc = a;
-    a->windows++;
+    w->alloc = a; /* (NULL: the user's own device memory) */
+    if (a)
+        a->windows++;
     *out = w;
     return TUTTI_SUCCESS;
 }

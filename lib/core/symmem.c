@@ -60,6 +60,35 @@ tutti_result_t tt_sym_make_file(struct tutti_comm *comm, const char *fn, size_t 
     return TUTTI_SUCCESS;
 }
 
+/* The checks both allocations make, and a fresh entry for the table (*a, *s). */
+static tutti_result_t alloc_entry(tutti_comm_t comm, const char *fn, size_t bytes, void **ptr,
+                                  struct tt_symalloc **a, struct tt_sym **s)
+{
+    TT_CHECK(tt_comm_check(comm, fn));
+    if (!ptr)
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: ptr is NULL", fn);
+    *ptr = NULL;
+    if (bytes == 0)
+        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "%s: bytes is 0", fn);
+    *a = calloc(1, sizeof(**a));
+    pthread_mutex_lock(&sym_lock);
+    *s = tt_sym_get(comm);
+    pthread_mutex_unlock(&sym_lock);
+    if (!*a || !*s) {
+        free(*a);
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory", fn);
+    }
+    return TUTTI_SUCCESS;
+}
+
+static void alloc_link(struct tt_sym *s, struct tt_symalloc *a)
+{
+    pthread_mutex_lock(&sym_lock);
+    a->next = s->allocs;
+    s->allocs = a;
+    pthread_mutex_unlock(&sym_lock);
+}
+
 tutti_result_t tutti_mem_alloc(tutti_comm_t comm, size_t bytes, void **ptr)
 {
     struct tt_symalloc *a;
@@ -69,26 +98,15 @@ tutti_result_t tutti_mem_alloc(tutti_comm_t comm, size_t bytes, void **ptr)
     void *p;
     int fd;
 
-    TT_CHECK(tt_comm_check(comm, "tutti_mem_alloc"));
-    if (!ptr)
-        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "tutti_mem_alloc: ptr is NULL");
-    *ptr = NULL;
-    if (bytes == 0)
-        return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "tutti_mem_alloc: bytes is 0");
     if (page <= 0)
         page = 4096;
-    if (bytes > SIZE_MAX - (size_t)page)
+    TT_CHECK(alloc_entry(comm, "tutti_mem_alloc", bytes, ptr, &a, &s));
+    if (bytes > SIZE_MAX - (size_t)page) {
+        free(a);
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG, "tutti_mem_alloc: %zu bytes is too many",
                        bytes);
-    len = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
-    a = calloc(1, sizeof(*a));
-    pthread_mutex_lock(&sym_lock);
-    s = tt_sym_get(comm);
-    pthread_mutex_unlock(&sym_lock);
-    if (!a || !s) {
-        free(a);
-        return tt_fail(comm, TUTTI_ERR_SYSTEM, "tutti_mem_alloc: out of memory");
     }
+    len = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
     if (tt_sym_make_file(comm, "tutti_mem_alloc", len, &fd, &p) != TUTTI_SUCCESS) {
         free(a);
         return TUTTI_ERR_SYSTEM;
@@ -96,19 +114,51 @@ tutti_result_t tutti_mem_alloc(tutti_comm_t comm, size_t bytes, void **ptr)
     a->base = p;
     a->len = len;
     a->fd = fd;
-    pthread_mutex_lock(&sym_lock);
-    a->next = s->allocs;
-    s->allocs = a;
-    pthread_mutex_unlock(&sym_lock);
+    alloc_link(s, a);
     TT_INFO(TT_SUB_SHM, "symmetric allocation: %zu bytes at %p (fd %d)", len, p, fd);
+    *ptr = p;
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tutti_mem_alloc_device(tutti_comm_t comm, size_t bytes, void **ptr)
+{
+    struct tt_symalloc *a;
+    struct tt_sym *s;
+    void *p = NULL;
+
+    TT_CHECK(alloc_entry(comm, "tutti_mem_alloc_device", bytes, ptr, &a, &s));
+    if (!tt_cuda_ready()) {
+        free(a);
+        return tt_fail(comm, TUTTI_ERR_UNSUPPORTED,
+                       "tutti_mem_alloc_device: no usable CUDA device (or a libtutti built "
+                       "without CUDA)");
+    }
+    /* On the communicator's device (the one current at its creation), where it has one. */
+    if (tt_cuda_sym_alloc(comm->cuda.dev, bytes, &p) != TUTTI_SUCCESS ||
+        tt_cuda_ipc_handle(p, a->ipc) != TUTTI_SUCCESS) {
+        tt_cuda_sym_free(p);
+        free(a);
+        return tt_fail(comm, TUTTI_ERR_SYSTEM, "tutti_mem_alloc_device: %zu bytes: %s", bytes,
+                       tt_thread_error());
+    }
+    a->base = p;
+    a->len = bytes;
+    a->fd = -1;
+    a->device = 1;
+    alloc_link(s, a);
+    TT_INFO(TT_SUB_SHM, "symmetric device allocation: %zu bytes at %p", bytes, p);
     *ptr = p;
     return TUTTI_SUCCESS;
 }
 
 static void alloc_release(struct tt_symalloc *a)
 {
-    munmap(a->base, a->len);
-    close(a->fd);
+    if (a->device) {
+        tt_cuda_sym_free(a->base);
+    } else {
+        munmap(a->base, a->len);
+        close(a->fd);
+    }
     free(a);
 }
 
@@ -134,8 +184,9 @@ tutti_result_t tutti_mem_free(tutti_comm_t comm, void *ptr)
     pthread_mutex_unlock(&comm->run_lock);
     if (!a)
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
-                       "tutti_mem_free: %p is not memory of tutti_mem_alloc on this communicator "
-                       "(freed twice, from another communicator, or not the pointer it gave?)",
+                       "tutti_mem_free: %p is not memory of tutti_mem_alloc(_device) on this "
+                       "communicator (freed twice, from another communicator, or not the pointer "
+                       "it gave?)",
                        ptr);
     if (a->windows)
         return tt_fail(comm, TUTTI_ERR_INVALID_ARG,
@@ -206,6 +257,46 @@ void *tt_sym_map_peer(int32_t pid, int fd, uint64_t off, size_t len)
     return p;
 }
 
+void *tt_sym_ipc_open(struct tutti_comm *comm, const unsigned char *handle)
+{
+    struct tt_sym *s = comm->sym;
+    struct tt_sym_ipc *o;
+
+    for (o = s->opened; o; o = o->next)
+        if (memcmp(o->handle, handle, TT_CUDA_IPC_BYTES) == 0) {
+            o->refs++;
+            return o->base;
+        }
+    if (!(o = calloc(1, sizeof(*o)))) {
+        tt_fail(NULL, TUTTI_ERR_SYSTEM, "out of memory");
+        return NULL;
+    }
+    if (tt_cuda_ipc_open(comm->cuda.dev, handle, &o->base) != TUTTI_SUCCESS) {
+        free(o);
+        return NULL;
+    }
+    memcpy(o->handle, handle, TT_CUDA_IPC_BYTES);
+    o->refs = 1;
+    o->next = s->opened;
+    s->opened = o;
+    return o->base;
+}
+
+void tt_sym_ipc_release(struct tutti_comm *comm, void *base)
+{
+    struct tt_sym_ipc **p, *o;
+
+    for (p = &comm->sym->opened; (o = *p) != NULL; p = &o->next)
+        if (o->base == base) {
+            if (--o->refs == 0) {
+                *p = o->next;
+                tt_cuda_ipc_close(o->base);
+                free(o);
+            }
+            return;
+        }
+}
+
 void tt_sym_window_free(struct tutti_comm *comm, struct tt_window *w)
 {
     int n = comm->local_size;
@@ -213,7 +304,9 @@ void tt_sym_window_free(struct tutti_comm *comm, struct tt_window *w)
     if (!w)
         return;
     for (int i = 0; w->maps && i < n; i++)
-        if (w->maps[i])
+        if (w->maps[i] && w->device)
+            tt_sym_ipc_release(comm, w->maps[i]);
+        else if (w->maps[i])
             munmap(w->maps[i], w->map_len[i]);
     if (w->alloc) {
         pthread_mutex_lock(&sym_lock);

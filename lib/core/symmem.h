@@ -6,9 +6,10 @@
  * nothing is ever left in /dev/shm, and /dev/shm's size does not limit it), kept open while
  * it lives. A window (lib/coll/window.c registers it, collectively) is a range of an
  * allocation; the other ranks of the host open the file through /proc/<pid>/fd/<fd> and map
- * the range. Each rank holds, for every window, where each rank of its host has its own range
- * of it, mapped here. Windows carry an id, the same on every rank (they are registered in the
- * same order), which is what a call's ranks exchange.
+ * the range. Device memory (tutti_mem_alloc_device) is a cudaMalloc allocation instead, which
+ * the other ranks open by its CUDA IPC handle. Each rank holds, for every window, where each
+ * rank of its host has its own range of it, mapped here. Windows carry an id, the same on
+ * every rank (they are registered in the same order), which is what a call's ranks exchange.
  *
  * The control lines (one per rank of the host, in one segment made at the first
  * registration) carry each call's record: the per-call gate of lib/engine/sym.c.
@@ -16,6 +17,7 @@
 #ifndef TT_SYMMEM_H
 #define TT_SYMMEM_H
 
+#include "lib/gpu/gpu.h"
 #include "tutti.h"
 
 #include <stdatomic.h>
@@ -44,6 +46,7 @@ struct tt_sym_rec {
 #define TT_SYM_SMALL 32
 #define TT_SYM_OK 1u     /* this rank's call may take the path (not refused, host scalar) */
 #define TT_SYM_PREMUL 2u /* a premul-sum operator: scalar holds its value */
+#define TT_SYM_DEV 4u    /* the call runs on the device path (its buffers are device memory) */
 
 /* A small call's input travels with the record (no pass, no closing barrier): in the
  * record's own line up to TT_SYM_SMALL bytes, else in the rank's data area. */
@@ -62,7 +65,18 @@ struct tt_symalloc {
     char *base;
     size_t len;
     int windows; /* windows registered over it */
-    int fd;      /* the file, open while it lives (peers open it through /proc) */
+    int fd;      /* the file, open while it lives (peers open it through /proc); -1: device */
+    int device;  /* device memory (tutti_mem_alloc_device): peers open its IPC handle */
+    unsigned char ipc[TT_CUDA_IPC_BYTES];
+};
+
+/* A peer's device allocation opened here (by its IPC handle), once however many windows
+ * cover it: CUDA maps a handle once per process. */
+struct tt_sym_ipc {
+    struct tt_sym_ipc *next;
+    unsigned char handle[TT_CUDA_IPC_BYTES];
+    void *base;
+    int refs;
 };
 
 #define TT_WINDOW_MAGIC 0x747574746977696eull /* "tuttiwin" */
@@ -77,14 +91,16 @@ struct tt_window {
     struct tt_symalloc *alloc; /* the allocation it covers (set once it is registered) */
     void **maps; /* by local index: the mapping of that rank's allocation (NULL: none) */
     size_t *map_len;
+    int device; /* device memory: maps[] are opened IPC handles (struct tt_sym_ipc) */
 };
 
 struct tt_sym {
     struct tt_symalloc *allocs;
     struct tt_window *windows;
-    uint32_t next_id; /* windows registered (ids from 1) */
-    int on;           /* the path is on (every rank allowed it at the first registration) */
-    int decided;      /* `on` has been agreed */
+    struct tt_sym_ipc *opened; /* peers' device allocations opened here */
+    uint32_t next_id;          /* windows registered (ids from 1) */
+    int on;      /* the path is on (every rank allowed it at the first registration) */
+    int decided; /* `on` has been agreed */
     struct tt_sym_line *lines; /* by local index; NULL until the first registration */
     void *ctl_map;
     size_t ctl_len;
@@ -110,6 +126,10 @@ struct tt_sym *tt_sym_get(struct tutti_comm *comm);
 /* Map [off, off + len) of another rank's allocation (process pid's file descriptor fd), off
  * page-aligned; NULL and the message set if it cannot. */
 void *tt_sym_map_peer(int32_t pid, int fd, uint64_t off, size_t len);
+/* Open a peer's device allocation by its IPC handle (shared by every window over it); NULL
+ * and the message set if it cannot. tt_sym_ipc_release drops one use. */
+void *tt_sym_ipc_open(struct tutti_comm *comm, const unsigned char *handle);
+void tt_sym_ipc_release(struct tutti_comm *comm, void *base);
 /* w is a live window of comm (a handle the user gave). */
 int tt_sym_window_live(struct tutti_comm *comm, const struct tt_window *w);
 /* Unmap and free a window's mappings and itself. */

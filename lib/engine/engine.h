@@ -77,7 +77,8 @@ tutti_result_t tt_coll_single_copy_done(struct tutti_comm *comm, int token, doub
  * (symmem.h). The gate: publish this rank's record for the call comm->seq on the control
  * lines and wait until every rank of the host has published its own; all[] (by local index)
  * then holds them. The run: this rank's part of the single pass over every rank's buffers,
- * then the closing barrier. Either fails under the communicator's timeout, abort, a dead
+ * then the closing barrier (on device memory: the pass queued on the device path's stream,
+ * finished before the barrier). Either fails under the communicator's timeout, abort, a dead
  * peer's process or a peer's give-up notice, putting comm in the error state.
  */
 struct tt_sym_job {
@@ -91,12 +92,20 @@ struct tt_sym_job {
     char **dst;             /* by rank: its output */
     const uint64_t *scalar; /* by rank: a premul-sum operator's values, or NULL */
     int nchannels;          /* tt_engine_sym_hier_run: the plan's channels */
+    /* Device memory (the device path): its hooks, and the CUDA event the call comes after
+     * (tt_run's dev and after); the pass is queued through comm's mover. NULL: host memory. */
+    const struct tt_dev_hooks *dev;
+    void *after;
 };
 tutti_result_t tt_engine_sym_gate(struct tutti_comm *comm, const struct tt_sym_rec *mine,
                                   const void *data, size_t bytes, const struct tt_label *what,
                                   struct tt_sym_rec *all);
 tutti_result_t tt_engine_sym_run(struct tutti_comm *comm, const struct tt_sym_job *j,
                                  const struct tt_label *what);
+/* Device memory: wait for what the caller queued before the call (its inputs are then
+ * there for the peers to read), before the gate. */
+tutti_result_t tt_engine_sym_dev_ready(struct tutti_comm *comm, const struct tt_dev_hooks *dev,
+                                       void *after);
 /* A small call: the gate carried each rank's input (`data`, bytes <= TT_SYM_INLINE, in its
  * line, or in its record: tt_engine_sym_data, by the input's size); this rank computes its own
  * output from them, with no pass and no closing barrier. */

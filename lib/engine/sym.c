@@ -276,6 +276,79 @@ static void pass(struct tutti_comm *comm, const struct tt_sym_job *j, void *tmp)
     }
 }
 
+/*
+ * This rank's part of the pass on device memory, queued through the device path's mover (the
+ * reduction kernels and peer copies on its stream). A rank reduces its part of every input
+ * straight into one output (its own; reduce: the root's), starting from the input of that
+ * output's rank (so in place is safe: nobody else reads that part of it), then copies the part
+ * into every other output. Each part is read and written by its rank alone.
+ */
+static tutti_result_t pass_dev(struct tutti_comm *comm, const struct tt_sym_job *j)
+{
+    const struct tt_mover *mv = &comm->cuda.mover;
+    int n = comm->nranks, me = comm->rank, avg = j->op == TUTTI_AVG;
+    int t = j->coll == TT_COLL_REDUCE ? j->root : me; /* whose output gathers the part */
+    size_t es = tutti_dtype_size(j->dtype), lo = 0, hi = j->count, b, at;
+    tutti_result_t rc = TUTTI_SUCCESS;
+
+    if (j->coll == TT_COLL_ALL_GATHER) { /* pull every rank's input, or push ours */
+        for (int i = 0; i < n && rc == TUTTI_SUCCESS; i++) {
+            int from = j->pull ? i : me, to = j->pull ? me : i;
+            char *d = j->dst[to] + (size_t)from * j->count * es;
+            if (d != j->src[from])
+                rc = mv->copy(mv->ctx, d, j->src[from], j->count * es);
+        }
+        return rc;
+    }
+    if (j->coll == TT_COLL_BROADCAST)
+        return j->dst[me] == j->src[j->root]
+                   ? TUTTI_SUCCESS
+                   : mv->copy(mv->ctx, j->dst[me], j->src[j->root], j->count * es);
+    if (j->coll == TT_COLL_REDUCE_SCATTER) { /* our block of every rank's input */
+        b = (size_t)me * j->count * es;
+        at = 0;
+    } else {
+        share(j->count, es, me, n, &lo, &hi);
+        b = at = lo * es;
+    }
+    if (hi <= lo)
+        return TUTTI_SUCCESS;
+    if (n == 2 && j->coll == TT_COLL_ALL_REDUCE && apart(j, (hi - lo) * es))
+        return mv->reduce(mv->ctx, j->dst[me] + b, j->dst[1 - me] + b, j->src[0] + b, j->src[1] + b,
+                          hi - lo, j->dtype, j->op, avg ? n : 0);
+    char *d = j->dst[t] + at;
+    for (int i = 1; i < n && rc == TUTTI_SUCCESS; i++)
+        rc = mv->reduce(mv->ctx, d, NULL, i == 1 ? j->src[t] + b : d, j->src[(t + i) % n] + b,
+                        hi - lo, j->dtype, j->op, avg && i == n - 1 ? n : 0);
+    for (int i = 0; i < n && rc == TUTTI_SUCCESS && j->coll == TT_COLL_ALL_REDUCE; i++)
+        if (i != me)
+            rc = mv->copy(mv->ctx, j->dst[i] + b, d, (hi - lo) * es);
+    return rc;
+}
+
+tutti_result_t tt_engine_sym_dev_ready(struct tutti_comm *comm, const struct tt_dev_hooks *dev,
+                                       void *after)
+{
+    int prev = -1;
+    tutti_result_t rc = dev->begin(comm, after, &prev);
+
+    if (rc == TUTTI_SUCCESS)
+        rc = dev->end(comm, prev); /* (the stream, once it has waited for the caller's) */
+    return rc;
+}
+
+/* Device memory: the pass queued after the caller's work and finished before the barrier. */
+static tutti_result_t run_dev(struct tutti_comm *comm, const struct tt_sym_job *j)
+{
+    int prev = -1;
+    tutti_result_t rc = j->dev->begin(comm, j->after, &prev), end;
+
+    if (rc == TUTTI_SUCCESS)
+        rc = pass_dev(comm, j);
+    end = j->dev->end(comm, prev);
+    return rc != TUTTI_SUCCESS ? rc : end;
+}
+
 tutti_result_t tt_engine_sym_run(struct tutti_comm *comm, const struct tt_sym_job *j,
                                  const struct tt_label *what)
 {
@@ -284,11 +357,16 @@ tutti_result_t tt_engine_sym_run(struct tutti_comm *comm, const struct tt_sym_jo
     struct sym_wait w = {comm, what, comm->seq, DONE};
     tutti_result_t rc;
 
-    if (!s->tmp && !(s->tmp = aligned_alloc(64, SYM_BLOCK)))
+    if (!j->dev && !s->tmp && !(s->tmp = aligned_alloc(64, SYM_BLOCK)))
         return tt_comm_set_error(
             comm, tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory for a block", what->name));
     tt_board_enter(&comm->board, me, comm->seq, what->coll);
-    pass(comm, j, s->tmp);
+    if (j->dev && (rc = run_dev(comm, j)) != TUTTI_SUCCESS) {
+        tt_board_leave(&comm->board, me);
+        return tt_comm_set_error(comm, rc); /* (the peers learn of it at the barrier) */
+    }
+    if (!j->dev)
+        pass(comm, j, s->tmp);
     atomic_store_explicit(&s->lines[me].done, comm->seq, memory_order_release);
     rc = sym_wait(&w);
     tt_board_leave(&comm->board, me);

@@ -203,6 +203,84 @@ void tt_cuda_free_scratch(void **buf, size_t *cap)
     *cap = 0;
 }
 
+/* Run on device dev (-1: the current one), then back to the thread's device. */
+static cudaError_t on_device(int dev, int *prev)
+{
+    cudaError_t e = cudaGetDevice(prev);
+
+    if (e == cudaSuccess && dev >= 0 && dev != *prev)
+        e = cudaSetDevice(dev);
+    return e;
+}
+
+static tutti_result_t cuda_failed(const char *what, cudaError_t e)
+{
+    (void)cudaGetLastError();
+    return tt_fail(NULL, TUTTI_ERR_SYSTEM, "%s: %s", what, cudaGetErrorString(e));
+}
+
+tutti_result_t tt_cuda_sym_alloc(int dev, size_t bytes, void **p)
+{
+    int prev = -1;
+    cudaError_t e = on_device(dev, &prev);
+
+    *p = NULL;
+    if (e == cudaSuccess)
+        e = cudaMalloc(p, bytes);
+    if (e == cudaSuccess)
+        e = cudaMemset(*p, 0, bytes);
+    if (e != cudaSuccess && *p) {
+        cudaFree(*p);
+        *p = NULL;
+    }
+    if (prev >= 0 && prev != dev && dev >= 0)
+        cudaSetDevice(prev);
+    return e == cudaSuccess ? TUTTI_SUCCESS : cuda_failed("cudaMalloc", e);
+}
+
+void tt_cuda_sym_free(void *p)
+{
+    if (p)
+        cudaFree(p);
+    (void)cudaGetLastError();
+}
+
+tutti_result_t tt_cuda_ipc_handle(void *p, unsigned char *handle)
+{
+    cudaIpcMemHandle_t h;
+    cudaError_t e = cudaIpcGetMemHandle(&h, p);
+
+    _Static_assert(sizeof(h) == TT_CUDA_IPC_BYTES, "an IPC handle's size");
+    if (e != cudaSuccess)
+        return cuda_failed("cudaIpcGetMemHandle", e);
+    memcpy(handle, &h, sizeof(h));
+    return TUTTI_SUCCESS;
+}
+
+tutti_result_t tt_cuda_ipc_open(int dev, const unsigned char *handle, void **p)
+{
+    cudaIpcMemHandle_t h;
+    int prev = -1;
+    cudaError_t e = on_device(dev, &prev);
+
+    *p = NULL;
+    memcpy(&h, handle, sizeof(h));
+    if (e == cudaSuccess)
+        e = cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess);
+    if (prev >= 0 && prev != dev && dev >= 0)
+        cudaSetDevice(prev);
+    return e == cudaSuccess
+               ? TUTTI_SUCCESS
+               : cuda_failed("opening a peer's device memory (cudaIpcOpenMemHandle)", e);
+}
+
+void tt_cuda_ipc_close(void *p)
+{
+    if (p)
+        cudaIpcCloseMemHandle(p);
+    (void)cudaGetLastError();
+}
+
 /* Driver entry points for dma-buf export, resolved through the runtime (no libcuda link). */
 typedef CUresult (*range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr p);
 typedef CUresult (*handle_fn)(void *handle, CUdeviceptr p, size_t size, CUmemRangeHandleType type,
@@ -226,6 +304,23 @@ static void driver_resolve(void)
         q == cudaDriverEntryPointSuccess)
         memcpy(&get_handle, &f, sizeof(f));
     (void)cudaGetLastError();
+}
+
+tutti_result_t tt_cuda_ipc_of(const void *p, char **base, size_t *size, unsigned char *handle)
+{
+    CUdeviceptr b = 0;
+    CUresult r;
+
+    if (!tt_cuda_ready() || tt_cuda_kind(p) != TT_MEM_DEVICE)
+        return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "not CUDA device memory");
+    pthread_once(&driver_once, driver_resolve);
+    if (!get_range)
+        return tt_fail(NULL, TUTTI_ERR_UNSUPPORTED, "the CUDA driver has no cuMemGetAddressRange");
+    r = get_range(&b, size, (CUdeviceptr)(uintptr_t)p);
+    if (r != CUDA_SUCCESS)
+        return tt_fail(NULL, TUTTI_ERR_SYSTEM, "cuMemGetAddressRange failed (CUresult %d)", (int)r);
+    *base = (char *)(uintptr_t)b;
+    return tt_cuda_ipc_handle(*base, handle);
 }
 
 int tt_cuda_dmabuf(const void *p, int *fd, uintptr_t *base, size_t *size, char *why,

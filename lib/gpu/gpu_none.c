@@ -82,6 +82,42 @@ void tt_cuda_free_scratch(void **buf, size_t *cap)
     *cap = 0;
 }
 
+tutti_result_t tt_cuda_sym_alloc(int dev, size_t bytes, void **p)
+{
+    (void)dev, (void)bytes;
+    *p = NULL;
+    return tt_fail(NULL, TUTTI_ERR_UNSUPPORTED, "this libtutti was built without CUDA");
+}
+
+void tt_cuda_sym_free(void *p)
+{
+    (void)p;
+}
+
+tutti_result_t tt_cuda_ipc_handle(void *p, unsigned char *handle)
+{
+    (void)p, (void)handle;
+    return tt_fail(NULL, TUTTI_ERR_UNSUPPORTED, "this libtutti was built without CUDA");
+}
+
+tutti_result_t tt_cuda_ipc_open(int dev, const unsigned char *handle, void **p)
+{
+    (void)dev, (void)handle;
+    *p = NULL;
+    return tt_fail(NULL, TUTTI_ERR_UNSUPPORTED, "this libtutti was built without CUDA");
+}
+
+void tt_cuda_ipc_close(void *p)
+{
+    (void)p;
+}
+
+tutti_result_t tt_cuda_ipc_of(const void *p, char **base, size_t *size, unsigned char *handle)
+{
+    (void)p, (void)base, (void)size, (void)handle;
+    return tt_fail(NULL, TUTTI_ERR_INVALID_ARG, "not CUDA device memory");
+}
+
 int tt_cuda_dmabuf(const void *p, int *fd, uintptr_t *base, size_t *size, char *why,
                    size_t why_size)
 {

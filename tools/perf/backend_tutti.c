@@ -159,6 +159,14 @@ static void *t_sym_alloc(size_t bytes)
     return tutti_mem_alloc(comm, bytes, &p) == TUTTI_SUCCESS ? p : NULL;
 }
 
+#ifdef TUTTI_PERF_CUDA
+static void *t_sym_dev_alloc(size_t bytes)
+{
+    void *p = NULL;
+    return tutti_mem_alloc_device(comm, bytes, &p) == TUTTI_SUCCESS ? p : NULL;
+}
+#endif
+
 static void t_sym_free(void *p)
 {
     tutti_mem_free(comm, p);
@@ -201,5 +209,6 @@ const struct perf_backend perf_backend = {
     .dev_alloc = t_dev_alloc,
     .dev_free = t_dev_free,
     .dev_copy = t_dev_copy,
+    .sym_dev_alloc = t_sym_dev_alloc,
 #endif
 };

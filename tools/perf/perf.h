@@ -55,7 +55,8 @@ struct perf_backend {
      * every rank of a host can address, free it; register a window over it (collective), end
      * it. 0 on success. */
     void *(*sym_alloc)(size_t bytes);
-    void (*sym_free)(void *p);
+    void (*sym_free)(void *p);            /* (either kind) */
+    void *(*sym_dev_alloc)(size_t bytes); /* on the device (-G 1 -R 2), where it has them */
     int (*win_register)(void *p, size_t bytes, void **handle);
     int (*win_deregister)(void *handle);
     /* Groups (-m N > 1: the N calls of an iteration in one group, as nccl-tests), where the

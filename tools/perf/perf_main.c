@@ -294,7 +294,10 @@ static void print_header(enum pcoll c, const struct perf_opts *o)
            : o->agg == AGG_MAX   ? "max"
            : o->agg == AGG_RANK0 ? "rank 0"
                                  : "avg",
-           o->check, o->reg ? ", registered buffers" : "");
+           o->check,
+           o->reg == 1   ? ", registered buffers"
+           : o->reg == 2 ? (o->device ? ", symmetric device memory" : ", symmetric memory")
+                         : "");
     printf("#\n");
     printf("# %62s %28s %6s\n", "out-of-place", "", "in-place");
     printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "size", "count", "type",
@@ -375,8 +378,9 @@ static void bench(enum pcoll c, const struct perf_opts *o)
     void *hsend = NULL, *hrecv = NULL;
 
     /* One allocation per side, big enough for every size and dtype (+ slack for rounding). */
-    b.send = o->reg == 2 ? be->sym_alloc(send_bytes + maxes * n) : malloc(send_bytes + maxes * n);
-    b.recv = o->reg == 2 ? be->sym_alloc(o->maxb + maxes * n) : malloc(o->maxb + maxes * n);
+    int host_sym = o->reg == 2 && !o->device;
+    b.send = host_sym ? be->sym_alloc(send_bytes + maxes * n) : malloc(send_bytes + maxes * n);
+    b.recv = host_sym ? be->sym_alloc(o->maxb + maxes * n) : malloc(o->maxb + maxes * n);
     b.hsend = b.hrecv = NULL;
     if (!b.send || !b.recv) {
         fprintf(stderr, "%s-perf: rank %d: out of memory for %zu bytes\n", be->name, rank, o->maxb);
@@ -385,10 +389,11 @@ static void bench(enum pcoll c, const struct perf_opts *o)
     memset(b.send, 0, send_bytes + maxes * n);
     memset(b.recv, 0, o->maxb + maxes * n);
     if (o->device) { /* the host ones become the mirrors */
+        void *(*dev_alloc)(size_t) = o->reg == 2 ? be->sym_dev_alloc : be->dev_alloc;
         b.hsend = b.send;
         b.hrecv = b.recv;
-        b.send = be->dev_alloc(send_bytes + maxes * n);
-        b.recv = be->dev_alloc(o->maxb + maxes * n);
+        b.send = dev_alloc(send_bytes + maxes * n);
+        b.recv = dev_alloc(o->maxb + maxes * n);
         if (!b.send || !b.recv || be->dev_copy(b.send, b.hsend, send_bytes + maxes * n) != 0 ||
             be->dev_copy(b.recv, b.hrecv, o->maxb + maxes * n) != 0) {
             fprintf(stderr, "%s-perf: rank %d: cannot allocate %zu bytes on the device: %s\n",
@@ -445,8 +450,9 @@ static void bench(enum pcoll c, const struct perf_opts *o)
         exit(1);
     }
     if (o->device) {
-        be->dev_free(b.send);
-        be->dev_free(b.recv);
+        void (*dev_free)(void *) = o->reg == 2 ? be->sym_free : be->dev_free;
+        dev_free(b.send);
+        dev_free(b.recv);
         free(b.hsend);
         free(b.hrecv);
     } else if (o->reg == 2) {

@@ -86,6 +86,7 @@ void perf_usage(const char *name, int rank)
                "  -R 0|1|2  --register      1: register the buffers with the communicator; 2:\n"
                "                            allocate them as symmetric memory in windows\n"
                "                            (zero-copy sends where the transport can: net_ib) [0]\n"
+               "                            (-R 2 with -G 1: symmetric device memory)\n"
                "  -J FILE   --json          also write the results as JSON\n"
                "  --csv     print CSV instead of the table\n",
                name);
@@ -201,8 +202,6 @@ void perf_parse(int argc, char **argv, struct perf_opts *o, int *colls, int *nco
                 perf_die("-R %s: this library has no buffer registration", v);
             if (o->reg == 2 && !be->sym_alloc)
                 perf_die("-R %s: this library has no symmetric memory", v);
-            if (o->reg == 2 && o->device)
-                perf_die("-R %s: symmetric memory is host memory here (not with -G 1)", v);
             break;
         case 'r':
             o->root = !strcmp(v, "all") ? -1 : count_arg("-r", v, 0); /* -1: every root */
@@ -246,4 +245,6 @@ void perf_parse(int argc, char **argv, struct perf_opts *o, int *colls, int *nco
     }
     if (o->minb > o->maxb)
         perf_die("-b is larger than -e%s", "");
+    if (o->reg == 2 && o->device && !be->sym_dev_alloc)
+        perf_die("-R 2 -G 1: this library has no symmetric device memory%s", "");
 }

@@ -11,6 +11,7 @@ run=$1 check=$2
 # The suite's other programs sit beside gpu_check, with the same suffix (_mock on cudamock).
 soak=$(dirname "$check")/soak_check${check##*gpu_check}
 kern=$(dirname "$check")/kernel_check${check##*gpu_check}
+symdev=$(dirname "$check")/symdev_check${check##*gpu_check}
 rc=0
 "$check" probe || rc=$?
 [ $rc = 0 ] || exit $rc # 77: no device (the reason is printed above)
@@ -66,6 +67,28 @@ for n in 2 4 3 1; do
     t "matrix, device path, $n rank(s)" matrix_device $n
     t "p2p, device path, $n rank(s)" env TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$check" p2p
     t "group, device path, $n rank(s)" env TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$check" group
+done
+# Symmetric device memory (tutti_mem_alloc_device, windows): every call of the matrix must
+# log that it took the symmetric path on device memory.
+symdev_matrix() { # symdev_matrix N [matrix-own]
+    n=$1
+    out=$(TUTTI_CUDA_P2P_MIN=0 TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=COLL timeout 120 "$run" -n $n \
+        "$symdev" ${2:-matrix} 2>&1)
+    rc=$?
+    echo "$out" | grep -v " tutti TRACE "
+    [ $rc = 0 ] || return 1
+    took=$(echo "$out" | grep -c "symmetric path (device memory)")
+    echo "symdev matrix on $n ranks: $took calls took the symmetric path on device memory"
+    [ "$took" -ge $((n * 1000)) ] || { echo "too few symmetric calls"; return 1; }
+}
+step "symmetric device memory"
+for n in 2 3 4; do
+    t "symmetric device memory, matrix, $n ranks" symdev_matrix $n
+    t "symmetric device memory, the program's own cudaMalloc memory, $n ranks" \
+        symdev_matrix $n matrix-own
+    t "symmetric device memory, rules, $n ranks" env TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$symdev" rules
+    t "symmetric device memory, rules, TUTTI_CHECK_COLL=1, $n ranks" \
+        env TUTTI_CUDA_P2P_MIN=0 TUTTI_CHECK_COLL=1 "$run" -n $n "$symdev" rules
 done
 step "device path: algorithms that send to the rank itself (connected at init)"
 t "matrix, device path, TUTTI_DETERMINISTIC=1, 3 ranks" \

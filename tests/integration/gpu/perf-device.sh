@@ -2,7 +2,8 @@
 # tests/integration/gpu/perf-device.sh TUTTI_RUN TUTTI_PERF MAX -- tutti-perf on device buffers (-G 1),
 # every result checked (-c 1): all_reduce, all_gather, reduce_scatter and broadcast on 2 and 4
 # ranks and sendrecv on 2, from 8 B to MAX, on the device path at every size
-# (TUTTI_CUDA_P2P_MIN=0) and on the staged one (TUTTI_CUDA_P2P=0); then all_reduce on host
+# (TUTTI_CUDA_P2P_MIN=0) and on the staged one (TUTTI_CUDA_P2P=0); on symmetric device memory
+# (-R 2; all four on 2 ranks, all_reduce on 4, to 64 MiB); then all_reduce on host
 # buffers for reference (to 64 MiB, or MAX if smaller). A wait that makes no progress for 60 s
 # fails (a broken path must not eat a GPU run); after a failed run the rest of that path's
 # runs are skipped. Prints each run's table; exits 1 if any run failed or counted a wrong
@@ -35,6 +36,16 @@ for path in device staged; do
     done
     perf $path 2 sendrecv -G 1 -b 8 -e "$max" -f 8 -n 5 -w 1 -c 1
 done
+# Symmetric device memory (-R 2: tutti_mem_alloc_device in windows), on the device path, to
+# 64 MiB (or MAX if smaller), beside the device path's rows above.
+echo "=== tutti-perf on symmetric device memory ($(date +%T))"
+p2p=1 min=0
+sym_max=64M
+[ "$(numfmt --from=iec "$max")" -lt $((64 << 20)) ] && sym_max=$max
+for c in all_reduce all_gather reduce_scatter broadcast; do
+    perf symmetric 2 $c -G 1 -R 2 -b 8 -e "$sym_max" -f 8 -n 5 -w 1 -c 1
+done
+perf symmetric 4 all_reduce -G 1 -R 2 -b 8 -e "$sym_max" -f 8 -n 5 -w 1 -c 1
 echo "=== tutti-perf on host buffers (reference) ($(date +%T))"
 p2p=1 min=auto
 host_max=64M

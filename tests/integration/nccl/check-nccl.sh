@@ -10,6 +10,14 @@ step() { echo "-- $* ($(date +%T))"; }
 step "one rank per process (tutti-run), 2 and 3 ranks"
 mkdir -p "$dir/a" && "$run" -n 2 "$check" ranks "$dir/a"
 mkdir -p "$dir/b" && TUTTI_CUDA_P2P=0 "$run" -n 3 "$check" ranks "$dir/b"
+step "windows (ncclCommWindowRegister) on the device path: tutti's symmetric path, 2 ranks"
+mkdir -p "$dir/w"
+out=$(TUTTI_CUDA_P2P_MIN=0 TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=COLL "$run" -n 2 "$check" ranks \
+    "$dir/w" 2>&1) || { echo "$out" | grep -v " TRACE "; exit 1; }
+echo "$out" | grep -v " TRACE "
+took=$(echo "$out" | grep -c "symmetric path (device memory)")
+echo "calls on windows that took the symmetric path: $took"
+[ "$took" -eq 4 ] || { echo "expected 4 (2 all-reduces x 2 ranks)"; exit 1; }
 step "ncclCommInitAll: 4 devices in one process (device path, no IPC)"
 out=$(CUDAMOCK_DEVICES=4 TUTTI_CUDA_P2P_MIN=0 TUTTI_DEBUG=INFO TUTTI_DEBUG_SUBSYS=INIT "$check" all 4 2>&1) ||
     { echo "$out"; exit 1; }

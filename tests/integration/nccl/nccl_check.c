@@ -456,6 +456,44 @@ static void check_api(void)
     checks++;
 }
 
+/* Windows (one rank per process: ncclCommWindowRegister is collective and blocks): an
+ * all-reduce in and out of place on ncclMemAlloc memory in windows registered with
+ * NCCL_WIN_COLL_SYMMETRIC (on the device path it takes tutti's symmetric path: check-nccl.sh
+ * counts the calls that log it). */
+static void check_window(size_t count)
+{
+    struct buf in = {NULL, count * 4}, out = {NULL, count * 4};
+    ncclWindow_t w_in, w_out;
+
+    if (nlocal != 1)
+        return;
+    NC(ncclMemAlloc(&in.dev, count * 4));
+    NC(ncclMemAlloc(&out.dev, count * 4 + GUARD));
+    CU(cudaMemset(out.dev, 0xa5, count * 4 + GUARD));
+    NC(ncclCommWindowRegister(R[0].comm, in.dev, count * 4, &w_in, NCCL_WIN_COLL_SYMMETRIC));
+    NC(ncclCommWindowRegister(R[0].comm, out.dev, count * 4 + GUARD, &w_out,
+                              NCCL_WIN_COLL_SYMMETRIC));
+    for (int inplace = 0; inplace < 2; inplace++) {
+        struct buf *o = inplace ? &in : &out;
+        upload(&in, ncclFloat32, count, R[0].rank, 0, 0);
+        NC(ncclAllReduce(in.dev, o->dev, count, ncclFloat32, ncclSum, R[0].comm, R[0].s));
+        unsigned char *h = download(0, o, inplace ? NULL : "all-reduce in windows");
+        for (size_t i = 0; i < count; i++) {
+            double got = get(ncclFloat32, h, i),
+                   want = reduce_ref(ncclSum, ncclFloat32, i, nranks, 0);
+            if (got != want)
+                fail(inplace ? "all-reduce in windows, in place" : "all-reduce in windows",
+                     R[0].rank, i, got, want);
+        }
+        free(h);
+    }
+    NC(ncclCommWindowDeregister(R[0].comm, w_in));
+    NC(ncclCommWindowDeregister(R[0].comm, w_out));
+    NC(ncclMemFree(in.dev));
+    NC(ncclMemFree(out.dev));
+    checks++;
+}
+
 /* A call while its stream is captured into a CUDA graph: refused before anything is queued
  * (tutti's calls cannot be replayed from a graph), NCCL's ncclInvalidUsage, named; on every
  * rank, so the communicators stay in step. */
@@ -518,5 +556,6 @@ void run_checks(void)
     check_streams();
     check_split();
     check_api();
+    check_window(70001);
     check_capture();
 }
