@@ -60,12 +60,24 @@ static tutti_result_t call(int c, const void *s, void *r, size_t count, tutti_dt
     }
 }
 
-/* Inputs: bytes that are valid values of every dtype (small, positive). */
-static void fill(unsigned char *p, size_t bytes, size_t es, int seed)
+/* Inputs: bytes that are valid values of every dtype (small, positive). The device and host
+ * paths may reduce in different orders (their plans differ), so every partial sum must be
+ * exact: FP8 gets 0 or 1 (sums up to 8 are exact in both formats, a premul-sum's scalar 2
+ * included), where the small codes of the other dtypes would round differently by order
+ * (seen on an H200: e5m2 sums and e4m3 premul sums at count 1 on 4 ranks). */
+static void fill(unsigned char *p, size_t bytes, tutti_dtype_t t, int seed)
 {
+    size_t es = tutti_dtype_size(t);
+    unsigned char one = t == TUTTI_FLOAT8_E4M3 ? 0x38 : 0x3c; /* 1.0 */
+
     memset(p, 0, bytes);
-    for (size_t i = 0; i < bytes / es; i++)
-        p[i * es + (es > 1 ? es - 2 : 0)] = (unsigned char)(1 + (i * 7 + (size_t)seed * 13) % 5);
+    for (size_t i = 0; i < bytes / es; i++) {
+        unsigned v = 1 + (unsigned)((i * 7 + (size_t)seed * 13) % 5);
+        if (t == TUTTI_FLOAT8_E4M3 || t == TUTTI_FLOAT8_E5M2)
+            p[i] = v > 2 ? one : 0;
+        else
+            p[i * es + (es > 1 ? es - 2 : 0)] = (unsigned char)v;
+    }
 }
 
 #define PREMUL TUTTI_NUM_OPS /* the matrix's op index of a premul-sum operator */
@@ -134,7 +146,7 @@ static void matrix(void)
                             premul_ops((tutti_dtype_t)t, dk, k / 2 % 2, &dop, &hop);
                         k++;
                         memset(hs, 0, big + 1);
-                        fill(hs, sb, es, rank);
+                        fill(hs, sb, (tutti_dtype_t)t, rank);
                         memset(hr, 0, big);
                         CU(cudaMemcpy(ds, hs, big, cudaMemcpyHostToDevice));
                         CU(cudaMemcpy(dr, hr, big, cudaMemcpyHostToDevice));
