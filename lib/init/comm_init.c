@@ -287,6 +287,7 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     /* (after both: fit_net turns it off where it does not apply, alike on every rank) */
     tt_pick_init(&c->pick_net, "TUTTI_NET_CHUNK", TT_PICK_FIRST + 4 * TT_PICK_TRIAL,
                  TT_PICK_MIN_NET);
+    c->pick_net.blocks = 1;
     c->peers[c->rank].picks =
         (uint32_t)(c->pick.forced + 1) | (uint32_t)(c->pick_sc.forced + 1) << 2 |
         (uint32_t)c->single_copy << 4 | (uint32_t)(c->pick_net.forced + 1) << 5;

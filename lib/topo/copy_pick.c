@@ -79,7 +79,7 @@ int tt_pick_way(struct tt_pick *p, int kind, size_t bytes, int *token)
         return c->way;
     if (q == 0) /* a trial starts: forget what a failed one left */
         c->seen[0] = c->seen[1] = 0;
-    way = (q & 1) ? !c->way : c->way;
+    way = (p->blocks ? q >= TT_PICK_TRIAL : q & 1) ? !c->way : c->way;
     *token = (kind * TT_PICK_CLASSES + cls) * 2 + way;
     return way;
 }

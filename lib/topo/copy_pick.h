@@ -86,6 +86,10 @@ struct tt_pick {
     int prefer_from;       /* for classes from this one on */
     unsigned prefer_kinds; /* of these kinds (bit k: kind k) */
     double prefer_margin;
+    /* A trial times TT_PICK_TRIAL calls one way, then as many the other (else the ways
+     * alternate call by call): for a choice whose effect outlasts the call (the socket
+     * message size: the connection's state carries over to the next call) */
+    int blocks;
     struct tt_pick_class cls[TT_PICK_KINDS][TT_PICK_CLASSES];
 };
 
