@@ -52,12 +52,21 @@ struct tt_sym_rec {
  * record's own line up to TT_SYM_SMALL bytes, else in the rank's data area. */
 #define TT_SYM_INLINE 1024
 
+/* A record alone in its 128-byte pair of cache lines. A core's adjacent-line prefetcher
+ * fetches lines in such pairs: with both parities' records in one pair, a reader polling one
+ * record also held the other, which its writer then had to take back for the next call (far
+ * placement, 2-rank 8-byte all-reduce: 0.44 against 0.42 µs; BENCHMARKS.md). */
+struct tt_sym_slot {
+    struct tt_sym_rec r;
+    unsigned char pad[64];
+};
+
 struct tt_sym_line {
-    _Alignas(64) struct tt_sym_rec rec[2]; /* by call parity */
-    _Alignas(64) _Atomic uint64_t read;    /* the last call whose records (and inline inputs)
-                                            * it has finished with */
-    _Alignas(64) _Atomic uint64_t done;    /* the last call whose writes it has finished */
-    _Alignas(64) unsigned char data[2][TT_SYM_INLINE]; /* a small call's input, by parity */
+    _Alignas(128) struct tt_sym_slot rec[2]; /* by call parity */
+    _Alignas(128) _Atomic uint64_t read;     /* the last call whose records (and inline inputs)
+                                              * it has finished with */
+    _Alignas(128) _Atomic uint64_t done;     /* the last call whose writes it has finished */
+    _Alignas(128) unsigned char data[2][TT_SYM_INLINE]; /* a small call's input, by parity */
 };
 
 struct tt_symalloc {

@@ -46,7 +46,7 @@ static int all_there(const struct sym_wait *w)
 
     for (int i = 0; i < n; i++) {
         if (w->until == GATE
-                ? atomic_load_explicit(&l[i].rec[w->seq & 1].seq, memory_order_acquire) != w->seq
+                ? atomic_load_explicit(&l[i].rec[w->seq & 1].r.seq, memory_order_acquire) != w->seq
                 : atomic_load_explicit(w->until == DONE ? &l[i].done : &l[i].read,
                                        memory_order_acquire) < w->seq)
             return 0;
@@ -124,7 +124,7 @@ tutti_result_t tt_engine_sym_gate(struct tutti_comm *comm, const struct tt_sym_r
 {
     struct tt_sym_line *l = comm->sym->lines;
     int me = comm->topo.local_of[comm->rank], n = comm->local_size;
-    struct tt_sym_rec *r = &l[me].rec[comm->seq & 1];
+    struct tt_sym_rec *r = &l[me].rec[comm->seq & 1].r;
     uint64_t prev = atomic_load_explicit(&r->seq, memory_order_relaxed);
     struct sym_wait w = {comm, what, prev, READ};
     tutti_result_t rc = TUTTI_SUCCESS;
@@ -156,7 +156,7 @@ tutti_result_t tt_engine_sym_gate(struct tutti_comm *comm, const struct tt_sym_r
     if (rc != TUTTI_SUCCESS)
         return tt_comm_set_error(comm, rc);
     for (int i = 0; i < n; i++) { /* all but seq: flags, scalar, windows or small input */
-        const struct tt_sym_rec *p = &l[i].rec[comm->seq & 1];
+        const struct tt_sym_rec *p = &l[i].rec[comm->seq & 1].r;
         memcpy((char *)&all[i] + offsetof(struct tt_sym_rec, flags),
                (const char *)p + offsetof(struct tt_sym_rec, flags),
                sizeof(*p) - offsetof(struct tt_sym_rec, flags));
