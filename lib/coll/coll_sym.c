@@ -134,9 +134,11 @@ int tt_coll_sym_try(struct tutti_comm *comm, const struct tt_call *c,
      * device memory. */
     inline_ = !dev && c->coll != TT_COLL_BROADCAST && sb <= TT_SYM_INLINE;
     mine_bytes = inline_ && (mine.flags & TT_SYM_OK) ? sb : 0;
-    /* On device memory the inputs must be there before the peers may read them: wait for
-     * what the caller queued first. */
-    if (dev && (*rc = tt_engine_sym_dev_ready(comm, dev, c->after)) != TUTTI_SUCCESS) {
+    /* On device memory the peers may reach this rank's buffers in windows (read its input,
+     * write its output) only once what the caller queued before the call is done: wait for
+     * it first. Buffers in no window only this rank touches, in its stream's order. */
+    if (dev && (mine.send_win || mine.recv_win) &&
+        (*rc = tt_engine_sym_dev_ready(comm, dev, c->after)) != TUTTI_SUCCESS) {
         *rc = tt_comm_set_error(comm, *rc);
         return 1;
     }
