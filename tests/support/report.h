@@ -13,7 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* REPORT_THREADS: ranks as threads of one process, each with its own (thread-local). */
+#ifdef REPORT_THREADS
+static _Thread_local int rank, nranks, failures;
+#else
 static int rank, nranks, failures;
+#endif
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), unused));
 static void fail(const char *fmt, ...)

@@ -81,7 +81,21 @@ symdev_matrix() { # symdev_matrix N [matrix-own]
     echo "symdev matrix on $n ranks: $took calls took the symmetric path on device memory"
     [ "$took" -ge $((n * 1000)) ] || { echo "too few symmetric calls"; return 1; }
 }
+# Ranks as threads of one process (as nccl-tests' -t): they address each other's device
+# memory directly, with no IPC handle (CUDA refuses a process its own).
+symdev_threads() {
+    n=$1
+    out=$(TUTTI_CUDA_P2P_MIN=0 TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=COLL timeout 120 "$symdev" \
+        threads $n 2>&1)
+    rc=$?
+    echo "$out" | grep -v " tutti TRACE "
+    [ $rc = 0 ] || return 1
+    took=$(echo "$out" | grep -c "symmetric path (device memory)")
+    echo "symdev threads on $n ranks: $took calls took the symmetric path on device memory"
+    [ "$took" -ge $((n * 100)) ] || { echo "too few symmetric calls"; return 1; }
+}
 step "symmetric device memory"
+t "symmetric device memory, 3 ranks as threads of one process" symdev_threads 3
 for n in 2 3 4; do
     t "symmetric device memory, matrix, $n ranks" symdev_matrix $n
     t "symmetric device memory, the program's own cudaMalloc memory, $n ranks" \

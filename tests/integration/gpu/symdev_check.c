@@ -17,16 +17,24 @@
  *                         freeing memory a window covers, twice, and 0 bytes: refused.
  * Exit 0: all checks passed; 77: no usable CUDA device.
  */
+#define REPORT_THREADS /* (the threads mode's ranks) */
 #include "gpu_common.h"
 #include "values.h"
 
-static tutti_comm_t comm;
+#include <pthread.h>
+
+static _Thread_local tutti_comm_t comm;
 
 #define GUARD 256 /* bytes before and after each output */
 #define GUARD_BYTE 0xa5
 
+/* The window starts this far into its allocation, a different offset on every rank: each
+ * rank must find the others' ranges where they lie. */
+#define WIN_SKIP(r) (512 + 64 * (size_t)(r))
+
 struct win {
-    char *base; /* device memory, all of it in the window */
+    char *alloc; /* device memory */
+    char *base;  /* the window: [base, base + bytes), WIN_SKIP(rank) into alloc */
     size_t bytes;
     void *handle;
     int own; /* the program's own cudaMalloc memory, not tutti_mem_alloc_device's */
@@ -34,24 +42,28 @@ struct win {
 
 static void win_make(struct win *w, size_t bytes, int own)
 {
+    size_t all = bytes + WIN_SKIP(rank);
+
     w->bytes = bytes;
     w->own = own;
     if (own)
-        CU(cudaMalloc((void **)&w->base, bytes));
-    if ((!own && tutti_mem_alloc_device(comm, bytes, (void **)&w->base) != TUTTI_SUCCESS) ||
-        tutti_comm_window_register(comm, w->base, bytes, &w->handle) != TUTTI_SUCCESS) {
+        CU(cudaMalloc((void **)&w->alloc, all));
+    if ((!own && tutti_mem_alloc_device(comm, all, (void **)&w->alloc) != TUTTI_SUCCESS) ||
+        tutti_comm_window_register(comm, w->alloc + WIN_SKIP(rank), bytes, &w->handle) !=
+            TUTTI_SUCCESS) {
         fail("a device window of %zu bytes: %s", bytes, tutti_comm_last_error(comm));
         exit(1);
     }
+    w->base = w->alloc + WIN_SKIP(rank);
 }
 
 static void win_drop(struct win *w)
 {
     if (tutti_comm_window_deregister(comm, w->handle) != TUTTI_SUCCESS ||
-        (!w->own && tutti_mem_free(comm, w->base) != TUTTI_SUCCESS))
+        (!w->own && tutti_mem_free(comm, w->alloc) != TUTTI_SUCCESS))
         fail("dropping a device window: %s", tutti_comm_last_error(comm));
     if (w->own)
-        CU(cudaFree(w->base));
+        CU(cudaFree(w->alloc));
 }
 
 static tutti_result_t call(int c, void *s, void *r, size_t n, tutti_dtype_t t, tutti_op_t op,
@@ -115,6 +127,7 @@ static void one(struct win *w, unsigned char *host, int c, tutti_dtype_t t, int 
     if (c == RS && inplace)
         r += (size_t)rank * n * es;
     CU(cudaMemset(w->base, GUARD_BYTE, w->bytes));
+    CU(cudaStreamSynchronize(0)); /* (before the input goes on a non-blocking stream) */
     val_fill(t, op, rank, host, in_n, 0);
     /* The input is queued on the call's stream (the wrapped one, or CUDA's default stream for
      * NULL) just before the call: the peers may read it only once it is there. */
@@ -142,7 +155,8 @@ static void one(struct win *w, unsigned char *host, int c, tutti_dtype_t t, int 
     expect(c, host + GUARD + (r - lo), n, t, op, root, what);
 }
 
-static void matrix(int own)
+/* full: every dtype and op; else float32 and bfloat16, sum and max (the threads mode). */
+static void matrix(int own, int full)
 {
     const size_t counts[] = {1, 7, 1029, big(((size_t)1 << 18) + 3)};
     size_t most = counts[3] * 8 * (size_t)nranks;
@@ -153,7 +167,11 @@ static void matrix(int own)
     int k = 0;
 
     win_make(&w, 2 * most + 2 * GUARD + 64, own);
-    CU(cudaStreamCreate(&cs));
+    /* Ranks as threads: a non-blocking stream. CUDA's legacy default stream waits for every
+     * blocking stream of the process, so one thread's cudaMemcpy would wait for another's
+     * call, which waits for the first thread's part: a deadlock of the program's making (as
+     * with any collective library; cudamock's stall report showed it). */
+    CU(cudaStreamCreateWithFlags(&cs, full ? cudaStreamDefault : cudaStreamNonBlocking));
     if (!host || tutti_stream_wrap_cuda(&ws, cs) != TUTTI_SUCCESS) {
         fail("tutti_stream_wrap_cuda: %s", tutti_last_error());
         exit(1);
@@ -165,6 +183,9 @@ static void matrix(int own)
                     for (int inplace = 0; inplace < 2; inplace++) {
                         if ((c == AG || c == BC) && op > 0)
                             continue; /* no op */
+                        if (!full && ((t != TUTTI_FLOAT32 && t != TUTTI_BFLOAT16) ||
+                                      (op != TUTTI_SUM && op != TUTTI_MAX)))
+                            continue;
                         one(&w, host, c, (tutti_dtype_t)t, c == AG || c == BC ? VAL_NO_OP : op,
                             counts[ci], inplace, k % 2 ? ws : NULL, cs);
                         k++;
@@ -240,16 +261,66 @@ static void rules(void)
                  tutti_strerror(rc), tutti_comm_last_error(comm));
     }
     /* Refusals. */
-    if (tutti_mem_free(comm, w.base) != TUTTI_ERR_INVALID_ARG ||
+    if (tutti_mem_free(comm, w.alloc) != TUTTI_ERR_INVALID_ARG ||
         !strstr(tutti_comm_last_error(comm), "still cover"))
         fail("freeing memory under a window: %s", tutti_comm_last_error(comm));
     if (tutti_mem_alloc_device(comm, 0, &h) != TUTTI_ERR_INVALID_ARG)
         fail("tutti_mem_alloc_device of 0 bytes was not refused");
     win_drop(&w);
-    if (tutti_mem_free(comm, w.base) != TUTTI_ERR_INVALID_ARG)
+    if (tutti_mem_free(comm, w.alloc) != TUTTI_ERR_INVALID_ARG)
         fail("freeing device memory twice was not refused");
     CU(cudaFree(plain));
     free(host);
+}
+
+/* Ranks as threads of one process (as nccl-tests' -t): each opens nothing by IPC (CUDA
+ * refuses a process its own handles) but addresses the others' device memory directly. */
+static tutti_id_t thread_id;
+static int nthreads;
+
+struct thread_rank {
+    int rank, failures;
+};
+
+static void *thread_rank(void *arg)
+{
+    struct thread_rank *t = arg;
+
+    rank = t->rank;
+    nranks = nthreads;
+    CU(cudaSetDevice(0));
+    if (tutti_comm_init(&comm, nthreads, &thread_id, rank, NULL) != TUTTI_SUCCESS) {
+        fail("tutti_comm_init: %s", tutti_last_error());
+    } else {
+        matrix(0, 0);
+        tutti_comm_destroy(comm);
+    }
+    t->failures = failures;
+    return NULL;
+}
+
+static int threads(int n)
+{
+    pthread_t th[8];
+    struct thread_rank t[8];
+    int bad = 0;
+
+    nthreads = n < 1 ? 1 : n > 8 ? 8 : n;
+    if (tutti_get_id(&thread_id) != TUTTI_SUCCESS) {
+        fprintf(stderr, "tutti_get_id: %s\n", tutti_last_error());
+        return 1;
+    }
+    for (int r = 0; r < nthreads; r++) {
+        t[r] = (struct thread_rank){r, 0};
+        pthread_create(&th[r], NULL, thread_rank, &t[r]);
+    }
+    for (int r = 0; r < nthreads; r++) {
+        pthread_join(th[r], NULL);
+        bad += t[r].failures;
+    }
+    if (!bad)
+        printf("symdev_check threads: %d ranks as threads ok\n", nthreads);
+    return bad ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -257,15 +328,17 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "";
 
     gpu_begin();
+    if (!strcmp(mode, "threads"))
+        return threads(argc > 2 ? atoi(argv[2]) : 2);
     if (strcmp(mode, "matrix") != 0 && strcmp(mode, "matrix-own") != 0 &&
         strcmp(mode, "rules") != 0) {
-        fprintf(stderr, "usage: symdev_check matrix|matrix-own|rules\n");
+        fprintf(stderr, "usage: symdev_check matrix|matrix-own|rules|threads N\n");
         return 2;
     }
     comm = report_join("symdev_check");
     if (!strcmp(mode, "rules"))
         rules();
     else
-        matrix(!strcmp(mode, "matrix-own"));
+        matrix(!strcmp(mode, "matrix-own"), 1);
     return report_end(comm, "symdev_check", mode);
 }
