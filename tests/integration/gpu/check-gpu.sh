@@ -98,12 +98,12 @@ step "symmetric device memory"
 t "symmetric device memory, 3 ranks as threads of one process" symdev_threads 3
 for n in 2 3 4; do
     t "symmetric device memory, matrix, $n ranks" symdev_matrix $n
-    t "symmetric device memory, the program's own cudaMalloc memory, $n ranks" \
-        symdev_matrix $n matrix-own
     t "symmetric device memory, rules, $n ranks" env TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$symdev" rules
-    t "symmetric device memory, rules, TUTTI_CHECK_COLL=1, $n ranks" \
-        env TUTTI_CUDA_P2P_MIN=0 TUTTI_CHECK_COLL=1 "$run" -n $n "$symdev" rules
 done
+t "symmetric device memory, the program's own cudaMalloc memory, 3 ranks" \
+    symdev_matrix 3 matrix-own
+t "symmetric device memory, rules, TUTTI_CHECK_COLL=1, 3 ranks" \
+    env TUTTI_CUDA_P2P_MIN=0 TUTTI_CHECK_COLL=1 "$run" -n 3 "$symdev" rules
 step "device path: algorithms that send to the rank itself (connected at init)"
 t "matrix, device path, TUTTI_DETERMINISTIC=1, 3 ranks" \
     env TUTTI_DETERMINISTIC=1 TUTTI_CUDA_P2P_MIN=0 "$run" -n 3 "$check" matrix
