@@ -68,40 +68,31 @@ for n in 2 4 3 1; do
     t "p2p, device path, $n rank(s)" env TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$check" p2p
     t "group, device path, $n rank(s)" env TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$check" group
 done
-# Symmetric device memory (tutti_mem_alloc_device, windows): every call of the matrix must
-# log that it took the symmetric path on device memory.
-symdev_matrix() { # symdev_matrix N [matrix-own]
-    n=$1
-    out=$(TUTTI_CUDA_P2P_MIN=0 TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=COLL timeout 120 "$run" -n $n \
-        "$symdev" ${2:-matrix} 2>&1)
+# Symmetric device memory (tutti_mem_alloc_device, windows). symdev_took MIN CMD...: CMD with
+# the COLL trace on; at least MIN of its calls must log the symmetric path on device memory.
+# Ranks as threads of one process (as nccl-tests' -t) address each other's device memory
+# directly, with no IPC handle (CUDA refuses a process its own).
+symdev_took() {
+    min=$1
+    shift
+    out=$(TUTTI_CUDA_P2P_MIN=0 TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=COLL timeout 120 "$@" 2>&1)
     rc=$?
     echo "$out" | grep -v " tutti TRACE "
     [ $rc = 0 ] || return 1
     took=$(echo "$out" | grep -c "symmetric path (device memory)")
-    echo "symdev matrix on $n ranks: $took calls took the symmetric path on device memory"
-    [ "$took" -ge $((n * 1000)) ] || { echo "too few symmetric calls"; return 1; }
-}
-# Ranks as threads of one process (as nccl-tests' -t): they address each other's device
-# memory directly, with no IPC handle (CUDA refuses a process its own).
-symdev_threads() {
-    n=$1
-    out=$(TUTTI_CUDA_P2P_MIN=0 TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=COLL timeout 120 "$symdev" \
-        threads $n 2>&1)
-    rc=$?
-    echo "$out" | grep -v " tutti TRACE "
-    [ $rc = 0 ] || return 1
-    took=$(echo "$out" | grep -c "symmetric path (device memory)")
-    echo "symdev threads on $n ranks: $took calls took the symmetric path on device memory"
-    [ "$took" -ge $((n * 100)) ] || { echo "too few symmetric calls"; return 1; }
+    echo "$took calls took the symmetric path on device memory"
+    [ "$took" -ge "$min" ] || { echo "too few (at least $min)"; return 1; }
 }
 step "symmetric device memory"
-t "symmetric device memory, 3 ranks as threads of one process" symdev_threads 3
+t "symmetric device memory, 3 ranks as threads of one process" \
+    symdev_took 300 "$symdev" threads 3
 for n in 2 3 4; do
-    t "symmetric device memory, matrix, $n ranks" symdev_matrix $n
+    t "symmetric device memory, matrix, $n ranks" \
+        symdev_took $((n * 1000)) "$run" -n $n "$symdev" matrix
     t "symmetric device memory, rules, $n ranks" env TUTTI_CUDA_P2P_MIN=0 "$run" -n $n "$symdev" rules
 done
 t "symmetric device memory, the program's own cudaMalloc memory, 3 ranks" \
-    symdev_matrix 3 matrix-own
+    symdev_took 3000 "$run" -n 3 "$symdev" matrix-own
 t "symmetric device memory, rules, TUTTI_CHECK_COLL=1, 3 ranks" \
     env TUTTI_CUDA_P2P_MIN=0 TUTTI_CHECK_COLL=1 "$run" -n 3 "$symdev" rules
 step "device path: algorithms that send to the rank itself (connected at init)"
