@@ -35,7 +35,7 @@ struct win_info {
     uint64_t off;  /* the range's first page in the allocation */
     uint64_t skip; /* the range's start past that */
     uint64_t bytes;
-    int32_t device; /* device memory: the allocation's IPC handle, the range at off in it */
+    int32_t device; /* device memory: the allocation's IPC handle, the range skip into it */
     uint64_t addr;  /* and where the allocation lies in this rank's process (ranks that share
                      * a process address it directly: CUDA refuses a process its own handle) */
     unsigned char ipc[TT_CUDA_IPC_BYTES];
@@ -96,7 +96,7 @@ static void map_peers(struct tutti_comm *comm, struct tt_window *w, const struct
         }
         w->map_len[l] = all[r].skip + all[r].bytes;
         if (w->device && all[r].pid == (int32_t)getpid()) {
-            w->peer[l] = (char *)(uintptr_t)all[r].addr + all[r].off;
+            w->peer[l] = (char *)(uintptr_t)all[r].addr + all[r].skip;
             continue;
         }
         w->maps[l] = w->device ? tt_sym_ipc_open(comm, all[r].ipc)
@@ -104,7 +104,7 @@ static void map_peers(struct tutti_comm *comm, struct tt_window *w, const struct
         if (!w->maps[l])
             why(res, TUTTI_ERR_SYSTEM, tt_thread_error());
         else
-            w->peer[l] = (char *)w->maps[l] + (w->device ? all[r].off : all[r].skip);
+            w->peer[l] = (char *)w->maps[l] + all[r].skip;
     }
     if (first && me != 0 && res->ok == 1) {
         int r0 = -1;
@@ -150,9 +150,10 @@ static tutti_result_t first_success(struct tutti_comm *comm, int on)
     return TUTTI_SUCCESS;
 }
 
-/* A range of the user's own device memory (any cudaMalloc allocation, as NCCL's windows
- * take): the allocation's IPC handle and the range's offset in it. */
-static void foreign_device(struct win_info *i, void *buf, size_t bytes)
+/* A range of device memory (any cudaMalloc allocation, tutti_mem_alloc_device's or the
+ * user's own, as NCCL's windows take): the allocation's IPC handle and the range's offset in
+ * it. */
+static void device_range(struct win_info *i, void *buf, size_t bytes)
 {
     char *base = NULL;
     size_t size = 0;
@@ -163,7 +164,7 @@ static void foreign_device(struct win_info *i, void *buf, size_t bytes)
         why(i, TUTTI_ERR_INVALID_ARG, "its range runs past the end of its cudaMalloc allocation");
     else {
         i->device = 1;
-        i->off = (uint64_t)((char *)buf - base);
+        i->skip = (uint64_t)((char *)buf - base);
         i->addr = (uint64_t)(uintptr_t)base;
     }
 }
@@ -188,18 +189,13 @@ static tutti_result_t do_register(struct tutti_comm *comm, void *buf, size_t byt
     mine.bytes = bytes;
     if (!buf || !bytes)
         why(&mine, TUTTI_ERR_INVALID_ARG, !buf ? "buf is NULL" : "bytes is 0");
-    else if (!a && tt_cuda_kind(buf) == TT_MEM_DEVICE)
-        foreign_device(&mine, buf, bytes);
+    else if (a ? a->device : tt_cuda_kind(buf) == TT_MEM_DEVICE)
+        device_range(&mine, buf, bytes);
     else if (!a)
         why(&mine, TUTTI_ERR_INVALID_ARG,
             "its range is not inside memory of tutti_mem_alloc on this communicator (nor CUDA "
             "device memory)");
-    else if (a->device) {
-        mine.device = 1;
-        mine.off = (uint64_t)((char *)buf - a->base);
-        mine.addr = (uint64_t)(uintptr_t)a->base;
-        memcpy(mine.ipc, a->ipc, sizeof(mine.ipc));
-    } else {
+    else {
         uint64_t at = (uint64_t)((char *)buf - a->base);
         mine.fd = a->fd;
         mine.off = at / (uint64_t)page * (uint64_t)page;

@@ -134,9 +134,7 @@ tutti_result_t tutti_mem_alloc_device(tutti_comm_t comm, size_t bytes, void **pt
                        "without CUDA)");
     }
     /* On the communicator's device (the one current at its creation), where it has one. */
-    if (tt_cuda_sym_alloc(comm->cuda.dev, bytes, &p) != TUTTI_SUCCESS ||
-        tt_cuda_ipc_handle(p, a->ipc) != TUTTI_SUCCESS) {
-        tt_cuda_sym_free(p);
+    if (tt_cuda_sym_alloc(comm->cuda.dev, bytes, &p) != TUTTI_SUCCESS) {
         free(a);
         return tt_fail(comm, TUTTI_ERR_SYSTEM, "tutti_mem_alloc_device: %zu bytes: %s", bytes,
                        tt_thread_error());

@@ -76,7 +76,6 @@ struct tt_symalloc {
     int windows; /* windows registered over it */
     int fd;      /* the file, open while it lives (peers open it through /proc); -1: device */
     int device;  /* device memory (tutti_mem_alloc_device): peers open its IPC handle */
-    unsigned char ipc[TT_CUDA_IPC_BYTES];
 };
 
 /* A peer's device allocation opened here (by its IPC handle), once however many windows

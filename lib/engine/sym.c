@@ -75,7 +75,7 @@ static tutti_result_t sym_wait(const struct sym_wait *w)
     struct tutti_comm *c = w->comm;
     struct tt_backoff b;
     double start = 0, last_check = 0;
-    char name[96], why[256];
+    char name[96], why[256], lost[300];
     int r;
 
     if (all_there(w))
@@ -95,17 +95,16 @@ static tutti_result_t sym_wait(const struct sym_wait *w)
             start = now;
         last_check = now;
         tt_label_format(w->what, name, sizeof(name));
+        if ((r = dead_peer(c)) >= 0)
+            snprintf(lost, sizeof(lost), "rank %d (pid %d) has died", r, (int)c->pids[r]);
+        else if (c->nranks > 1 && c->boot && (r = tt_boot_told(c->boot, 0, why, sizeof(why))) >= 0)
+            snprintf(lost, sizeof(lost), "rank %d gave up: %s", r, why);
         /* A rank that finished its part may exit right after it, between our last look and
          * these checks (an inline call ends at the gate): what it wrote is still there, so
          * look once more before blaming it. */
-        if ((r = dead_peer(c)) >= 0)
+        if (r >= 0)
             return all_there(w) ? TUTTI_SUCCESS
-                                : tt_fail(c, TUTTI_ERR_REMOTE, "%s: rank %d (pid %d) has died",
-                                          name, r, (int)c->pids[r]);
-        if (c->nranks > 1 && c->boot && (r = tt_boot_told(c->boot, 0, why, sizeof(why))) >= 0)
-            return all_there(w)
-                       ? TUTTI_SUCCESS
-                       : tt_fail(c, TUTTI_ERR_REMOTE, "%s: rank %d gave up: %s", name, r, why);
+                                : tt_fail(c, TUTTI_ERR_REMOTE, "%s: %s", name, lost);
         if (now - start > c->timeout_s)
             return tt_fail(c, TUTTI_ERR_TIMEOUT,
                            "%s: the ranks of this host did not all reach the call's %s within "
@@ -326,27 +325,24 @@ static tutti_result_t pass_dev(struct tutti_comm *comm, const struct tt_sym_job 
     return rc;
 }
 
+/* Device memory: on the device path's stream after the caller's work, j's pass (NULL: none),
+ * finished when this returns. */
+static tutti_result_t on_stream(struct tutti_comm *comm, const struct tt_dev_hooks *dev,
+                                void *after, const struct tt_sym_job *j)
+{
+    int prev = -1;
+    tutti_result_t rc = dev->begin(comm, after, &prev), end;
+
+    if (rc == TUTTI_SUCCESS && j)
+        rc = pass_dev(comm, j);
+    end = dev->end(comm, prev);
+    return rc != TUTTI_SUCCESS ? rc : end;
+}
+
 tutti_result_t tt_engine_sym_dev_ready(struct tutti_comm *comm, const struct tt_dev_hooks *dev,
                                        void *after)
 {
-    int prev = -1;
-    tutti_result_t rc = dev->begin(comm, after, &prev);
-
-    if (rc == TUTTI_SUCCESS)
-        rc = dev->end(comm, prev); /* (the stream, once it has waited for the caller's) */
-    return rc;
-}
-
-/* Device memory: the pass queued after the caller's work and finished before the barrier. */
-static tutti_result_t run_dev(struct tutti_comm *comm, const struct tt_sym_job *j)
-{
-    int prev = -1;
-    tutti_result_t rc = j->dev->begin(comm, j->after, &prev), end;
-
-    if (rc == TUTTI_SUCCESS)
-        rc = pass_dev(comm, j);
-    end = j->dev->end(comm, prev);
-    return rc != TUTTI_SUCCESS ? rc : end;
+    return on_stream(comm, dev, after, NULL);
 }
 
 tutti_result_t tt_engine_sym_run(struct tutti_comm *comm, const struct tt_sym_job *j,
@@ -361,12 +357,14 @@ tutti_result_t tt_engine_sym_run(struct tutti_comm *comm, const struct tt_sym_jo
         return tt_comm_set_error(
             comm, tt_fail(comm, TUTTI_ERR_SYSTEM, "%s: out of memory for a block", what->name));
     tt_board_enter(&comm->board, me, comm->seq, what->coll);
-    if (j->dev && (rc = run_dev(comm, j)) != TUTTI_SUCCESS) {
-        tt_board_leave(&comm->board, me);
-        return tt_comm_set_error(comm, rc); /* (the peers learn of it at the barrier) */
-    }
-    if (!j->dev)
+    if (j->dev) {
+        if ((rc = on_stream(comm, j->dev, j->after, j)) != TUTTI_SUCCESS) {
+            tt_board_leave(&comm->board, me);
+            return tt_comm_set_error(comm, rc); /* (the peers learn of it at the barrier) */
+        }
+    } else {
         pass(comm, j, s->tmp);
+    }
     atomic_store_explicit(&s->lines[me].done, comm->seq, memory_order_release);
     rc = sym_wait(&w);
     tt_board_leave(&comm->board, me);

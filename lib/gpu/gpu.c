@@ -203,7 +203,7 @@ void tt_cuda_free_scratch(void **buf, size_t *cap)
     *cap = 0;
 }
 
-/* Run on device dev (-1: the current one), then back to the thread's device. */
+/* Run on device dev (-1: the current one), then back_to the thread's device. */
 static cudaError_t on_device(int dev, int *prev)
 {
     cudaError_t e = cudaGetDevice(prev);
@@ -211,6 +211,12 @@ static cudaError_t on_device(int dev, int *prev)
     if (e == cudaSuccess && dev >= 0 && dev != *prev)
         e = cudaSetDevice(dev);
     return e;
+}
+
+static void back_to(int prev, int dev)
+{
+    if (prev >= 0 && dev >= 0 && prev != dev)
+        cudaSetDevice(prev);
 }
 
 static tutti_result_t cuda_failed(const char *what, cudaError_t e)
@@ -233,8 +239,7 @@ tutti_result_t tt_cuda_sym_alloc(int dev, size_t bytes, void **p)
         cudaFree(*p);
         *p = NULL;
     }
-    if (prev >= 0 && prev != dev && dev >= 0)
-        cudaSetDevice(prev);
+    back_to(prev, dev);
     return e == cudaSuccess ? TUTTI_SUCCESS : cuda_failed("cudaMalloc", e);
 }
 
@@ -245,7 +250,7 @@ void tt_cuda_sym_free(void *p)
     (void)cudaGetLastError();
 }
 
-tutti_result_t tt_cuda_ipc_handle(void *p, unsigned char *handle)
+static tutti_result_t ipc_handle(void *p, unsigned char *handle)
 {
     cudaIpcMemHandle_t h;
     cudaError_t e = cudaIpcGetMemHandle(&h, p);
@@ -267,8 +272,7 @@ tutti_result_t tt_cuda_ipc_open(int dev, const unsigned char *handle, void **p)
     memcpy(&h, handle, sizeof(h));
     if (e == cudaSuccess)
         e = cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess);
-    if (prev >= 0 && prev != dev && dev >= 0)
-        cudaSetDevice(prev);
+    back_to(prev, dev);
     return e == cudaSuccess
                ? TUTTI_SUCCESS
                : cuda_failed("opening a peer's device memory (cudaIpcOpenMemHandle)", e);
@@ -320,7 +324,7 @@ tutti_result_t tt_cuda_ipc_of(const void *p, char **base, size_t *size, unsigned
     if (r != CUDA_SUCCESS)
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "cuMemGetAddressRange failed (CUresult %d)", (int)r);
     *base = (char *)(uintptr_t)b;
-    return tt_cuda_ipc_handle(*base, handle);
+    return ipc_handle(*base, handle);
 }
 
 int tt_cuda_dmabuf(const void *p, int *fd, uintptr_t *base, size_t *size, char *why,

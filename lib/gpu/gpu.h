@@ -53,18 +53,16 @@ tutti_result_t tt_cuda_scratch(void **buf, size_t *cap, size_t bytes, void *stre
 void tt_cuda_free_scratch(void **buf, size_t *cap);
 
 /* Symmetric device memory (lib/core/symmem.c, lib/coll/window.c): `bytes` of zeroed memory
- * on device `dev` (-1: the current one); its IPC handle (TT_CUDA_IPC_BYTES), which another
- * process of the host opens on device `dev` and closes. The calling thread's current device
- * is left as it was. */
+ * on device `dev` (-1: the current one). tt_cuda_ipc_of: the cudaMalloc allocation holding p
+ * ([*base, *base + *size)) and its IPC handle (TT_CUDA_IPC_BYTES; memory from a
+ * stream-ordered pool has none: the message says so), which another process of the host
+ * opens on device `dev` and closes. The calling thread's current device is left as it was. */
 #define TT_CUDA_IPC_BYTES 64
 tutti_result_t tt_cuda_sym_alloc(int dev, size_t bytes, void **p);
 void tt_cuda_sym_free(void *p);
-tutti_result_t tt_cuda_ipc_handle(void *p, unsigned char *handle);
+tutti_result_t tt_cuda_ipc_of(const void *p, char **base, size_t *size, unsigned char *handle);
 tutti_result_t tt_cuda_ipc_open(int dev, const unsigned char *handle, void **p);
 void tt_cuda_ipc_close(void *p);
-/* Any cudaMalloc allocation: the one holding p ([*base, *base + *size)) and its IPC handle
- * (memory from a stream-ordered pool has none: the message says so). */
-tutti_result_t tt_cuda_ipc_of(const void *p, char **base, size_t *size, unsigned char *handle);
 
 /*
  * GPUDirect RDMA: a dma-buf file descriptor (*fd, the caller closes it) for the device

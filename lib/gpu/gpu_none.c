@@ -94,12 +94,6 @@ void tt_cuda_sym_free(void *p)
     (void)p;
 }
 
-tutti_result_t tt_cuda_ipc_handle(void *p, unsigned char *handle)
-{
-    (void)p, (void)handle;
-    return tt_fail(NULL, TUTTI_ERR_UNSUPPORTED, "this libtutti was built without CUDA");
-}
-
 tutti_result_t tt_cuda_ipc_open(int dev, const unsigned char *handle, void **p)
 {
     (void)dev, (void)handle;
