@@ -45,6 +45,7 @@
 #ifndef TT_FIFO_H
 #define TT_FIFO_H
 
+#include "lib/base/wait.h"
 #include "transport/transport.h"
 
 #include <linux/futex.h>
@@ -210,16 +211,6 @@ static inline void *tt_fifo_send_slot(struct tt_fifo *f, size_t bytes)
     return f->data + (size_t)(f->data_pos % f->nslots) * f->slot_bytes;
 }
 
-/* Ask for the cache line at p in exclusive state: a later store to it need not wait. */
-static inline void tt_fifo_prefetch_write(const void *p)
-{
-#if defined(__x86_64__)
-    __asm__ volatile("prefetchw %0" ::"m"(*(const char *)p));
-#else
-    __builtin_prefetch(p, 1, 3);
-#endif
-}
-
 /* Bump futex word `word` and wake the side that sleeps on it. */
 static inline void tt_fifo_bump(_Atomic uint32_t *word)
 {
@@ -248,10 +239,10 @@ static inline void tt_fifo_commit(struct tt_fifo *f, size_t bytes, uint64_t flag
         f->data_pos++;
     f->pos++;
     atomic_store_explicit(&c->seq, (uint32_t)f->pos, memory_order_release);
-    tt_fifo_prefetch_write(&f->ctrl->cells[(f->pos + TT_FIFO_AHEAD) % TT_FIFO_CELLS]);
+    tt_prefetch_write(&f->ctrl->cells[(f->pos + TT_FIFO_AHEAD) % TT_FIFO_CELLS]);
     if (f->side_bytes) /* its first line: where a message of 49-64 bytes goes */
-        tt_fifo_prefetch_write(f->side +
-                               (size_t)((f->pos + TT_FIFO_AHEAD) % TT_FIFO_SIDES) * f->side_bytes);
+        tt_prefetch_write(f->side +
+                          (size_t)((f->pos + TT_FIFO_AHEAD) % TT_FIFO_SIDES) * f->side_bytes);
     if (f->sleepy)
         tt_fifo_wake(&f->ctrl->sleeping, &f->ctrl->wake);
 }

@@ -29,6 +29,17 @@ static inline double tt_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Ask for the cache line at p in exclusive state: a later store to it need not wait for the
+ * other cores' copies to be invalidated (a line a peer polled last time round). */
+static inline void tt_prefetch_write(const void *p)
+{
+#if defined(__x86_64__)
+    __asm__ volatile("prefetchw %0" ::"m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1, 3);
+#endif
+}
+
 static inline void tt_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

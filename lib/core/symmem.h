@@ -51,22 +51,30 @@ struct tt_sym_rec {
 /* A small call's input travels with the record (no pass, no closing barrier): in the
  * record's own line up to TT_SYM_SMALL bytes, else in the rank's data area. */
 #define TT_SYM_INLINE 1024
+/* Records (and data areas) a rank cycles through, call by call (seq % TT_SYM_SLOTS). With
+ * two, a record's line was one the peers had read the call before last, so the writer's store
+ * waited for their copies to be invalidated before the peers could fetch the new one: two
+ * trips between the cores a call where one will do. With eight, the writer asks for the next
+ * call's line in exclusive state (prefetchw) as soon as it has posted this call's, long after
+ * the peers last read it (far placement, 2-rank 8-byte all-reduce: 0.39 against 0.47 µs, and
+ * the usual path's 0.43; BENCHMARKS.md). */
+#define TT_SYM_SLOTS 8
 
 /* A record alone in its 128-byte pair of cache lines. A core's adjacent-line prefetcher
- * fetches lines in such pairs: with both parities' records in one pair, a reader polling one
- * record also held the other, which its writer then had to take back for the next call (far
- * placement, 2-rank 8-byte all-reduce: 0.44 against 0.42 µs; BENCHMARKS.md). */
+ * fetches lines in such pairs: with two records in one pair, a reader polling one record also
+ * held the other, which its writer then had to take back for the next call (far placement,
+ * 2-rank 8-byte all-reduce: 0.44 against 0.42 µs; BENCHMARKS.md). */
 struct tt_sym_slot {
     struct tt_sym_rec r;
     unsigned char pad[64];
 };
 
 struct tt_sym_line {
-    _Alignas(128) struct tt_sym_slot rec[2]; /* by call parity */
-    _Alignas(128) _Atomic uint64_t read;     /* the last call whose records (and inline inputs)
-                                              * it has finished with */
-    _Alignas(128) _Atomic uint64_t done;     /* the last call whose writes it has finished */
-    _Alignas(128) unsigned char data[2][TT_SYM_INLINE]; /* a small call's input, by parity */
+    _Alignas(128) struct tt_sym_slot rec[TT_SYM_SLOTS]; /* by call, seq % TT_SYM_SLOTS */
+    _Alignas(128) _Atomic uint64_t read; /* the last call whose records (and inline inputs)
+                                          * it has finished with */
+    _Alignas(128) _Atomic uint64_t done; /* the last call whose writes it has finished */
+    _Alignas(128) unsigned char data[TT_SYM_SLOTS][TT_SYM_INLINE]; /* a small call's input */
 };
 
 struct tt_symalloc {
