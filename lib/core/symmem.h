@@ -56,8 +56,8 @@ struct tt_sym_rec {
  * waited for their copies to be invalidated before the peers could fetch the new one: two
  * trips between the cores a call where one will do. With eight, the writer asks for the next
  * call's line in exclusive state (prefetchw) as soon as it has posted this call's, long after
- * the peers last read it (far placement, 2-rank 8-byte all-reduce: 0.39 against 0.47 µs, and
- * the usual path's 0.43; BENCHMARKS.md). */
+ * the peers last read it (far placement, 2-rank 8-byte all-reduce: 0.44 against 0.53 µs, and
+ * the usual path's 0.50; BENCHMARKS.md). */
 #define TT_SYM_SLOTS 8
 
 /* A record alone in its 128-byte pair of cache lines. A core's adjacent-line prefetcher

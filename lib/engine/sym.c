@@ -123,7 +123,8 @@ tutti_result_t tt_engine_sym_gate(struct tutti_comm *comm, const struct tt_sym_r
 {
     struct tt_sym_line *l = comm->sym->lines;
     int me = comm->topo.local_of[comm->rank], n = comm->local_size;
-    struct tt_sym_rec *r = &l[me].rec[comm->seq % TT_SYM_SLOTS].r;
+    unsigned slot = (unsigned)(comm->seq % TT_SYM_SLOTS);
+    struct tt_sym_rec *r = &l[me].rec[slot].r;
     uint64_t prev = atomic_load_explicit(&r->seq, memory_order_relaxed);
     struct sym_wait w = {comm, what, prev, READ};
     tutti_result_t rc = TUTTI_SUCCESS;
@@ -146,22 +147,23 @@ tutti_result_t tt_engine_sym_gate(struct tutti_comm *comm, const struct tt_sym_r
             r->send_off = mine->send_off;
             r->recv_off = mine->recv_off;
             if (bytes)
-                memcpy(l[me].data[comm->seq % TT_SYM_SLOTS], data, bytes);
+                memcpy(l[me].data[slot], data, bytes);
         }
         atomic_store_explicit(&r->seq, comm->seq, memory_order_release);
         /* The next call's record (and data area, as far as this call used it): the peers last
          * read those lines TT_SYM_SLOTS - 1 calls ago; own them now, so the stores do not wait
          * for the peers' copies to go. */
         tt_prefetch_write(&l[me].rec[(comm->seq + 1) % TT_SYM_SLOTS].r);
-        for (size_t b = bytes > TT_SYM_SMALL ? 0 : bytes; b < bytes; b += 64)
-            tt_prefetch_write(l[me].data[(comm->seq + 1) % TT_SYM_SLOTS] + b);
+        if (bytes > TT_SYM_SMALL)
+            for (size_t b = 0; b < bytes; b += 64)
+                tt_prefetch_write(l[me].data[(comm->seq + 1) % TT_SYM_SLOTS] + b);
         w = (struct sym_wait){comm, what, comm->seq, GATE};
         rc = sym_wait(&w);
     }
     if (rc != TUTTI_SUCCESS)
         return tt_comm_set_error(comm, rc);
     for (int i = 0; i < n; i++) { /* all but seq: flags, scalar, windows or small input */
-        const struct tt_sym_rec *p = &l[i].rec[comm->seq % TT_SYM_SLOTS].r;
+        const struct tt_sym_rec *p = &l[i].rec[slot].r;
         memcpy((char *)&all[i] + offsetof(struct tt_sym_rec, flags),
                (const char *)p + offsetof(struct tt_sym_rec, flags),
                sizeof(*p) - offsetof(struct tt_sym_rec, flags));
