@@ -276,26 +276,30 @@ static tutti_result_t attempt_alloc(struct shrink *s)
 }
 
 /*
- * The FIFO names that two failed ranks of this node made for each other: nobody else would
+ * The FIFO names that two failed ranks of one node made for each other: nobody else would
  * remove them (a receiver removes its own when it closes, a sender at destroy the ones made
  * for it that it never attached to; tutti-run removes everything at the job's end, a job
- * started otherwise would keep them). Every survivor of the node does it: a few unlinks.
+ * started otherwise would keep them). Every survivor does it for every node, its own or not:
+ * a node whose ranks all failed has nobody left to do it, and on another host the names are
+ * not in this host's /dev/shm, so the unlinks find nothing (nodes emulated on one host with
+ * TUTTI_HOSTID share it). A few unlinks per pair of failed ranks.
  */
 static void unlink_between_failed(struct tutti_comm *c)
 {
-    int node = c->topo.node_of[c->rank];
     char name[160];
 
-    for (int a = 0; a < c->nranks; a++)
+    for (int a = 0; a < c->nranks; a++) {
+        if (!c->shrink_failed[a])
+            continue;
         for (int b = 0; b < c->nranks; b++) {
-            if (a == b || !c->shrink_failed[a] || !c->shrink_failed[b] ||
-                c->topo.node_of[a] != node || c->topo.node_of[b] != node)
+            if (a == b || !c->shrink_failed[b] || c->topo.node_of[a] != c->topo.node_of[b])
                 continue;
             for (int ch = 0; ch < c->conns.nchannels; ch++) {
                 tt_shm_name(name, sizeof(name), c->job_tag, a, b, ch);
                 tt_shm_unlink(name);
             }
         }
+    }
 }
 
 /* One attempt: agree, then make the communicator of the members. On a failure to make it,
