@@ -50,8 +50,10 @@ int tt_board_init(struct tutti_comm *c)
             b->map = NULL;
     }
     rc = tt_boot_barrier(c->boot); /* everyone has mapped it */
-    if (first || rc != TUTTI_SUCCESS)
-        shm_unlink(name);
+    /* Every rank of the node removes the name, not only its maker: the maker may be killed
+     * after the barrier let the others through and before its own unlink (found by the faults
+     * test under ASan). The rest find it gone. */
+    shm_unlink(name);
     if (!b->map)
         TT_INFO(TT_SUB_INIT, "status board unavailable (%s): stall reports show less", name);
     else
