@@ -20,9 +20,10 @@
  * can do); and the polling thread again, moving at most 128 KiB a call and receiving into a
  * 1 MiB ring (a transport's slots, which stay in cache). The best of the three, per size, is
  * what the link carries both ways by plain calls without any library's protocol: the figure
- * socket results stand beside. It is not a proven ceiling: tutti's socket transport beats it
- * from 32 KiB up on this VM, for reasons not yet found (BENCHMARKS.md, "Sockets at wire
- * speed"). An exchange is timed from a
+ * socket results stand beside. It is not a proven ceiling: under bbr, this VM's default
+ * congestion control, tutti's socket transport beats it at some sizes, because bbr's pacing
+ * slows the probe's large exchanges more (under cubic, 1 MiB and more each way run about twice
+ * as fast; BENCHMARKS.md, "Congestion control"). An exchange is timed from a
  * start both ends agree on (a one-byte handshake on the first connection) to the last byte
  * received, over a run of exchanges back to back (ITERS, default: about 40 ms' worth, at most 1000)
  * divided by their number; the median of 7 such runs.
