@@ -6,20 +6,24 @@
 #   cc_set CC     use CC in this namespace (root: restored by cc_restore); checks it exists
 #   cc_ns NS      the same in network namespace NS (gone with it)
 #   cc_restore    put this namespace's back (call from the EXIT trap)
-#   cc_now        the one in use here
+#   cc_now [NS]   the one in use here (or in namespace NS)
 cc_want="" cc_old=""
-cc_now() { sysctl -n net.ipv4.tcp_congestion_control 2>/dev/null || echo unknown; }
+cc_now() {
+    if [ -n "${1:-}" ]; then
+        ip netns exec "$1" sysctl -n net.ipv4.tcp_congestion_control 2>/dev/null || echo unknown
+    else
+        sysctl -n net.ipv4.tcp_congestion_control 2>/dev/null || echo unknown
+    fi
+}
+cc_avail() { sysctl -n net.ipv4.tcp_available_congestion_control 2>/dev/null; }
 cc_set() {
     [ "$(id -u)" = 0 ] || { echo "-C: setting the congestion control needs root" >&2; return 2; }
-    case " $(sysctl -n net.ipv4.tcp_available_congestion_control 2>/dev/null) " in
+    case " $(cc_avail) " in *" $1 "*) ;; *) modprobe "tcp_$1" 2>/dev/null || true ;; esac
+    case " $(cc_avail) " in
     *" $1 "*) ;;
-    *) modprobe "tcp_$1" 2>/dev/null || true ;;
+    *) echo "-C $1: not available here (net.ipv4.tcp_available_congestion_control: $(cc_avail))" >&2; return 2 ;;
     esac
-    case " $(sysctl -n net.ipv4.tcp_available_congestion_control 2>/dev/null) " in
-    *" $1 "*) ;;
-    *) echo "-C $1: not available here (net.ipv4.tcp_available_congestion_control: $(sysctl -n net.ipv4.tcp_available_congestion_control 2>/dev/null))" >&2; return 2 ;;
-    esac
-    cc_old=$(cc_now)
+    cc_old=$(cc_now "")
     cc_want=$1
     sysctl -qw net.ipv4.tcp_congestion_control="$1"
 }
