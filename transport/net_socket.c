@@ -21,9 +21,11 @@
 
 #include "lib/base/error.h"
 #include "lib/base/log.h"
+#include "lib/base/wait.h"
 #include "lib/boot/socket.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,10 @@
 #include <sys/uio.h>
 
 static const unsigned char wire_zeros[WIRE_ALIGN];
+
+/* Socket sends this process has made, on any connection (TUTTI_NET_WHOLE=auto): a receiver
+ * that sees the count move knows its process is sending too. */
+static uint64_t sock_sends;
 
 /* Bytes a message of len payload bytes takes on the wire. */
 static size_t wire_bytes(size_t len)
@@ -86,6 +92,7 @@ static tutti_result_t send_pump(struct sock_conn *c)
                 return sk_fail(c, TUTTI_ERR_REMOTE, "send", errno);
             }
             c->done[s] += (size_t)w;
+            __atomic_fetch_add(&sock_sends, 1, __ATOMIC_RELAXED);
             if (c->done[s] < total)
                 break;
             c->done[s] = 0;
@@ -128,6 +135,56 @@ static ssize_t stream_read(struct sock_conn *c, int s, void *dst, size_t n, size
                    MSG_DONTWAIT);
 }
 
+/*
+ * Receiver: may the rest of socket s's payload (rest bytes, its padding included) be read now?
+ * Read as its bytes arrive, a payload takes a read per burst that has come (over loopback a
+ * 512 KiB message took 3-4 beside its header), and each read that empties the socket sends an
+ * acknowledgement, which the sender's kernel handles inside its own send: where this process
+ * sends too, both ends' cores are busy and those reads cost the transfer 10-15%
+ * (BENCHMARKS.md, "Whole-payload reads"). So, per TUTTI_NET_WHOLE (auto: while this process
+ * has sent on a socket since the connection's last message), the rest is read only once the
+ * kernel holds all of it: SO_RCVLOWAT set to it, and poll, which takes no socket lock, asks.
+ * Bytes already read ahead go first; a wait longer than WHOLE_WAIT_MAX reads what has come.
+ */
+static int payload_ready(struct sock_conn *c, int s, size_t rest)
+{
+    struct pollfd p = {.fd = c->fds[s], .events = POLLIN};
+    int want = rest < (size_t)INT_MAX ? (int)rest : INT_MAX;
+    double now;
+
+    if (c->whole == WHOLE_NEVER || c->ahead_len[s] > c->ahead_pos[s] ||
+        (c->whole == WHOLE_AUTO && __atomic_load_n(&sock_sends, __ATOMIC_RELAXED) == c->sends_seen))
+        return 1;
+    if (c->lowat[s] != want) {
+        if (setsockopt(c->fds[s], SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) != 0) {
+            c->whole = WHOLE_NEVER; /* (not Linux's TCP: read as bytes come) */
+            return 1;
+        }
+        c->lowat[s] = want;
+    }
+    if (poll(&p, 1, 0) != 0) { /* all there, or an error or the peer's close for recv to see */
+        if (!c->whole_logged) {
+            c->whole_logged = 1;
+            TT_TRACE(TT_SUB_NET, "socket: receiving from rank %d (channel %d): payloads read whole",
+                     c->base.peer, c->base.channel);
+        }
+        return 1;
+    }
+    now = tt_now();
+    if (c->whole_since[s] == 0)
+        c->whole_since[s] = now;
+    if (now - c->whole_since[s] <= WHOLE_WAIT_MAX)
+        return 0;
+    if (c->whole_logged < 2) {
+        c->whole_logged = 2;
+        TT_TRACE(TT_SUB_NET,
+                 "socket: receiving from rank %d (channel %d): a payload not all there after "
+                 "%.0f ms: read as its bytes come",
+                 c->base.peer, c->base.channel, WHOLE_WAIT_MAX * 1e3);
+    }
+    return 1;
+}
+
 /* Receiver: read messages into free slots. */
 static tutti_result_t recv_pump(struct sock_conn *c)
 {
@@ -152,6 +209,8 @@ static tutti_result_t recv_pump(struct sock_conn *c)
                 memcpy(slot, c->hdr[s] + HDR_FIELDS, len);
             } else if (c->done[s] < wire_bytes(len)) { /* the payload, then its padding */
                 size_t got = c->done[s] - HDR_LEN, padding = wire_bytes(len) - HDR_LEN - len;
+                if (!payload_ready(c, s, wire_bytes(len) - c->done[s]))
+                    break;
                 if (got < len)
                     r = stream_read(c, s, slot + got, len - got, padding);
                 else
@@ -165,6 +224,8 @@ static tutti_result_t recv_pump(struct sock_conn *c)
             c->lens[m % c->nslots] = len;
             c->tags[m % c->nslots] = tt_get32(c->hdr[s] + 8);
             c->done[s] = 0;
+            c->whole_since[s] = 0;
+            c->sends_seen = __atomic_load_n(&sock_sends, __ATOMIC_RELAXED);
             c->next[s] += (uint64_t)c->nsocks;
             continue;
         short_read:
@@ -294,9 +355,17 @@ static void sock_wait(struct tt_conn *conn, long ns)
     struct pollfd p[SOCK_MAX];
     int n = 0;
 
-    for (int s = 0; s < c->nsocks; s++)
-        if (c->fds[s] >= 0)
-            p[n++] = (struct pollfd){.fd = c->fds[s], .events = c->sender ? POLLOUT : POLLIN};
+    for (int s = 0; s < c->nsocks; s++) {
+        if (c->fds[s] < 0)
+            continue;
+        /* A low-water mark left from a payload must not keep a header waiting. */
+        if (!c->sender && c->lowat[s] > 1 && c->done[s] < HDR_LEN) {
+            int one = 1;
+            setsockopt(c->fds[s], SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+            c->lowat[s] = 1;
+        }
+        p[n++] = (struct pollfd){.fd = c->fds[s], .events = c->sender ? POLLOUT : POLLIN};
+    }
     poll(p, (nfds_t)n, (int)(ns / 1000000) + 1);
 }
 

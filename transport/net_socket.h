@@ -30,6 +30,13 @@
  * may the ones after it on the socket; the rest of a larger one goes straight into its slot. */
 #define READ_AHEAD (((size_t)4 << 10) + HDR_LEN) /* a 4 KiB payload with its header */
 
+/* TUTTI_NET_WHOLE: when a receiver reads the rest of a payload (net_socket.c payload_ready). */
+enum { WHOLE_NEVER, WHOLE_ALWAYS, WHOLE_AUTO };
+/* A whole-payload wait that lasts longer gives up and reads what has come (a slow link, where
+ * the receiver's reads cost the sender nothing that matters; or a kernel whose poll never
+ * reports the low-water mark): seconds. */
+#define WHOLE_WAIT_MAX 1e-3
+
 struct sock_conn {
     struct tt_conn base;
     int sender;
@@ -50,7 +57,12 @@ struct sock_conn {
     unsigned char hdr[SOCK_MAX][HDR_LEN];
     char *ahead; /* receiver: per socket, READ_AHEAD bytes: read, not yet used */
     size_t ahead_pos[SOCK_MAX], ahead_len[SOCK_MAX];
-    char eof[SOCK_MAX];    /* receiver: the peer closed this socket (no more messages on it) */
+    char eof[SOCK_MAX];  /* receiver: the peer closed this socket (no more messages on it) */
+    int whole;           /* receiver: TUTTI_NET_WHOLE (WHOLE_*) */
+    int lowat[SOCK_MAX]; /* receiver: SO_RCVLOWAT as last set (0: never, the kernel's 1) */
+    double whole_since[SOCK_MAX]; /* receiver: when this payload's whole wait began (0: not) */
+    uint64_t sends_seen;   /* receiver: the process's socket sends when its last message ended */
+    int whole_logged;      /* receiver: 1 the first whole read traced, 2 the first give-up too */
     tutti_result_t failed; /* sticky */
 };
 

@@ -137,6 +137,11 @@ static struct knob knobs[] = {
       "message per slot (512 KiB), 1 a quarter slot, auto a trial per collective and size, "
       "repeated every 256 calls, picks",
       WORDS, 0, 0, "auto|0|1"),
+    K("TUTTI_NET_WHOLE", "auto",
+      "when a socket receiver reads a payload past its first 4 KiB: 1 once all of it has "
+      "arrived (one read), 0 as its bytes arrive, auto: 1 while its process is sending on "
+      "sockets too",
+      WORDS, 0, 0, "auto|0|1"),
     K("TUTTI_NSOCKS", "2",
       "TCP sockets per network connection (1..16); messages alternate over them", INT, 1, 16, NULL),
     K("TUTTI_NET_TIMEOUT", "5",

@@ -167,6 +167,39 @@ Test(multinode, net_chunk, .timeout = 300)
         "! grep 'quarter slot' /tmp/tutti-chunk.$$ || rc=9; rm -f /tmp/tutti-chunk.$$; exit $rc");
 }
 
+/* TUTTI_NET_WHOLE: receivers that read every payload past its read-ahead only once all of it
+ * has arrived (1), or as its bytes come (0): every collective x dtype x op right on 2 hosts,
+ * and lengths around the read-ahead (4 KiB of payload) and the slot, checked element by
+ * element; with 1 each rank's trace says its payloads were read whole, with 0 none does.
+ * (A payload that stays short of whole past 1 ms: check-netns.sh, a rate-limited link.) */
+static void net_whole_run(const char *mode, const char *expect, const char *perf_args)
+{
+    char env[128], args[1024];
+
+    snprintf(env, sizeof(env), "TUTTI_NET_WHOLE=%s TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=NET", mode);
+    snprintf(args, sizeof(args),
+             "-c '\"$0\" %s -n 2 -w 0 -c 1 -d int8 >/tmp/tutti-whole.$$ 2>&1; rc=$?; "
+             "grep -v \" NET \" /tmp/tutti-whole.$$; "
+             "n=$(grep -c \"payloads read whole\" /tmp/tutti-whole.$$); rm -f /tmp/tutti-whole.$$; "
+             "[ $rc = 0 ] && [ $n %s ] || { echo \"rank $TUTTI_RANK: exit $rc, $n whole\"; "
+             "exit 9; }' '%s'",
+             perf_args, expect, getenv("TUTTI_PERF"));
+    run(env, 2, 2, "sh", args);
+}
+
+Test(multinode, net_whole, .timeout = 300)
+{
+    static const char *const lengths[] = {"sendrecv -b 3968 -e 4300 -i 1",
+                                          "all_gather -b 8K -e 4M -f 8",
+                                          "broadcast -b 524224 -e 524416 -i 7 -r all"};
+
+    run("TUTTI_NET_WHOLE=1", 2, 2, getenv("COLL_CHECK"), "matrix 100003");
+    for (size_t i = 0; i < sizeof(lengths) / sizeof(lengths[0]); i++) {
+        net_whole_run("1", "-gt 0", lengths[i]);
+        net_whole_run("0", "= 0", lengths[i]);
+    }
+}
+
 Test(multinode, perf_over_sockets, .timeout = 300)
 {
     run("", 4, 2, getenv("TUTTI_PERF"), "all -b 8 -e 1M -f 16 -n 3 -w 1 -c 1");
