@@ -140,8 +140,9 @@ static ssize_t stream_read(struct sock_conn *c, int s, void *dst, size_t n, size
  * Read as its bytes arrive, a payload takes a read per burst that has come (over loopback a
  * 512 KiB message took 3-4 beside its header), and each read that empties the socket sends an
  * acknowledgement, which the sender's kernel handles inside its own send: where this process
- * sends too, both ends' cores are busy and those reads cost the transfer 10-15%
- * (BENCHMARKS.md, "Whole-payload reads"). So, per TUTTI_NET_WHOLE (auto: while this process
+ * sends too, both ends' cores are busy and whole reads made all-reduce and all-gather 1.07-1.25x
+ * faster over loopback (0.91-0.97x where the two cores share a cache; BENCHMARKS.md,
+ * "Whole-payload reads"). So, per TUTTI_NET_WHOLE (auto: while this process
  * has sent on a socket since the connection's last message), the rest is read only once the
  * kernel holds all of it: SO_RCVLOWAT set to it, and poll, which takes no socket lock, asks.
  * Bytes already read ahead go first; a wait longer than WHOLE_WAIT_MAX reads what has come.
