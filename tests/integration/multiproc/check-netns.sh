@@ -8,6 +8,13 @@ run=$1 perf=$2 fault=${3:-}
 ns1=tutti-t1-$$ ns2=tutti-t2-$$ v1=tt1-$$ v2=tt2-$$
 skip() { echo "SKIP: $*"; exit 77; }
 cleanup() { ip netns del "$ns1" 2>/dev/null; ip netns del "$ns2" 2>/dev/null; }
+# waited PID0 PID1: both ranks' exit codes (rc0, rc1), and ok=1 if both are 0
+waited() { wait "$1"; rc0=$?; wait "$2"; rc1=$?; ok=1; [ $rc0 = 0 ] && [ $rc1 = 0 ] || ok=0; }
+# verdict WHAT FILE...: unless ok is still 1, print the ranks' output and fail
+verdict() {
+    what=$1; shift
+    [ $ok = 1 ] || { cat "$@"; rm -rf "$out"; echo "$what failed (exit $rc0 / $rc1)"; exit 1; }
+}
 command -v ip >/dev/null || skip "ip (iproute2) is not installed"
 [ "$(id -u)" = 0 ] || skip "creating network namespaces needs root"
 ip netns add "$ns1" 2>/dev/null || skip "ip netns add failed: no network namespace support here"
@@ -28,13 +35,10 @@ p0=$!
 ip netns exec "$ns2" env $common RANK=1 TUTTI_HOSTID=ns2 TUTTI_SOCKET_IFNAME="=$v2" \
     "$perf" all -b 8 -e 4M -f 8 -n 3 -w 1 -c 1 >"$out/r1" 2>&1 &
 p1=$!
-wait $p0; rc0=$?
-wait $p1; rc1=$?
+waited "$p0" "$p1"
 cat "$out/r0"
 echo "--- rank 1:"
 grep -E "WARN|transport|interface" "$out/r1"
-ok=1
-[ $rc0 = 0 ] && [ $rc1 = 0 ] || ok=0
 grep -q "Out of bounds values : 0 OK" "$out/r0" || ok=0
 grep -q "transport socket" "$out/r0" || ok=0
 grep -q "interface $v1 (10.231.0.1" "$out/r0" || ok=0
@@ -52,15 +56,12 @@ for h in 0 1; do
         >"$out/l$h" 2>&1 &
     eval "l$h=\$!"
 done
-wait $l0; rc0=$?
-wait $l1; rc1=$?
+waited "$l0" "$l1"
 grep -E "^\[0\] +[0-9]|WARN" "$out/l0"
-ok=1
-[ $rc0 = 0 ] && [ $rc1 = 0 ] || ok=0
 grep -q "Out of bounds values : 0 OK" "$out/l0" || ok=0
 grep -q "^\[2\] .*interface $v2 (10.231.0.2" "$out/l1" || ok=0
 grep -q "^\[0\] .*interface $v1 (10.231.0.1" "$out/l0" || ok=0
-[ $ok = 1 ] || { cat "$out/l0" "$out/l1"; rm -rf "$out"; echo "netns tutti-run --nnodes failed (exit $rc0 / $rc1)"; exit 1; }
+verdict "netns tutti-run --nnodes" "$out/l0" "$out/l1"
 echo "netns: tutti-run on two hosts (4 ranks, 2 a namespace) passed"
 
 # A slow link (the pair limited to 200 Mbit/s each way): payloads read whole (TUTTI_NET_WHOLE=1)
@@ -76,17 +77,15 @@ if ip netns exec "$ns1" tc qdisc add dev "$v1" root tbf rate 200mbit burst 64kb 
             "$perf" all_gather -b 2M -e 2M -n 2 -w 0 -c 1 >"$out/s$r" 2>&1 &
         eval "s$r=\$!"
     done
-    wait $s0; rc0=$?
-    wait $s1; rc1=$?
+    waited "$s0" "$s1"
     ip netns exec "$ns1" tc qdisc del dev "$v1" root
     ip netns exec "$ns2" tc qdisc del dev "$v2" root
     grep -E "^\[0\] +[0-9]|WARN|not all there" "$out/s0"
-    ok=1
-    [ $rc0 = 0 ] && [ $rc1 = 0 ] || ok=0
     grep -q "Out of bounds values : 0 OK" "$out/s0" || ok=0
-    grep -q "a payload not all there after 1 ms: read as its bytes come" "$out/s0" || ok=0
-    grep -q "a payload not all there after 1 ms: read as its bytes come" "$out/s1" || ok=0
-    [ $ok = 1 ] || { cat "$out/s0" "$out/s1"; rm -rf "$out"; echo "netns slow link failed (exit $rc0 / $rc1)"; exit 1; }
+    for r in 0 1; do
+        grep -q "a payload not all there after 1 ms: read as its bytes come" "$out/s$r" || ok=0
+    done
+    verdict "netns slow link" "$out/s0" "$out/s1"
     echo "netns: whole-payload reads over a 200 Mbit/s link passed"
 else
     echo "SKIP (this part): tc cannot shape the veth pair here (no tbf qdisc)"
