@@ -164,8 +164,8 @@ static int payload_ready(struct sock_conn *c, int s, size_t rest)
         c->lowat[s] = want;
     }
     if (poll(&p, 1, 0) != 0) { /* all there, or an error or the peer's close for recv to see */
-        if (!c->whole_logged) {
-            c->whole_logged = 1;
+        if (!(c->whole_logged & 1)) {
+            c->whole_logged |= 1;
             TT_TRACE(TT_SUB_NET, "socket: receiving from rank %d (channel %d): payloads read whole",
                      c->base.peer, c->base.channel);
         }
@@ -176,8 +176,8 @@ static int payload_ready(struct sock_conn *c, int s, size_t rest)
         c->whole_since[s] = now;
     if (now - c->whole_since[s] <= WHOLE_WAIT_MAX)
         return 0;
-    if (c->whole_logged < 2) {
-        c->whole_logged = 2;
+    if (!(c->whole_logged & 2)) {
+        c->whole_logged |= 2;
         TT_TRACE(TT_SUB_NET,
                  "socket: receiving from rank %d (channel %d): a payload not all there after "
                  "%.0f ms: read as its bytes come",

@@ -61,8 +61,8 @@ struct sock_conn {
     int whole;           /* receiver: TUTTI_NET_WHOLE (WHOLE_*) */
     int lowat[SOCK_MAX]; /* receiver: SO_RCVLOWAT as last set (0: never, the kernel's 1) */
     double whole_since[SOCK_MAX]; /* receiver: when this payload's whole wait began (0: not) */
-    uint64_t sends_seen;   /* receiver: the process's socket sends when its last message ended */
-    int whole_logged;      /* receiver: 1 the first whole read traced, 2 the first give-up too */
+    uint64_t sends_seen; /* receiver: the process's socket sends when its last message ended */
+    int whole_logged;    /* receiver: bit 0 the first whole read traced, bit 1 the first give-up */
     tutti_result_t failed; /* sticky */
 };
 
