@@ -31,7 +31,7 @@
 #define READ_AHEAD (((size_t)4 << 10) + HDR_LEN) /* a 4 KiB payload with its header */
 
 /* TUTTI_NET_WHOLE: when a receiver reads the rest of a payload (net_socket.c payload_ready). */
-enum { WHOLE_NEVER, WHOLE_ALWAYS, WHOLE_AUTO };
+enum { WHOLE_AUTO = -1, WHOLE_NEVER, WHOLE_ALWAYS }; /* tt_env_auto01's values */
 /* A whole-payload wait that lasts longer gives up and reads what has come (a slow link, where
  * the receiver's reads cost the sender nothing that matters; or a kernel whose poll never
  * reports the low-water mark): seconds. */

@@ -93,14 +93,6 @@ int tt_socket_nsocks(void)
     return (int)tt_env_int("TUTTI_NSOCKS");
 }
 
-/* TUTTI_NET_WHOLE as a WHOLE_* mode. */
-static int net_whole(void)
-{
-    const char *v = tt_env_str("TUTTI_NET_WHOLE");
-
-    return strcmp(v, "0") == 0 ? WHOLE_NEVER : strcmp(v, "1") == 0 ? WHOLE_ALWAYS : WHOLE_AUTO;
-}
-
 tutti_result_t sk_recv_setup(const struct tt_transport_ctx *ctx, int peer, int channel, void *blob,
                              size_t *blob_len, struct tt_conn **conn)
 {
@@ -128,7 +120,7 @@ tutti_result_t sk_recv_setup(const struct tt_transport_ctx *ctx, int peer, int c
         return rc;
     }
     c->nsocks = tt_socket_nsocks();
-    c->whole = net_whole();
+    c->whole = tt_env_auto01("TUTTI_NET_WHOLE");
     c->ahead = aligned_alloc(WIRE_ALIGN, (size_t)c->nsocks * READ_AHEAD);
     if (!c->ahead) {
         sk_conn_free(c);

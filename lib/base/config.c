@@ -448,6 +448,20 @@ int tt_env_flag(const char *name)
     return strcmp(accepts(k, k->value, why, sizeof(why)) ? k->value : k->def, "1") == 0;
 }
 
+int tt_env_auto01(const char *name)
+{
+    struct knob *k = load(name);
+    char why[128];
+    const char *v;
+
+    if (k->kind != WORDS || strcmp(k->words, "auto|0|1") != 0) {
+        fprintf(stderr, "tutti: internal error: knob %s is not an auto|0|1 choice\n", name);
+        abort();
+    }
+    v = accepts(k, k->value, why, sizeof(why)) ? k->value : k->def;
+    return strcmp(v, "0") == 0 ? 0 : strcmp(v, "1") == 0 ? 1 : -1;
+}
+
 /* The message of tt_env_validate (its caller logs it or not), into msg. */
 static int env_problems(const char *fn, char *out, size_t size)
 {

@@ -34,6 +34,8 @@ size_t tt_env_size(const char *name);
 double tt_env_double(const char *name);
 /* A 0|1 knob: 1 where it is "1". */
 int tt_env_flag(const char *name);
+/* An auto|0|1 knob: -1 for auto, else 0 or 1. */
+int tt_env_auto01(const char *name);
 
 /* Every knob the environment sets holds a value its knob accepts: TUTTI_SUCCESS, or
  * TUTTI_ERR_INVALID_ARG (message set: "fn: TUTTI_X='v' is ...; TUTTI_Y=..."). */

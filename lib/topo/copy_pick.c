@@ -11,16 +11,12 @@
 
 void tt_pick_init(struct tt_pick *p, const char *knob, uint32_t first, size_t min)
 {
-    const char *v = tt_env_str(knob);
-
     memset(p, 0, sizeof(*p));
-    p->forced = -1;
+    p->forced = tt_env_auto01(knob);
     p->first = first;
     p->min = min;
     p->prefer = -1;
     p->prefer_from = TT_PICK_CLASSES;
-    if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0) /* else auto (tt_env_validate: nothing else) */
-        p->forced = v[0] - '0';
 }
 
 void tt_pick_prefer(struct tt_pick *p, int way, double margin, size_t from, unsigned kinds)
