@@ -186,4 +186,5 @@ const struct tt_transport tt_transport_mem = {
     .sent = mem_sent,
     .recv_remote = mem_recv_remote,
     .recv_pull = mem_recv_pull,
+    .by_address = 1,
 };

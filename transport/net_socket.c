@@ -13,7 +13,8 @@
  * holding the message's place. Receiver: progress() reads a socket's next message only into a
  * free slot, so a slow consumer leaves data in the kernel and TCP's own flow control stops
  * the sender: no credits are needed. recv_peek() returns message `tail` once its socket has
- * read all of it.
+ * read all of it, or (TUTTI_NET_DIRECT) once it has read its header: the payload then waits in
+ * the kernel until recv_pull reads it where the executor's step wants it.
  *
  * Setting connections up: net_socket_conn.c; what both files share: net_socket.h.
  */
@@ -102,8 +103,9 @@ static tutti_result_t send_pump(struct sock_conn *c)
     return TUTTI_SUCCESS;
 }
 
-/* Receiver: the next n bytes of socket s's stream into dst (NULL: dropped), those read ahead
- * first; with pad, the pad bytes after them dropped in the same call where it reads the socket.
+/* Receiver: the next n bytes of socket s's stream into dst (NULL: dropped, at most READ_AHEAD
+ * bytes a call), those read ahead first; with pad, the pad bytes after them dropped in the same
+ * call where it reads the socket.
  * What recv returns: > 0 bytes moved (pad ones included), 0 the peer closed, < 0 see errno. */
 static ssize_t stream_read(struct sock_conn *c, int s, void *dst, size_t n, size_t pad)
 {
@@ -114,6 +116,8 @@ static ssize_t stream_read(struct sock_conn *c, int s, void *dst, size_t n, size
     int k = 0;
     ssize_t r;
 
+    if (have == 0 && !dst && n + pad >= READ_AHEAD) /* dropped: through the empty read-ahead */
+        return recv(c->fds[s], ahead, READ_AHEAD, MSG_DONTWAIT);
     if (have == 0 && n + pad < READ_AHEAD) {
         r = recv(c->fds[s], ahead, READ_AHEAD, MSG_DONTWAIT);
         if (r <= 0)
@@ -186,13 +190,75 @@ static int payload_ready(struct sock_conn *c, int s, size_t rest)
     return 1;
 }
 
-/* Receiver: read messages into free slots. */
+/* Receiver: socket s's message (payload len bytes) has been read to its end. */
+static void msg_done(struct sock_conn *c, int s, uint64_t len)
+{
+    uint64_t m = c->next[s];
+
+    if (m >= c->tail) { /* (a message released unread has no slot any more) */
+        c->lens[m % c->nslots] = len;
+        c->tags[m % c->nslots] = tt_get32(c->hdr[s] + 8);
+    }
+    c->done[s] = 0;
+    c->whole_since[s] = 0;
+    c->sends_seen = __atomic_load_n(&sock_sends, __ATOMIC_RELAXED);
+    c->next[s] += (uint64_t)c->nsocks;
+}
+
+/* Receiver: the payload of message m is read straight to where the executor wants it
+ * (TUTTI_NET_DIRECT, recv_pull): its header has been read, the rest waits in the kernel. */
+static int msg_deferred(const struct sock_conn *c, uint64_t m)
+{
+    int s = (int)(m % (uint64_t)c->nsocks);
+
+    return c->direct && c->next[s] == m && c->done[s] >= HDR_LEN &&
+           tt_get64(c->hdr[s]) > INLINE_MAX;
+}
+
+/* Receiver: read on socket s into dst (the rest of its payload; NULL: dropped), to its end if
+ * it is there; 1 once the message is read, 0 if not yet, -1 an error (failed: set). */
+static int payload_read(struct sock_conn *c, int s, char *dst)
+{
+    uint64_t len = tt_get64(c->hdr[s]);
+
+    while (c->done[s] < wire_bytes(len)) {
+        size_t got = c->done[s] - HDR_LEN, padding = wire_bytes(len) - HDR_LEN - len;
+        ssize_t r;
+
+        if (dst && !payload_ready(c, s, wire_bytes(len) - c->done[s]))
+            return 0;
+        if (dst && got < len)
+            r = stream_read(c, s, dst + got, len - got, padding);
+        else if (got < len)
+            r = stream_read(c, s, NULL, len - got, padding);
+        else
+            r = stream_read(c, s, NULL, padding - (got - len), 0);
+        if (r == 0) {
+            sk_fail(c, TUTTI_ERR_REMOTE, "connection closed inside a message", ECONNRESET);
+            return -1;
+        }
+        if (r < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                return 0;
+            sk_fail(c, TUTTI_ERR_REMOTE, "recv", errno);
+            return -1;
+        }
+        c->done[s] += (size_t)r;
+    }
+    msg_done(c, s, len);
+    return 1;
+}
+
+/* Receiver: read messages into free slots; under TUTTI_NET_DIRECT only their headers (and
+ * short payloads), the rest left for recv_pull. A message released unread (its payload still
+ * in the kernel) is read and dropped. */
 static tutti_result_t recv_pump(struct sock_conn *c)
 {
     for (int s = 0; s < c->nsocks; s++) {
-        while (!c->eof[s] && c->next[s] - c->tail < c->nslots) {
+        while (!c->eof[s] && (int64_t)(c->next[s] - c->tail) < (int64_t)c->nslots) {
             uint64_t m = c->next[s], len;
             ssize_t r;
+            int got;
 
             if (c->done[s] < HDR_LEN) {
                 r = stream_read(c, s, c->hdr[s] + c->done[s], HDR_LEN - c->done[s], 0);
@@ -205,29 +271,28 @@ static tutti_result_t recv_pump(struct sock_conn *c)
                     return sk_fail(c, TUTTI_ERR_REMOTE, "message longer than a slot", EPROTO);
             }
             len = tt_get64(c->hdr[s]);
-            char *slot = c->slots + (m % c->nslots) * c->base.slot_bytes;
             if (len <= INLINE_MAX) {
-                memcpy(slot, c->hdr[s] + HDR_FIELDS, len);
-            } else if (c->done[s] < wire_bytes(len)) { /* the payload, then its padding */
-                size_t got = c->done[s] - HDR_LEN, padding = wire_bytes(len) - HDR_LEN - len;
-                if (!payload_ready(c, s, wire_bytes(len) - c->done[s]))
-                    break;
-                if (got < len)
-                    r = stream_read(c, s, slot + got, len - got, padding);
-                else
-                    r = stream_read(c, s, NULL, padding - (got - len), 0);
-                if (r <= 0)
-                    goto short_read;
-                c->done[s] += (size_t)r;
-                if (c->done[s] < wire_bytes(len))
-                    continue;
+                if (m >= c->tail)
+                    memcpy(c->slots + (m % c->nslots) * c->base.slot_bytes, c->hdr[s] + HDR_FIELDS,
+                           len);
+                msg_done(c, s, len);
+                continue;
             }
-            c->lens[m % c->nslots] = len;
-            c->tags[m % c->nslots] = tt_get32(c->hdr[s] + 8);
-            c->done[s] = 0;
-            c->whole_since[s] = 0;
-            c->sends_seen = __atomic_load_n(&sock_sends, __ATOMIC_RELAXED);
-            c->next[s] += (uint64_t)c->nsocks;
+            if (m >= c->tail && c->direct)
+                break; /* recv_pull reads it */
+            if (m < c->tail && !(c->whole_logged & 8)) {
+                c->whole_logged |= 8;
+                TT_TRACE(TT_SUB_NET,
+                         "socket: receiving from rank %d (channel %d): a message released "
+                         "unread: its payload dropped",
+                         c->base.peer, c->base.channel);
+            }
+            got = payload_read(
+                c, s, m >= c->tail ? c->slots + (m % c->nslots) * c->base.slot_bytes : NULL);
+            if (got < 0)
+                return c->failed;
+            if (got == 0)
+                break;
             continue;
         short_read:
             if (r == 0) {
@@ -325,27 +390,79 @@ static tutti_result_t sock_recv_peek(struct tt_conn *conn, const void **slot, si
                                      uint32_t *tag)
 {
     struct sock_conn *c = (struct sock_conn *)conn;
+    int s = (int)(c->tail % (uint64_t)c->nsocks);
 
     if (c->failed)
         return c->failed;
-    if (!msg_written(c, c->tail)) {
+    if (!msg_written(c, c->tail) && !msg_deferred(c, c->tail)) {
         TT_CHECK(recv_pump(c));
-        if (!msg_written(c, c->tail)) {
-            if (c->eof[c->tail % (uint64_t)c->nsocks])
+        if (!msg_written(c, c->tail) && !msg_deferred(c, c->tail)) {
+            if (c->eof[s])
                 return sk_fail(c, TUTTI_ERR_REMOTE, "connection closed by the peer (did it exit?)",
                                ECONNRESET);
             return TUTTI_IN_PROGRESS;
         }
     }
-    *bytes = c->lens[c->tail % c->nslots];
-    *tag = c->tags[c->tail % c->nslots];
     *slot = c->slots + (c->tail % c->nslots) * c->base.slot_bytes;
+    if (msg_deferred(c, c->tail)) { /* the payload is still in the kernel: recv_pull */
+        *bytes = tt_get64(c->hdr[s]);
+        *tag = tt_get32(c->hdr[s] + 8);
+    } else {
+        *bytes = c->lens[c->tail % c->nslots];
+        *tag = c->tags[c->tail % c->nslots];
+    }
     return TUTTI_SUCCESS;
 }
 
+/* The message recv_peek gave has its payload still in the kernel (TUTTI_NET_DIRECT). */
+static int sock_recv_remote(struct tt_conn *conn)
+{
+    return msg_deferred((struct sock_conn *)conn, ((struct sock_conn *)conn)->tail);
+}
+
+/* The peeked message's payload (bytes, all of it) straight into dst, in one read where the
+ * payload reads whole (TUTTI_NET_WHOLE). TUTTI_IN_PROGRESS: not all there yet; the next call,
+ * with the same dst, goes on. */
+static tutti_result_t sock_recv_pull(struct tt_conn *conn, void *dst, size_t bytes)
+{
+    struct sock_conn *c = (struct sock_conn *)conn;
+    int s = (int)(c->tail % (uint64_t)c->nsocks);
+    size_t got;
+    int r;
+
+    if (c->failed)
+        return c->failed;
+    if (!msg_deferred(c, c->tail) || tt_get64(c->hdr[s]) != bytes)
+        return tt_fail(NULL, TUTTI_ERR_INTERNAL,
+                       "socket: receiving from rank %d (channel %d): %zu bytes pulled from a "
+                       "message not waiting for it",
+                       c->base.peer, c->base.channel, bytes);
+    got = c->done[s] - HDR_LEN;
+    if (got > 0 && c->pull_dst != dst) /* (the executor asks again for the same place) */
+        memmove(dst, c->pull_dst, got < bytes ? got : bytes);
+    c->pull_dst = dst;
+    if (!(c->whole_logged & 4)) {
+        c->whole_logged |= 4;
+        TT_TRACE(TT_SUB_NET, "socket: receiving from rank %d (channel %d): payloads read in place",
+                 c->base.peer, c->base.channel);
+    }
+    r = payload_read(c, s, dst);
+    if (r < 0)
+        return c->failed;
+    if (r == 0)
+        return TUTTI_IN_PROGRESS;
+    c->pull_dst = NULL;
+    return TUTTI_SUCCESS;
+}
+
+/* A message released unread (TUTTI_NET_DIRECT: a call that ends without its bytes) is
+ * dropped as it arrives (recv_pump). */
 static tutti_result_t sock_recv_release(struct tt_conn *conn)
 {
-    ((struct sock_conn *)conn)->tail++;
+    struct sock_conn *c = (struct sock_conn *)conn;
+
+    c->pull_dst = NULL;
+    c->tail++;
     return TUTTI_SUCCESS;
 }
 
@@ -358,6 +475,9 @@ static void sock_wait(struct tt_conn *conn, long ns)
 
     for (int s = 0; s < c->nsocks; s++) {
         if (c->fds[s] < 0)
+            continue;
+        /* A payload left for recv_pull past message tail: nothing to read until it is pulled. */
+        if (!c->sender && msg_deferred(c, c->next[s]) && c->next[s] != c->tail)
             continue;
         /* A low-water mark left from a payload must not keep a header waiting. */
         if (!c->sender && c->lowat[s] > 1 && c->done[s] < HDR_LEN) {
@@ -414,6 +534,8 @@ const struct tt_transport tt_transport_socket = {
     .flush = sock_flush,
     .recv_peek = sock_recv_peek,
     .recv_release = sock_recv_release,
+    .recv_remote = sock_recv_remote,
+    .recv_pull = sock_recv_pull,
     .send_commit_from = sock_send_commit_from,
     .sent = sock_sent,
     .sends_from_any = 1,

@@ -62,7 +62,10 @@ struct sock_conn {
     int lowat[SOCK_MAX]; /* receiver: SO_RCVLOWAT as last set (0: never, the kernel's 1) */
     double whole_since[SOCK_MAX]; /* receiver: when this payload's whole wait began (0: not) */
     uint64_t sends_seen; /* receiver: the process's socket sends when its last message ended */
-    int whole_logged;    /* receiver: bit 0 the first whole read traced, bit 1 the first give-up */
+    int whole_logged;    /* receiver: traced once: 1 a whole read, 2 a give-up, 4 a read in place,
+                            8 a payload dropped */
+    int direct;     /* receiver: TUTTI_NET_DIRECT: a payload waits in the kernel for recv_pull */
+    char *pull_dst; /* receiver: where recv_pull put message tail's first bytes (NULL: none) */
     tutti_result_t failed; /* sticky */
 };
 

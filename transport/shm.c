@@ -415,5 +415,6 @@ const struct tt_transport tt_transport_shm = {
     .sent = shm_sent,
     .recv_remote = shm_recv_remote,
     .recv_pull = shm_recv_pull,
+    .by_address = 1,
     .drained = shm_drained,
 };

@@ -113,6 +113,11 @@ struct tt_transport {
      */
     int (*recv_remote)(struct tt_conn *conn);
     tutti_result_t (*recv_pull)(struct tt_conn *conn, void *dst, size_t bytes);
+    /* A single-copy transport's senders send by address (shm, mem). Sockets offer recv_remote
+     * and recv_pull too, without it: a peeked message's payload may still be in the kernel
+     * (TUTTI_NET_DIRECT), and recv_pull reads it into dst; TUTTI_IN_PROGRESS until all of it
+     * has come, the next call (same dst) going on. */
+    int by_address;
     /* Optional: sender: has the receiver released every message committed so far (a
      * whole-transfer timing, exec.h drain)? Must turn true without the receiver's next call. */
     int (*drained)(struct tt_conn *conn);

@@ -142,6 +142,10 @@ static struct knob knobs[] = {
       "arrived (one read), 0 as its bytes arrive, auto: 1 while its process is sending on "
       "sockets too",
       WORDS, 0, 0, "auto|0|1"),
+    K("TUTTI_NET_DIRECT", "1",
+      "1: a socket receiver reads a payload of more than 48 bytes straight to where its step "
+      "puts it (the destination of a copy, a reduction's slot); 0: into a slot first, then copied",
+      WORDS, 0, 0, "0|1"),
     K("TUTTI_NSOCKS", "2",
       "TCP sockets per network connection (1..16); messages alternate over them", INT, 1, 16, NULL),
     K("TUTTI_NET_TIMEOUT", "5",

@@ -15,8 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A receiving transport that hands out messages by address (single copy): how this chunk
- * takes the bytes, pulled once nothing can make the chunk wait (no side effects before). */
+/* A receiving transport that hands out messages by address (single copy), or whose payload is
+ * still in the kernel (sockets): how this chunk takes the bytes, pulled once nothing else can
+ * make the chunk wait (no side effects before; a socket's pull may wait, and goes on). */
 enum tt_pull {
     TT_PULL_NONE, /* through the slot, as usual */
     TT_PULL_DST,  /* the chunk straight into place: a step that only copies it out */
@@ -239,8 +240,9 @@ static tutti_result_t chunk_recv(struct tt_exec *x, int channel, struct chunk *k
         }
     }
     if (k->rc->tp->recv_remote && k->rc->tp->recv_remote(k->rc))
-        k->pull = s->prim == TT_PRIM_RECV || s->prim == TT_PRIM_RECV_COPY_SEND ? TT_PULL_DST
-                                                                               : TT_PULL_SLOT;
+        k->pull = (s->prim == TT_PRIM_RECV || s->prim == TT_PRIM_RECV_COPY_SEND) && !x->mover
+                      ? TT_PULL_DST
+                      : TT_PULL_SLOT; /* (a mover's destination may be device memory) */
     if (k->pull == TT_PULL_DST && k->ahead && k->lo == 0 && k->rbytes == k->rest &&
         k->rest != k->bytes) {
         k->pull = TT_PULL_REST;
@@ -291,7 +293,7 @@ static void chunk_zero_copy(const struct tt_exec *x, const struct tt_lane *lane,
     if (!sc || !sc->tp->send_commit_from)
         return;
     any = sc->tp->sends_from_any && !x->mover;
-    if (sc->tp->recv_pull) {
+    if (sc->tp->by_address) {
         if (!x->single_send || !k->ahead || k->lo != 0)
             return; /* two copies: this rank does not send by address in this call */
         if (s->prim == TT_PRIM_SEND &&
@@ -411,6 +413,11 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
     if (k.pull != TT_PULL_NONE) {
         r = k.rc->tp->recv_pull(k.rc, k.pull == TT_PULL_SLOT ? (void *)k.rslot : k.dst,
                                 k.pull == TT_PULL_REST ? k.rest : k.bytes);
+        if (r == TUTTI_IN_PROGRESS) { /* (sockets: the payload has not all come) */
+            x->wait_conn = k.rc;
+            x->wait_peer = s->recv_peer;
+            x->wait_dir = 'r';
+        }
         if (r != TUTTI_SUCCESS)
             return r;
         k.in_dst = k.pull != TT_PULL_SLOT;

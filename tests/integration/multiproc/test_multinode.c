@@ -109,10 +109,23 @@ Test(multinode, socket_message_lengths, .timeout = 300)
 
 /* The root of a large reduce refuses it (recvbuf NULL) while its peers on other hosts send
  * megabytes over sockets: it releases their messages unread, and the next all-reduces are
- * right on every rank (nothing of the refused call is left in the streams). */
+ * right on every rank (nothing of the refused call is left in the streams). Where payloads
+ * wait in the kernel for the step that takes them (TUTTI_NET_DIRECT=1), the root's trace must
+ * say it dropped one, read after its release. */
 Test(multinode, refused_large_call_over_sockets, .timeout = 120)
 {
-    run("PROBE_COUNT=1000003", 2, 2, getenv("PROBE_CHECK"), "reduce-null-root");
+    char args[768];
+
+    snprintf(args, sizeof(args),
+             "-c '\"$0\" reduce-null-root >/tmp/tutti-drop.$$ 2>&1; rc=$?; "
+             "grep -v \" NET \" /tmp/tutti-drop.$$; "
+             "n=$(grep -c \"released unread: its payload dropped\" /tmp/tutti-drop.$$); "
+             "rm -f /tmp/tutti-drop.$$; "
+             "[ $rc = 0 ] && {  [ \"$TUTTI_RANK\" != 0 ] || [ $n -gt 0 ]; } || "
+             "{ echo \"rank $TUTTI_RANK: exit $rc, $n dropped\"; exit 9; }' '%s'",
+             getenv("PROBE_CHECK"));
+    run("PROBE_COUNT=1000003 TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=NET", 2, 2, "sh", args);
+    run("PROBE_COUNT=1000003 TUTTI_NET_DIRECT=0", 2, 2, getenv("PROBE_CHECK"), "reduce-null-root");
     run("PROBE_COUNT=300007", 3, 3, getenv("PROBE_CHECK"), "reduce-overlap-root");
 }
 
@@ -167,36 +180,42 @@ Test(multinode, net_chunk, .timeout = 300)
         "! grep 'quarter slot' /tmp/tutti-chunk.$$ || rc=9; rm -f /tmp/tutti-chunk.$$; exit $rc");
 }
 
-/* TUTTI_NET_WHOLE: receivers that read every payload past its read-ahead only once all of it
- * has arrived (1), or as its bytes come (0): every collective x dtype x op right on 2 hosts,
- * and lengths around the read-ahead (4 KiB of payload) and the slot, checked element by
- * element; with 1 each rank's trace says its payloads were read whole, with 0 none does.
- * (A payload that stays short of whole past 1 ms: check-netns.sh, a rate-limited link.) */
-static void net_whole_run(const char *mode, const char *expect, const char *perf_args)
+/* How a socket receiver reads a payload past its read-ahead: TUTTI_NET_WHOLE, only once all of
+ * it has arrived (1) or as its bytes come (0); TUTTI_NET_DIRECT, straight to where its step
+ * puts it (1) or into a slot first (0). Every collective x dtype x op right on 2 hosts under
+ * each, and lengths around the read-ahead (4 KiB of payload) and the slot, checked element by
+ * element; each rank's trace must say its payloads were read whole (in place) where the knob is
+ * 1 and must not where it is 0. (A payload that stays short of whole past 1 ms: check-netns.sh,
+ * a rate-limited link.) */
+static void net_read_run(const char *knob, const char *mode, const char *trace,
+                         const char *perf_args)
 {
-    char env[128], args[1024];
+    char env[160], args[1024];
 
-    snprintf(env, sizeof(env), "TUTTI_NET_WHOLE=%s TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=NET", mode);
+    snprintf(env, sizeof(env), "%s=%s TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=NET", knob, mode);
     snprintf(args, sizeof(args),
-             "-c '\"$0\" %s -n 2 -w 0 -c 1 -d int8 >/tmp/tutti-whole.$$ 2>&1; rc=$?; "
-             "grep -v \" NET \" /tmp/tutti-whole.$$; "
-             "n=$(grep -c \"payloads read whole\" /tmp/tutti-whole.$$); rm -f /tmp/tutti-whole.$$; "
-             "[ $rc = 0 ] && [ $n %s ] || { echo \"rank $TUTTI_RANK: exit $rc, $n whole\"; "
+             "-c '\"$0\" %s -n 2 -w 0 -c 1 -d int8 >/tmp/tutti-read.$$ 2>&1; rc=$?; "
+             "grep -v \" NET \" /tmp/tutti-read.$$; "
+             "n=$(grep -c \"payloads read %s\" /tmp/tutti-read.$$); rm -f /tmp/tutti-read.$$; "
+             "[ $rc = 0 ] && [ $n %s ] || { echo \"rank $TUTTI_RANK: exit $rc, $n read %s\"; "
              "exit 9; }' '%s'",
-             perf_args, expect, getenv("TUTTI_PERF"));
+             perf_args, trace, mode[0] == '1' ? "-gt 0" : "= 0", trace, getenv("TUTTI_PERF"));
     run(env, 2, 2, "sh", args);
 }
 
-Test(multinode, net_whole, .timeout = 300)
+Test(multinode, net_read, .timeout = 300)
 {
     static const char *const lengths[] = {"sendrecv -b 3968 -e 4300 -i 1",
                                           "all_gather -b 8K -e 4M -f 8",
                                           "broadcast -b 524224 -e 524416 -i 7 -r all"};
 
     run("TUTTI_NET_WHOLE=1", 2, 2, getenv("COLL_CHECK"), "matrix 100003");
+    run("TUTTI_NET_DIRECT=0", 2, 2, getenv("COLL_CHECK"), "matrix 100003");
     for (size_t i = 0; i < sizeof(lengths) / sizeof(lengths[0]); i++) {
-        net_whole_run("1", "-gt 0", lengths[i]);
-        net_whole_run("0", "= 0", lengths[i]);
+        net_read_run("TUTTI_NET_WHOLE", "1", "whole", lengths[i]);
+        net_read_run("TUTTI_NET_WHOLE", "0", "whole", lengths[i]);
+        net_read_run("TUTTI_NET_DIRECT", "1", "in place", lengths[i]);
+        net_read_run("TUTTI_NET_DIRECT", "0", "in place", lengths[i]);
     }
 }
 
