@@ -51,6 +51,12 @@ static int msg_written(const struct sock_conn *c, uint64_t m)
     return c->next[m % (uint64_t)c->nsocks] > m;
 }
 
+/* Message m's slot. */
+static char *slot_of(const struct sock_conn *c, uint64_t m)
+{
+    return c->slots + (m % c->nslots) * c->base.slot_bytes;
+}
+
 /* Sender: write what the sockets take. */
 static tutti_result_t send_pump(struct sock_conn *c)
 {
@@ -68,7 +74,7 @@ static tutti_result_t send_pump(struct sock_conn *c)
             tt_put64(hdr, len);
             tt_put32(hdr + 8, c->tags[m % c->nslots]);
             if (!base)
-                base = c->slots + (m % c->nslots) * c->base.slot_bytes;
+                base = slot_of(c, m);
             seg[0] = (struct iovec){hdr, HDR_LEN};
             seg[1] = seg[2] = (struct iovec){NULL, 0};
             if (len <= INLINE_MAX) {
@@ -273,8 +279,7 @@ static tutti_result_t recv_pump(struct sock_conn *c)
             len = tt_get64(c->hdr[s]);
             if (len <= INLINE_MAX) {
                 if (m >= c->tail)
-                    memcpy(c->slots + (m % c->nslots) * c->base.slot_bytes, c->hdr[s] + HDR_FIELDS,
-                           len);
+                    memcpy(slot_of(c, m), c->hdr[s] + HDR_FIELDS, len);
                 msg_done(c, s, len);
                 continue;
             }
@@ -287,8 +292,7 @@ static tutti_result_t recv_pump(struct sock_conn *c)
                          "unread: its payload dropped",
                          c->base.peer, c->base.channel);
             }
-            got = payload_read(
-                c, s, m >= c->tail ? c->slots + (m % c->nslots) * c->base.slot_bytes : NULL);
+            got = payload_read(c, s, m >= c->tail ? slot_of(c, m) : NULL);
             if (got < 0)
                 return c->failed;
             if (got == 0)
@@ -333,7 +337,7 @@ static tutti_result_t sock_send_slot(struct tt_conn *conn, size_t bytes, void **
         if (!msg_written(c, c->head - c->nslots))
             return TUTTI_IN_PROGRESS;
     }
-    *slot = c->slots + (c->head % c->nslots) * c->base.slot_bytes;
+    *slot = slot_of(c, c->head);
     return TUTTI_SUCCESS;
 }
 
@@ -390,21 +394,23 @@ static tutti_result_t sock_recv_peek(struct tt_conn *conn, const void **slot, si
                                      uint32_t *tag)
 {
     struct sock_conn *c = (struct sock_conn *)conn;
-    int s = (int)(c->tail % (uint64_t)c->nsocks);
+    int s = (int)(c->tail % (uint64_t)c->nsocks), deferred;
 
     if (c->failed)
         return c->failed;
-    if (!msg_written(c, c->tail) && !msg_deferred(c, c->tail)) {
+    deferred = msg_deferred(c, c->tail);
+    if (!deferred && !msg_written(c, c->tail)) {
         TT_CHECK(recv_pump(c));
-        if (!msg_written(c, c->tail) && !msg_deferred(c, c->tail)) {
+        deferred = msg_deferred(c, c->tail);
+        if (!deferred && !msg_written(c, c->tail)) {
             if (c->eof[s])
                 return sk_fail(c, TUTTI_ERR_REMOTE, "connection closed by the peer (did it exit?)",
                                ECONNRESET);
             return TUTTI_IN_PROGRESS;
         }
     }
-    *slot = c->slots + (c->tail % c->nslots) * c->base.slot_bytes;
-    if (msg_deferred(c, c->tail)) { /* the payload is still in the kernel: recv_pull */
+    *slot = slot_of(c, c->tail);
+    if (deferred) { /* the payload is still in the kernel: recv_pull */
         *bytes = tt_get64(c->hdr[s]);
         *tag = tt_get32(c->hdr[s] + 8);
     } else {
@@ -427,7 +433,6 @@ static tutti_result_t sock_recv_pull(struct tt_conn *conn, void *dst, size_t byt
 {
     struct sock_conn *c = (struct sock_conn *)conn;
     int s = (int)(c->tail % (uint64_t)c->nsocks);
-    size_t got;
     int r;
 
     if (c->failed)
@@ -437,10 +442,6 @@ static tutti_result_t sock_recv_pull(struct tt_conn *conn, void *dst, size_t byt
                        "socket: receiving from rank %d (channel %d): %zu bytes pulled from a "
                        "message not waiting for it",
                        c->base.peer, c->base.channel, bytes);
-    got = c->done[s] - HDR_LEN;
-    if (got > 0 && c->pull_dst != dst) /* (the executor asks again for the same place) */
-        memmove(dst, c->pull_dst, got < bytes ? got : bytes);
-    c->pull_dst = dst;
     if (!(c->whole_logged & 4)) {
         c->whole_logged |= 4;
         TT_TRACE(TT_SUB_NET, "socket: receiving from rank %d (channel %d): payloads read in place",
@@ -451,7 +452,6 @@ static tutti_result_t sock_recv_pull(struct tt_conn *conn, void *dst, size_t byt
         return c->failed;
     if (r == 0)
         return TUTTI_IN_PROGRESS;
-    c->pull_dst = NULL;
     return TUTTI_SUCCESS;
 }
 
@@ -459,10 +459,7 @@ static tutti_result_t sock_recv_pull(struct tt_conn *conn, void *dst, size_t byt
  * dropped as it arrives (recv_pump). */
 static tutti_result_t sock_recv_release(struct tt_conn *conn)
 {
-    struct sock_conn *c = (struct sock_conn *)conn;
-
-    c->pull_dst = NULL;
-    c->tail++;
+    ((struct sock_conn *)conn)->tail++;
     return TUTTI_SUCCESS;
 }
 

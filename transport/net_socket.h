@@ -64,8 +64,7 @@ struct sock_conn {
     uint64_t sends_seen; /* receiver: the process's socket sends when its last message ended */
     int whole_logged;    /* receiver: traced once: 1 a whole read, 2 a give-up, 4 a read in place,
                             8 a payload dropped */
-    int direct;     /* receiver: TUTTI_NET_DIRECT: a payload waits in the kernel for recv_pull */
-    char *pull_dst; /* receiver: where recv_pull put message tail's first bytes (NULL: none) */
+    int direct; /* receiver: TUTTI_NET_DIRECT: a payload waits in the kernel for recv_pull */
     tutti_result_t failed; /* sticky */
 };
 
