@@ -273,8 +273,12 @@ static tutti_result_t recv_pump(struct sock_conn *c)
                 c->done[s] += (size_t)r;
                 if (c->done[s] < HDR_LEN)
                     continue;
-                if (tt_get64(c->hdr[s]) > c->base.slot_bytes)
-                    return sk_fail(c, TUTTI_ERR_REMOTE, "message longer than a slot", EPROTO);
+                if (tt_get64(c->hdr[s]) > c->msg_max)
+                    return sk_fail(c, TUTTI_ERR_REMOTE,
+                                   c->msg_max > c->base.slot_bytes
+                                       ? "message longer than TUTTI_NET_BCAST_MSG"
+                                       : "message longer than a slot",
+                                   EPROTO);
             }
             len = tt_get64(c->hdr[s]);
             if (len <= INLINE_MAX) {
@@ -446,6 +450,13 @@ static tutti_result_t sock_recv_pull(struct tt_conn *conn, void *dst, size_t byt
         c->whole_logged |= 4;
         TT_TRACE(TT_SUB_NET, "socket: receiving from rank %d (channel %d): payloads read in place",
                  c->base.peer, c->base.channel);
+    }
+    if (bytes > c->base.slot_bytes && !(c->whole_logged & 16)) {
+        c->whole_logged |= 16;
+        TT_TRACE(TT_SUB_NET,
+                 "socket: receiving from rank %d (channel %d): messages longer than a slot "
+                 "(%zu bytes), read in place",
+                 c->base.peer, c->base.channel, bytes);
     }
     r = payload_read(c, s, dst);
     if (r < 0)

@@ -63,8 +63,9 @@ struct sock_conn {
     double whole_since[SOCK_MAX]; /* receiver: when this payload's whole wait began (0: not) */
     uint64_t sends_seen; /* receiver: the process's socket sends when its last message ended */
     int whole_logged;    /* receiver: traced once: 1 a whole read, 2 a give-up, 4 a read in place,
-                            8 a payload dropped */
-    int direct; /* receiver: TUTTI_NET_DIRECT: a payload waits in the kernel for recv_pull */
+                            8 a payload dropped, 16 one longer than a slot */
+    int direct;     /* receiver: TUTTI_NET_DIRECT: a payload waits in the kernel for recv_pull */
+    size_t msg_max; /* receiver: the longest payload it takes, read in place (>= slot_bytes) */
     tutti_result_t failed; /* sticky */
 };
 

@@ -122,6 +122,7 @@ tutti_result_t sk_recv_setup(const struct tt_transport_ctx *ctx, int peer, int c
     c->nsocks = tt_socket_nsocks();
     c->whole = tt_env_auto01("TUTTI_NET_WHOLE");
     c->direct = tt_env_flag("TUTTI_NET_DIRECT");
+    c->msg_max = c->direct && ctx->msg_max > ctx->slot_bytes ? ctx->msg_max : ctx->slot_bytes;
     c->ahead = aligned_alloc(WIRE_ALIGN, (size_t)c->nsocks * READ_AHEAD);
     if (!c->ahead) {
         sk_conn_free(c);

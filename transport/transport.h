@@ -49,6 +49,7 @@ struct tt_transport_ctx {
     int nranks;
     const char *job_tag; /* unique per communicator; used in names of OS objects */
     size_t slot_bytes;
+    size_t msg_max; /* sockets: longest payload a receiver reading in place takes (0: a slot) */
     int nslots;
     int sleepy;          /* receivers may block in the kernel while waiting (oversubscribed host) */
     const int32_t *pids; /* process id of every rank (meaningful for ranks on this machine) */

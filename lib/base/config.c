@@ -134,7 +134,8 @@ static struct knob knobs[] = {
       0, 0, NULL),
     K("TUTTI_NET_CHUNK", "auto",
       "where every rank is alone on its host over sockets, calls of 256 KiB and more: 0 a "
-      "message per slot (512 KiB), 1 a quarter slot, auto a trial per collective and size, "
+      "message per slot (512 KiB; a broadcast: TUTTI_NET_BCAST_MSG), 1 a quarter slot, auto a "
+      "trial per collective and size, "
       "repeated every 256 calls, picks",
       WORDS, 0, 0, "auto|0|1"),
     K("TUTTI_NET_WHOLE", "auto",
@@ -146,6 +147,10 @@ static struct knob knobs[] = {
       "1: a socket receiver reads a payload of more than 48 bytes straight to where its step "
       "puts it (the destination of a copy, a reduction's slot); 0: into a slot first, then copied",
       WORDS, 0, 0, "0|1"),
+    K("TUTTI_NET_BCAST_MSG", "4M",
+      "where every rank is alone on its host over sockets and TUTTI_NET_DIRECT=1 everywhere: the "
+      "largest message of a broadcast (0..1G; at most a slot: a slot)",
+      SIZE, 0, 1 << 30, NULL),
     K("TUTTI_NSOCKS", "2",
       "TCP sockets per network connection (1..16); messages alternate over them", INT, 1, 16, NULL),
     K("TUTTI_NET_TIMEOUT", "5",

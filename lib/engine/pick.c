@@ -117,15 +117,18 @@ tutti_result_t tt_coll_nt_done(struct tutti_comm *comm, int token, double second
     return pick_done(comm, &comm->pick, nt_how, token, seconds, ok, 1);
 }
 
-static const char *const net_how[2] = {"in messages of a whole slot",
-                                       "in messages of a quarter slot"};
+static const char *const net_how[2] = {
+    "in messages of a whole slot (a broadcast: of TUTTI_NET_BCAST_MSG)",
+    "in messages of a quarter slot"};
 
 int tt_coll_net_chunk_pick(struct tutti_comm *comm, unsigned kind, size_t bytes, struct tt_run *r)
 {
     int token;
 
-    r->chunk_bytes =
-        tt_pick_way(&comm->pick_net, (int)kind, bytes, &token) ? comm->slot_bytes / 4 : 0;
+    /* (a broadcast's message past a slot: comm_init.c fit_net_bcast) */
+    r->chunk_bytes = tt_pick_way(&comm->pick_net, (int)kind, bytes, &token) ? comm->slot_bytes / 4
+                     : kind == TT_COLL_BROADCAST                            ? comm->net_bcast_bytes
+                                                                            : 0;
     return token;
 }
 

@@ -248,6 +248,11 @@ static tutti_result_t chunk_recv(struct tt_exec *x, int channel, struct chunk *k
         k->pull = TT_PULL_REST;
         if (x->nzc && (r = zc_wait(x, k->dst, k->rest)) != TUTTI_SUCCESS)
             return r;
+    } else if (k->pull == TT_PULL_SLOT && k->rbytes > k->rc->slot_bytes && !x->poison) {
+        return tt_fail(NULL, TUTTI_ERR_REMOTE,
+                       "rank %d sent a message of %zu bytes to a step that takes at most a slot "
+                       "(%zu): do all ranks set TUTTI_NET_BCAST_MSG alike?",
+                       s->recv_peer, k->rbytes, k->rc->slot_bytes);
     } else if (k->rbytes != k->bytes && !x->poison) {
         return tt_fail(NULL, TUTTI_ERR_REMOTE,
                        "rank %d sent %zu bytes where %zu were expected: do all ranks pass the "
@@ -375,6 +380,16 @@ static tutti_result_t prim_run(struct tt_exec *x, struct chunk *k)
     return tt_fail(NULL, TUTTI_ERR_INTERNAL, "bad primitive %d in plan", k->s->prim);
 }
 
+/* A chunk longer than a slot (a broadcast's over sockets alone) that cannot be sent
+ * from where it lies. */
+static tutti_result_t slot_overrun(const struct chunk *k)
+{
+    return tt_fail(NULL, TUTTI_ERR_INTERNAL,
+                   "a chunk of %zu bytes to rank %d is longer than a slot (%zu) and cannot be "
+                   "sent from where it lies",
+                   k->bytes, k->s->send_peer, k->sc->slot_bytes);
+}
+
 /* One chunk of lane step gi: elements [lo, lo + n) of its range. TUTTI_IN_PROGRESS: not now
  * (nothing of it was done). */
 static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
@@ -425,6 +440,8 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
             k.ahead[0] = s->count;
     }
     chunk_zero_copy(x, lane, ls, &k);
+    if (k.sc && !k.zc_src && k.bytes > k.sc->slot_bytes) /* (a message past a slot: pick.c) */
+        return slot_overrun(&k);
     if ((r = prim_run(x, &k)) != TUTTI_SUCCESS)
         return r;
     if (k.sc) { /* the send goes: from where its bytes lie (zero copy), else from its slot */
@@ -437,6 +454,8 @@ static tutti_result_t exec_chunk(struct tt_exec *x, const struct tt_lane *lane,
                 if (k.zc_bytes != k.bytes)
                     k.ahead[1] = s->count;
             } else if (r == TUTTI_ERR_UNSUPPORTED) { /* the transport cannot: copy after all */
+                if (k.bytes > k.sc->slot_bytes)
+                    return slot_overrun(&k);
                 tt_copy(k.sslot, k.zc_src, k.bytes); /* host memory */
             }
         }

@@ -151,6 +151,26 @@ static void fit_shm(struct tutti_comm *c)
 }
 
 /*
+ * A broadcast's messages over sockets alone (fit_net): its steps only copy, so where every
+ * receiver reads payloads straight into place (TUTTI_NET_DIRECT) and every sender sends from
+ * the caller's buffer, a message need not fit a slot. Messages of up to 4 MiB, against 2
+ * slots of 512 KiB, made 2 emulated hosts' broadcast 1.08x faster at 2 MiB and 1.05-1.21x at
+ * 8-16 MiB; all-gather, whose receivers also send, gained nothing (0.95-1.02x at 2-8 MiB), so
+ * it keeps its slots (BENCHMARKS.md, "Broadcasts in larger messages"). A size every rank names
+ * alike, or a slot everywhere: every rank of a socket agrees on how long a message may be.
+ */
+static void fit_net_bcast(struct tutti_comm *c)
+{
+    uint32_t kib = c->peers[0].net_bcast_kib;
+
+    for (int r = 1; r < c->nranks; r++)
+        if (c->peers[r].net_bcast_kib != kib)
+            kib = 0;
+    if (((size_t)kib << 10) > c->slot_bytes)
+        c->net_bcast_bytes = (size_t)kib << 10;
+}
+
+/*
  * The slot shape of a communicator that runs over sockets alone: every rank alone on its host
  * and no rank with an InfiniBand/RoCE port (every rank sees the same records, so every rank
  * decides the same). Unless TUTTI_BUFFSIZE or TUTTI_STEPS is set, its FIFOs keep their bytes
@@ -173,15 +193,18 @@ static void fit_net(struct tutti_comm *c)
      * message is a whole slot. */
     if (!fits)
         c->pick_net.forced = 0;
-    if (!fits || tt_env_is_set("TUTTI_BUFFSIZE") || tt_env_is_set("TUTTI_STEPS"))
+    if (!fits)
         return;
-    c->nslots = 2;
-    c->slot_bytes = (buff / 2) & ~(size_t)63;
-    if (c->rank == 0)
-        TT_INFO(TT_SUB_INIT,
-                "every rank alone on its host, over sockets: %zu KiB FIFOs as 2 slots of %zu KiB "
-                "(set TUTTI_STEPS or TUTTI_BUFFSIZE to choose)",
-                buff >> 10, c->slot_bytes >> 10);
+    if (!tt_env_is_set("TUTTI_BUFFSIZE") && !tt_env_is_set("TUTTI_STEPS")) {
+        c->nslots = 2;
+        c->slot_bytes = (buff / 2) & ~(size_t)63;
+        if (c->rank == 0)
+            TT_INFO(TT_SUB_INIT,
+                    "every rank alone on its host, over sockets: %zu KiB FIFOs as 2 slots of %zu "
+                    "KiB (set TUTTI_STEPS or TUTTI_BUFFSIZE to choose)",
+                    buff >> 10, c->slot_bytes >> 10);
+    }
+    fit_net_bcast(c);
 }
 
 /*
@@ -288,6 +311,8 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     tt_pick_init(&c->pick_net, "TUTTI_NET_CHUNK", TT_PICK_FIRST + 4 * TT_PICK_TRIAL,
                  TT_PICK_MIN_NET);
     c->pick_net.blocks = 1;
+    c->peers[c->rank].net_bcast_kib =
+        tt_env_flag("TUTTI_NET_DIRECT") ? (uint32_t)(tt_env_size("TUTTI_NET_BCAST_MSG") >> 10) : 0;
     c->peers[c->rank].picks =
         (uint32_t)(c->pick.forced + 1) | (uint32_t)(c->pick_sc.forced + 1) << 2 |
         (uint32_t)c->single_copy << 4 | (uint32_t)(c->pick_net.forced + 1) << 5;

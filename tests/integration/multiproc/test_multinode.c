@@ -219,6 +219,47 @@ Test(multinode, net_read, .timeout = 300)
     }
 }
 
+/* TUTTI_NET_BCAST_MSG (every rank alone on its host, payloads read in place): a broadcast in
+ * messages past a slot, checked element by element at lengths around the 4 MiB message on 2 and
+ * 3 hosts (each rank the root in turn; on 3 a rank forwards what it receives); each receiving
+ * rank's trace must say it read a message longer than a slot, and must not under
+ * TUTTI_NET_BCAST_MSG=0, nor in an all-gather (which keeps its slots). A rank with
+ * TUTTI_NET_DIRECT=0, or another size, makes every rank send slots: every result right, no
+ * long message anywhere. */
+static void net_bcast_run(const char *env, const char *rank1_env, int n, const char *perf_args,
+                          int want_long)
+{
+    char envs[256], args[1024];
+
+    snprintf(envs, sizeof(envs), "%s TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=NET", env);
+    snprintf(args, sizeof(args),
+             "-c '[ \"$TUTTI_RANK\" != 1 ] || export %s; "
+             "\"$0\" %s -n 2 -w 0 -c 1 >/tmp/tutti-copy.$$ 2>&1; rc=$?; "
+             "grep -v \" NET \" /tmp/tutti-copy.$$; "
+             "n=$(grep -c \"messages longer than a slot\" /tmp/tutti-copy.$$); "
+             "rm -f /tmp/tutti-copy.$$; "
+             "[ $rc = 0 ] && [ $n %s ] || { echo \"rank $TUTTI_RANK: exit $rc, $n long\"; "
+             "exit 9; }' '%s'",
+             rank1_env, perf_args, want_long ? "-gt 0" : "= 0", getenv("TUTTI_PERF"));
+    run(envs, n, n, "sh", args);
+}
+
+Test(multinode, net_bcast_msg, .timeout = 300)
+{
+    static const char *const lengths[] = {"broadcast -b 4194240 -e 4194432 -i 7 -r all -d int8",
+                                          "broadcast -b 9M -e 9M -r all -d float64"};
+
+    for (size_t i = 0; i < sizeof(lengths) / sizeof(lengths[0]); i++) {
+        net_bcast_run("", "X=0", 2, lengths[i], 1);
+        net_bcast_run("", "X=0", 3, lengths[i], 1);
+        net_bcast_run("TUTTI_NET_BCAST_MSG=0", "X=0", 2, lengths[i], 0);
+    }
+    net_bcast_run("", "X=0", 2, "all_gather -b 12M -e 12M -d int8", 0);
+    net_bcast_run("", "TUTTI_NET_DIRECT=0", 2, lengths[0], 0);
+    net_bcast_run("", "TUTTI_NET_BCAST_MSG=1M", 3, lengths[1], 0);
+    net_bcast_run("TUTTI_NET_BCAST_MSG=1M", "X=0", 3, lengths[1], 1);
+}
+
 Test(multinode, perf_over_sockets, .timeout = 300)
 {
     run("", 4, 2, getenv("TUTTI_PERF"), "all -b 8 -e 1M -f 16 -n 3 -w 1 -c 1");
