@@ -276,7 +276,7 @@ static tutti_result_t recv_pump(struct sock_conn *c)
                 if (tt_get64(c->hdr[s]) > c->msg_max)
                     return sk_fail(c, TUTTI_ERR_REMOTE,
                                    c->msg_max > c->base.slot_bytes
-                                       ? "message longer than TUTTI_NET_BCAST_MSG"
+                                       ? "message longer than TUTTI_NET_COPY_MSG"
                                        : "message longer than a slot",
                                    EPROTO);
             }

@@ -132,11 +132,10 @@ static struct knob knobs[] = {
     K("TUTTI_SOCKET_IFNAME", "",
       "interfaces for bootstrap sockets: prefixes (eth,ib), ^ to exclude, = for exact names", TEXT,
       0, 0, NULL),
-    K("TUTTI_NET_CHUNK", "auto",
+    K("TUTTI_NET_CHUNK", "0",
       "where every rank is alone on its host over sockets, calls of 256 KiB and more: 0 a "
-      "message per slot (512 KiB; a broadcast: TUTTI_NET_BCAST_MSG), 1 a quarter slot, auto a "
-      "trial per collective and size, "
-      "repeated every 256 calls, picks",
+      "message per slot (512 KiB; or TUTTI_NET_COPY_MSG), 1 a quarter slot, auto a trial per "
+      "collective and size, repeated every 256 calls, picks",
       WORDS, 0, 0, "auto|0|1"),
     K("TUTTI_NET_WHOLE", "auto",
       "when a socket receiver reads a payload past its first 4 KiB: 1 once all of it has "
@@ -147,9 +146,10 @@ static struct knob knobs[] = {
       "1: a socket receiver reads a payload of more than 48 bytes straight to where its step "
       "puts it (the destination of a copy, a reduction's slot); 0: into a slot first, then copied",
       WORDS, 0, 0, "0|1"),
-    K("TUTTI_NET_BCAST_MSG", "4M",
+    K("TUTTI_NET_COPY_MSG", "4M",
       "where every rank is alone on its host over sockets and TUTTI_NET_DIRECT=1 everywhere: the "
-      "largest message of a broadcast (0..1G; at most a slot: a slot)",
+      "largest message of a broadcast, and of an all-gather of 16 MiB or more (0..1G; at most a "
+      "slot: a slot)",
       SIZE, 0, 1 << 30, NULL),
     K("TUTTI_NSOCKS", "2",
       "TCP sockets per network connection (1..16); messages alternate over them", INT, 1, 16, NULL),

@@ -65,9 +65,9 @@ struct tutti_comm {
     /* every rank alone on its host, over sockets (comm_init.c fit_net): a message per slot, or
      * a quarter slot (copy_pick.h) */
     struct tt_pick pick_net;
-    /* and a broadcast's messages up to this size there (fit_net,
-     * TUTTI_NET_BCAST_MSG), read straight into place; 0: a slot */
-    size_t net_bcast_bytes;
+    /* and a broadcast's (a large all-gather's) messages up to this size there (fit_net,
+     * TUTTI_NET_COPY_MSG), read straight into place; 0: a slot */
+    size_t net_copy_bytes;
     int pick_agree; /* every rank runs the same trials: collectives decide together */
     char job_tag[64];
     unsigned char secret[TT_SECRET_BYTES]; /* the id's (tutti_comm_shrink derives its own) */

@@ -147,7 +147,7 @@ static tutti_result_t connect_links(struct tutti_comm *c, int device, const stru
                                    .nranks = c->nranks,
                                    .job_tag = c->job_tag,
                                    .slot_bytes = device ? c->cuda.slot_bytes : c->slot_bytes,
-                                   .msg_max = device ? 0 : c->net_bcast_bytes,
+                                   .msg_max = device ? 0 : c->net_copy_bytes,
                                    .nslots = c->nslots,
                                    .sleepy = c->sleepy,
                                    .pids = c->pids,

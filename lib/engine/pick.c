@@ -118,16 +118,20 @@ tutti_result_t tt_coll_nt_done(struct tutti_comm *comm, int token, double second
 }
 
 static const char *const net_how[2] = {
-    "in messages of a whole slot (a broadcast: of TUTTI_NET_BCAST_MSG)",
+    "in messages of a whole slot (or of TUTTI_NET_COPY_MSG: a broadcast, a large all-gather)",
     "in messages of a quarter slot"};
+
+/* An all-gather of this many bytes or more (every rank's part together) goes in messages past a
+ * slot (comm_init.c fit_net_copy). */
+#define NET_COPY_AG_MIN ((size_t)16 << 20)
 
 int tt_coll_net_chunk_pick(struct tutti_comm *comm, unsigned kind, size_t bytes, struct tt_run *r)
 {
-    int token;
+    int token, copies = kind == TT_COLL_BROADCAST ||
+                        (kind == TT_COLL_ALL_GATHER && bytes >= NET_COPY_AG_MIN);
 
-    /* (a broadcast's message past a slot: comm_init.c fit_net_bcast) */
     r->chunk_bytes = tt_pick_way(&comm->pick_net, (int)kind, bytes, &token) ? comm->slot_bytes / 4
-                     : kind == TT_COLL_BROADCAST                            ? comm->net_bcast_bytes
+                     : copies                                               ? comm->net_copy_bytes
                                                                             : 0;
     return token;
 }

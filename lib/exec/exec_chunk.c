@@ -251,7 +251,7 @@ static tutti_result_t chunk_recv(struct tt_exec *x, int channel, struct chunk *k
     } else if (k->pull == TT_PULL_SLOT && k->rbytes > k->rc->slot_bytes && !x->poison) {
         return tt_fail(NULL, TUTTI_ERR_REMOTE,
                        "rank %d sent a message of %zu bytes to a step that takes at most a slot "
-                       "(%zu): do all ranks set TUTTI_NET_BCAST_MSG alike?",
+                       "(%zu): do all ranks set TUTTI_NET_COPY_MSG alike?",
                        s->recv_peer, k->rbytes, k->rc->slot_bytes);
     } else if (k->rbytes != k->bytes && !x->poison) {
         return tt_fail(NULL, TUTTI_ERR_REMOTE,
@@ -380,8 +380,8 @@ static tutti_result_t prim_run(struct tt_exec *x, struct chunk *k)
     return tt_fail(NULL, TUTTI_ERR_INTERNAL, "bad primitive %d in plan", k->s->prim);
 }
 
-/* A chunk longer than a slot (a broadcast's over sockets alone) that cannot be sent
- * from where it lies. */
+/* A chunk longer than a slot (a broadcast's, a large all-gather's over sockets alone) that cannot
+ * be sent from where it lies. */
 static tutti_result_t slot_overrun(const struct chunk *k)
 {
     return tt_fail(NULL, TUTTI_ERR_INTERNAL,

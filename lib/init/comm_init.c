@@ -151,23 +151,24 @@ static void fit_shm(struct tutti_comm *c)
 }
 
 /*
- * A broadcast's messages over sockets alone (fit_net): its steps only copy, so where every
- * receiver reads payloads straight into place (TUTTI_NET_DIRECT) and every sender sends from
- * the caller's buffer, a message need not fit a slot. Messages of up to 4 MiB, against 2
- * slots of 512 KiB, made 2 emulated hosts' broadcast 1.08x faster at 2 MiB and 1.05-1.21x at
- * 8-16 MiB; all-gather, whose receivers also send, gained nothing (0.95-1.02x at 2-8 MiB), so
- * it keeps its slots (BENCHMARKS.md, "Broadcasts in larger messages"). A size every rank names
- * alike, or a slot everywhere: every rank of a socket agrees on how long a message may be.
+ * A broadcast's and an all-gather's messages over sockets alone (fit_net): their steps only
+ * copy, so where every receiver reads payloads straight into place (TUTTI_NET_DIRECT) and every
+ * sender sends from the caller's buffer, a message need not fit a slot. Messages of up to
+ * 4 MiB, against 2 slots of 512 KiB, made 2 emulated hosts' broadcast 1.06-1.16x faster at
+ * 2-32 MiB and all-gather 1.01-1.09x at 16-64 MiB; smaller all-gathers, whose receivers also
+ * send, gained nothing (0.89-1.02x at 2-8 MiB), so they keep their slots (pick.c;
+ * BENCHMARKS.md, "Broadcasts in larger messages"). A size every rank names alike, or a slot
+ * everywhere: every rank of a socket agrees on how long a message may be.
  */
-static void fit_net_bcast(struct tutti_comm *c)
+static void fit_net_copy(struct tutti_comm *c)
 {
-    uint32_t kib = c->peers[0].net_bcast_kib;
+    uint32_t kib = c->peers[0].net_copy_kib;
 
     for (int r = 1; r < c->nranks; r++)
-        if (c->peers[r].net_bcast_kib != kib)
+        if (c->peers[r].net_copy_kib != kib)
             kib = 0;
     if (((size_t)kib << 10) > c->slot_bytes)
-        c->net_bcast_bytes = (size_t)kib << 10;
+        c->net_copy_bytes = (size_t)kib << 10;
 }
 
 /*
@@ -204,7 +205,7 @@ static void fit_net(struct tutti_comm *c)
                     "KiB (set TUTTI_STEPS or TUTTI_BUFFSIZE to choose)",
                     buff >> 10, c->slot_bytes >> 10);
     }
-    fit_net_bcast(c);
+    fit_net_copy(c);
 }
 
 /*
@@ -311,8 +312,8 @@ static tutti_result_t comm_setup(struct tutti_comm *c, const struct tt_id_info *
     tt_pick_init(&c->pick_net, "TUTTI_NET_CHUNK", TT_PICK_FIRST + 4 * TT_PICK_TRIAL,
                  TT_PICK_MIN_NET);
     c->pick_net.blocks = 1;
-    c->peers[c->rank].net_bcast_kib =
-        tt_env_flag("TUTTI_NET_DIRECT") ? (uint32_t)(tt_env_size("TUTTI_NET_BCAST_MSG") >> 10) : 0;
+    c->peers[c->rank].net_copy_kib =
+        tt_env_flag("TUTTI_NET_DIRECT") ? (uint32_t)(tt_env_size("TUTTI_NET_COPY_MSG") >> 10) : 0;
     c->peers[c->rank].picks =
         (uint32_t)(c->pick.forced + 1) | (uint32_t)(c->pick_sc.forced + 1) << 2 |
         (uint32_t)c->single_copy << 4 | (uint32_t)(c->pick_net.forced + 1) << 5;

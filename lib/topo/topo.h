@@ -27,7 +27,7 @@ struct tt_rank_info {
     int32_t machine_cpus;    /* CPUs of the machine */
     int32_t shm_mib;         /* size of /dev/shm in MiB, 0 if unknown */
     uint32_t picks;          /* the measured choices' knobs, as comm_init.c encodes them */
-    uint32_t net_bcast_kib;  /* TUTTI_NET_BCAST_MSG in KiB, 0 under TUTTI_NET_DIRECT=0 */
+    uint32_t net_copy_kib;   /* TUTTI_NET_COPY_MSG in KiB, 0 under TUTTI_NET_DIRECT=0 */
     char host[64];           /* name shown in messages (TUTTI_HOSTID if set) */
     char cpuset[48];         /* "0-1" */
     char gpu_bus[16];        /* "0000:3b:00.0", "" if none */

@@ -146,9 +146,10 @@ Test(multinode, tune_links_measured, .timeout = 300)
 /* TUTTI_NET_CHUNK (every rank alone on its host): quarter-slot messages forced, every
  * collective x dtype x op right on 2 hosts (100,003 elements: several quarter slots) and
  * lengths around a quarter slot; the trial (auto) voted alike on both ranks of a 1 MiB
- * broadcast loop; and with 2 ranks a host the picker is off (no trial in as many calls). Ranks
- * whose knobs differ (TUTTI_NET_CHUNK=1, or TUTTI_STREAM_STORES=1, on rank 1 alone) cannot vote,
- * so every rank sends whole slots: messages of one size at both ends, every result right. */
+ * broadcast loop; with 2 ranks a host the picker is off (no trial in as many calls), and so it
+ * is by default (0). Ranks whose knobs differ (TUTTI_NET_CHUNK=1, or TUTTI_STREAM_STORES=1, on
+ * rank 1 alone, under auto) cannot vote, so every rank sends whole slots: messages of one size
+ * at both ends, every result right. */
 static void net_chunk_rank1(const char *rank1_env)
 {
     char args[512];
@@ -157,7 +158,7 @@ static void net_chunk_rank1(const char *rank1_env)
              "-c '[ \"$TUTTI_RANK\" != 1 ] || export %s; exec \"$0\" broadcast -b 256K -e 4M "
              "-f 4 -n 30 -w 0 -c 1 -r all' '%s'",
              rank1_env, getenv("TUTTI_PERF"));
-    run("", 2, 2, "sh", args);
+    run("TUTTI_NET_CHUNK=auto", 2, 2, "sh", args);
 }
 
 Test(multinode, net_chunk, .timeout = 300)
@@ -167,15 +168,21 @@ Test(multinode, net_chunk, .timeout = 300)
     run("TUTTI_NET_CHUNK=1", 2, 2, getenv("COLL_CHECK"), "matrix 100003");
     run("TUTTI_NET_CHUNK=1", 2, 2, getenv("TUTTI_PERF"),
         "broadcast -b 262080 -e 262272 -i 7 -n 2 -w 0 -c 1 -d int8 -r all");
-    run("TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=TUNE", 2, 2, getenv("TUTTI_PERF"),
+    run("TUTTI_NET_CHUNK=auto TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=TUNE", 2, 2,
+        getenv("TUTTI_PERF"),
         "broadcast -b 1M -e 1M -n 30 -w 0 -c 1 >/tmp/tutti-chunk.$$ 2>&1; rc=$?; "
         "grep -v ' TUNE ' /tmp/tutti-chunk.$$; "
         "v0=$(grep '^.0. .*trial vote.*quarter slot' /tmp/tutti-chunk.$$ | sed 's/.*TUNE //'); "
         "v1=$(grep '^.1. .*trial vote.*quarter slot' /tmp/tutti-chunk.$$ | sed 's/.*TUNE //'); "
         "[ -n \"$v0\" ] && [ \"$v0\" = \"$v1\" ] || { echo \"votes: '$v0' / '$v1'\"; rc=9; }; "
         "rm -f /tmp/tutti-chunk.$$; exit $rc");
-    run("TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=TUNE", 4, 2, getenv("TUTTI_PERF"),
+    run("TUTTI_NET_CHUNK=auto TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=TUNE", 4, 2,
+        getenv("TUTTI_PERF"),
         "broadcast -b 1M -e 1M -n 30 -w 0 -c 1 >/tmp/tutti-chunk.$$ 2>&1; rc=$?; "
+        "grep -v ' TUNE ' /tmp/tutti-chunk.$$; "
+        "! grep 'quarter slot' /tmp/tutti-chunk.$$ || rc=9; rm -f /tmp/tutti-chunk.$$; exit $rc");
+    run("TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=TUNE", 2, 2, getenv("TUTTI_PERF"),
+        "all -b 256K -e 4M -f 4 -n 30 -w 0 -c 1 >/tmp/tutti-chunk.$$ 2>&1; rc=$?; "
         "grep -v ' TUNE ' /tmp/tutti-chunk.$$; "
         "! grep 'quarter slot' /tmp/tutti-chunk.$$ || rc=9; rm -f /tmp/tutti-chunk.$$; exit $rc");
 }
@@ -219,15 +226,15 @@ Test(multinode, net_read, .timeout = 300)
     }
 }
 
-/* TUTTI_NET_BCAST_MSG (every rank alone on its host, payloads read in place): a broadcast in
- * messages past a slot, checked element by element at lengths around the 4 MiB message on 2 and
- * 3 hosts (each rank the root in turn; on 3 a rank forwards what it receives); each receiving
- * rank's trace must say it read a message longer than a slot, and must not under
- * TUTTI_NET_BCAST_MSG=0, nor in an all-gather (which keeps its slots). A rank with
- * TUTTI_NET_DIRECT=0, or another size, makes every rank send slots: every result right, no
- * long message anywhere. */
-static void net_bcast_run(const char *env, const char *rank1_env, int n, const char *perf_args,
-                          int want_long)
+/* TUTTI_NET_COPY_MSG (every rank alone on its host, payloads read in place): a broadcast, and an
+ * all-gather of 16 MiB or more, in messages past a slot, checked element by element at
+ * lengths around the 4 MiB message on 2 and 3 hosts (each rank the root in turn; on 3 a rank
+ * forwards what it receives); each receiving rank's trace must say it read a message longer
+ * than a slot, and must not under TUTTI_NET_COPY_MSG=0, nor in an all-gather of 12 MiB
+ * (which keeps its slots). A rank with TUTTI_NET_DIRECT=0, or another size, makes every rank
+ * send slots: every result right, no long message anywhere. */
+static void net_copy_run(const char *env, const char *rank1_env, int n, const char *perf_args,
+                         int want_long)
 {
     char envs[256], args[1024];
 
@@ -244,20 +251,22 @@ static void net_bcast_run(const char *env, const char *rank1_env, int n, const c
     run(envs, n, n, "sh", args);
 }
 
-Test(multinode, net_bcast_msg, .timeout = 300)
+Test(multinode, net_copy_msg, .timeout = 300)
 {
     static const char *const lengths[] = {"broadcast -b 4194240 -e 4194432 -i 7 -r all -d int8",
                                           "broadcast -b 9M -e 9M -r all -d float64"};
 
     for (size_t i = 0; i < sizeof(lengths) / sizeof(lengths[0]); i++) {
-        net_bcast_run("", "X=0", 2, lengths[i], 1);
-        net_bcast_run("", "X=0", 3, lengths[i], 1);
-        net_bcast_run("TUTTI_NET_BCAST_MSG=0", "X=0", 2, lengths[i], 0);
+        net_copy_run("", "X=0", 2, lengths[i], 1);
+        net_copy_run("", "X=0", 3, lengths[i], 1);
+        net_copy_run("TUTTI_NET_COPY_MSG=0", "X=0", 2, lengths[i], 0);
     }
-    net_bcast_run("", "X=0", 2, "all_gather -b 12M -e 12M -d int8", 0);
-    net_bcast_run("", "TUTTI_NET_DIRECT=0", 2, lengths[0], 0);
-    net_bcast_run("", "TUTTI_NET_BCAST_MSG=1M", 3, lengths[1], 0);
-    net_bcast_run("TUTTI_NET_BCAST_MSG=1M", "X=0", 3, lengths[1], 1);
+    net_copy_run("", "X=0", 2, "all_gather -b 12M -e 12M -d int8", 0);
+    net_copy_run("", "X=0", 2, "all_gather -b 16777152 -e 16777280 -i 64 -d int8", 1);
+    net_copy_run("", "X=0", 3, "all_gather -b 25165824 -e 25165824 -d float16", 1);
+    net_copy_run("", "TUTTI_NET_DIRECT=0", 2, lengths[0], 0);
+    net_copy_run("", "TUTTI_NET_COPY_MSG=1M", 3, lengths[1], 0);
+    net_copy_run("TUTTI_NET_COPY_MSG=1M", "X=0", 3, lengths[1], 1);
 }
 
 Test(multinode, perf_over_sockets, .timeout = 300)
