@@ -11,6 +11,9 @@
  *   probe_check bcast-null-root    the root of a broadcast passes sendbuf NULL: it is refused,
  *                                  every other rank fails at once naming it (never "succeeds"
  *                                  with the root's next input); the next all-reduce is right
+ *   probe_check bcast-null-leaf    the last rank passes recvbuf NULL to a broadcast of PROBE_COUNT
+ *                                  elements from rank 0: it alone is refused; a rank whose call
+ *                                  succeeds holds the root's data; the next all-reduce is right
  *   probe_check overlap-all        every rank passes overlapping buffers to a broadcast and a
  *                                  reduce: every rank refuses alike; the next all-reduce is right
  *   probe_check gather-null-root   the root of a gather passes recvbuf NULL: the communicator
@@ -123,6 +126,38 @@ static void reduce_root(int overlap)
         CHECK(rc == TUTTI_SUCCESS ||
                   (rc == TUTTI_ERR_INVALID_ARG && strstr(tutti_last_error(), "rank 0 refused")),
               "a leaf's reduce: %s", tutti_last_error());
+    all_reduce_right("the next all-reduce");
+    all_reduce_right("another all-reduce");
+}
+
+/* PROBE_COUNT elements: over sockets alone, large ones reach the refusing leaf as messages
+ * longer than a slot, which it drops unread. */
+static void bcast_null_leaf(void)
+{
+    size_t n = getenv("PROBE_COUNT") ? strtoul(getenv("PROBE_COUNT"), NULL, 10) : 4;
+    float *buf = malloc(n * sizeof(float));
+    size_t bad = 0;
+    tutti_result_t rc;
+
+    if (!buf || n < 4) {
+        printf("RESULT rank %d: PROBE_COUNT must be at least 4 (and fit in memory)\n", rank);
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++)
+        buf[i] = rank == 0 ? (float)(i % 1000) : -1.0f;
+    rc = tutti_broadcast(buf, rank == size - 1 ? NULL : buf, n, TUTTI_FLOAT32, 0, comm, NULL);
+    result("broadcast", rc);
+    if (rank == size - 1)
+        CHECK(rc == TUTTI_ERR_INVALID_ARG && strstr(tutti_last_error(), "recvbuf is NULL"),
+              "the leaf's broadcast was not refused naming it: %s", tutti_last_error());
+    else
+        CHECK(rc == TUTTI_SUCCESS ||
+                  (rc == TUTTI_ERR_INVALID_ARG && strstr(tutti_last_error(), "refused its part")),
+              "rank %d's broadcast: %s", rank, tutti_last_error());
+    for (size_t i = 0; rc == TUTTI_SUCCESS && i < n; i++)
+        bad += buf[i] != (float)(i % 1000);
+    CHECK(bad == 0, "the broadcast succeeded with %zu wrong elements", bad);
+    free(buf);
     all_reduce_right("the next all-reduce");
     all_reduce_right("another all-reduce");
 }
@@ -326,6 +361,8 @@ int main(int argc, char **argv)
         reduce_root(0);
     else if (strcmp(mode, "reduce-overlap-root") == 0)
         reduce_root(1);
+    else if (strcmp(mode, "bcast-null-leaf") == 0)
+        bcast_null_leaf();
     else if (strcmp(mode, "bcast-null-root") == 0)
         bcast_null_root();
     else if (strcmp(mode, "overlap-all") == 0)

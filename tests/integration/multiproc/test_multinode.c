@@ -111,7 +111,8 @@ Test(multinode, socket_message_lengths, .timeout = 300)
  * megabytes over sockets: it releases their messages unread, and the next all-reduces are
  * right on every rank (nothing of the refused call is left in the streams). Where payloads
  * wait in the kernel for the step that takes them (TUTTI_NET_DIRECT=1), the root's trace must
- * say it dropped one, read after its release. */
+ * say it dropped one, read after its release. A leaf that refuses a large broadcast drops the
+ * root's messages alike: the ranks whose call succeeds hold the root's data. */
 Test(multinode, refused_large_call_over_sockets, .timeout = 120)
 {
     char args[768];
@@ -127,6 +128,9 @@ Test(multinode, refused_large_call_over_sockets, .timeout = 120)
     run("PROBE_COUNT=1000003 TUTTI_DEBUG=TRACE TUTTI_DEBUG_SUBSYS=NET", 2, 2, "sh", args);
     run("PROBE_COUNT=1000003 TUTTI_NET_DIRECT=0", 2, 2, getenv("PROBE_CHECK"), "reduce-null-root");
     run("PROBE_COUNT=300007", 3, 3, getenv("PROBE_CHECK"), "reduce-overlap-root");
+    /* a leaf refuses a broadcast sent in messages past a slot (TUTTI_NET_COPY_MSG) */
+    run("PROBE_COUNT=3000007", 2, 2, getenv("PROBE_CHECK"), "bcast-null-leaf");
+    run("PROBE_COUNT=3000007", 3, 3, getenv("PROBE_CHECK"), "bcast-null-leaf");
 }
 
 /* TUTTI_TUNE_LINKS=measure: the network link measured at init (one figure for every rank,
