@@ -33,6 +33,16 @@
  *   chain broadcast / reduce           (n-1) a + (n-1) C b + S b_x   (pipelined)
  *   binomial tree broadcast            ceil(log2 n) (a_x + S b_x)
  *   hierarchical broadcast             (N-1)(a_e + C b_e) + (L-1)(a_i + C b_i) + S max(b)
+ * Across nodes a reduction also makes a pass more over the bytes it reduces (g, seconds a
+ * byte, 1/net_reduce_gbs): the transport lands them in a slot (the kernel's copy, counted in
+ * b_e) and the reduction reads them again; inside a node the reduction reads the peer's slot,
+ * and that read is the copy. Bytes a rank reduces after a network hop: ring all-reduce and
+ * reduce-scatter (n-1)/n S; recursive doubling S a round between nodes (the fold another S);
+ * Rabenseifner and recursive halving S/2^(k+1) a round between nodes (the fold S);
+ * tree 2 S; hierarchical (N-1)/N S/L; chain reduce S, binomial tree reduce ceil(log2 n) S.
+ * 32 GB/s: on 2 emulated hosts over loopback the ring all-reduce (S/2 reduced) and the
+ * exchange (S) cross between 512 and 768 KiB (BENCHMARKS.md, "The ring for large all-reduces
+ * across hosts"); 32 GB/s puts 2 a_e / g at 640 KB.
  * The default links were measured on the reference machine (tutti-perf, BENCHMARKS.md):
  * shared memory 0.25 us, 12 GB/s; the network there is loopback TCP, 10 us, 2.5 GB/s; a hop
  * that needs a context switch (ranks outnumber cores) 7 us. TUTTI_TUNE_LINKS sets them.
@@ -53,7 +63,7 @@ tutti_result_t tt_tune_links(struct tt_links *l)
 {
     const char *s = tt_env_str("TUTTI_TUNE_LINKS");
 
-    *l = (struct tt_links){0.25, 12.0, 10.0, 2.5, 7.0};
+    *l = (struct tt_links){0.25, 12.0, 10.0, 2.5, 7.0, 32.0};
     if (tt_tune_links_measured()) /* the defaults until init has measured the network */
         return TUTTI_SUCCESS;
     if (*s &&
@@ -94,6 +104,7 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
     double ai = m->links.intra_us * 1e-6, bi = 1e-9 / m->links.intra_gbs;
     double ae = m->links.inter_us * 1e-6, be = 1e-9 / m->links.inter_gbs;
     double a0 = ai; /* a message's own cost, without a context switch */
+    double g = N > 1 && m->links.net_reduce_gbs > 0 ? 1e-9 / m->links.net_reduce_gbs : 0;
     double ax, bx;
     int p = 1, rounds, intra_rounds;
 
@@ -123,14 +134,17 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
     switch (a->coll) {
     case TT_COLL_ALL_REDUCE:
         if (!strcmp(a->name, "ring"))
-            return 2 * (n - 1) * (ax + S / n * bx);
+            return 2 * (n - 1) * (ax + S / n * bx) + (n - 1) * S / n * g;
         if (!strcmp(a->name, "rd") || !strcmp(a->name, "rabenseifner")) {
-            double lat = 0, bw = 0, fold = p < m->nranks ? 2 * (ax + S * bx) : 0;
+            double lat = 0, bw = 0, fold = p < m->nranks ? 2 * (ax + S * bx) + S * g : 0;
             for (int k = 0; k < rounds; k++) {
                 double al = k < intra_rounds ? ai : ae, bl = k < intra_rounds ? bi : be;
+                double gl = k < intra_rounds ? 0 : g;
                 lat += al;
                 /* rd moves S every round; halving/doubling moves S/2^(k+1) twice */
-                bw += !strcmp(a->name, "rd") ? S * bl : 1.5 * 2 * S / (double)(2 << k) * bl;
+                bw += !strcmp(a->name, "rd")
+                          ? S * (bl + gl)
+                          : 1.5 * 2 * S / (double)(2 << k) * bl + S / (double)(2 << k) * gl;
                 if (!strcmp(a->name, "rabenseifner"))
                     lat += al;
             }
@@ -138,10 +152,11 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
         }
         if (!strcmp(a->name, "tree")) {
             double depth = ilog2_ceil(m->nranks + 1);
-            return 2 * depth * (ax + C * bx) + 2 * S * bx;
+            return 2 * depth * (ax + C * bx) + 2 * S * bx + 2 * S * g;
         }
         if (!strcmp(a->name, "hier"))
-            return 2 * (L - 1) * (ai + S / L * bi) + 2 * (N - 1) * (ae + S / (L * N) * be);
+            return 2 * (L - 1) * (ai + S / L * bi) + 2 * (N - 1) * (ae + S / (L * N) * be) +
+                   (N - 1) / N * S / L * g;
         break;
     case TT_COLL_ALL_GATHER:
         if (!strcmp(a->name, "ring"))
@@ -158,25 +173,29 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
         break;
     case TT_COLL_REDUCE_SCATTER:
         if (!strcmp(a->name, "ring"))
-            return (n - 1) * (ax + S / n * bx);
+            return (n - 1) * (ax + S / n * bx) + (n - 1) * S / n * g;
         if (!strcmp(a->name, "rh")) {
             /* folded: the whole array to the buddy, the own block back */
-            double t = p < m->nranks ? 2 * ax + S * bx + S / n * bx : 0;
+            double t = p < m->nranks ? 2 * ax + S * bx + S / n * bx + S * g : 0;
             for (int k = 0; k < rounds; k++) { /* round k: partners p/2^(k+1) apart */
                 double half = S / (double)(2 << k);
-                t += k < rounds - intra_rounds ? ae + 2 * L * half * be : ai + 2 * half * bi;
+                t += k < rounds - intra_rounds ? ae + 2 * L * half * be + half * g
+                                               : ai + 2 * half * bi;
             }
             return t;
         }
         break;
     case TT_COLL_BROADCAST:
     case TT_COLL_REDUCE:
+        if (a->coll == TT_COLL_BROADCAST)
+            g = 0; /* copies only */
         if (!strcmp(a->name, "chain"))
-            return (n - N) * ai + (N - 1) * ae + (n - 1) * C * bi + S * bx;
+            return (n - N) * ai + (N - 1) * ae + (n - 1) * C * bi + S * bx + S * g;
         if (!strcmp(a->name, "tree"))
-            return ilog2_ceil(m->nranks) * (ax + S * bx);
+            return ilog2_ceil(m->nranks) * (ax + S * bx + S * g);
         if (!strcmp(a->name, "hier"))
-            return (N - 1) * (ae + C * be) + (L - 1) * (ai + C * bi) + S * (be > bi ? be : bi);
+            return (N - 1) * (ae + C * be) + (L - 1) * (ai + C * bi) + S * (be > bi ? be : bi) +
+                   S * g;
         break;
     default: break;
     }

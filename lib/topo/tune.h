@@ -20,7 +20,9 @@
 struct tt_links {
     double intra_us, intra_gbs;
     double inter_us, inter_gbs;
-    double oversub_us; /* latency per hop when ranks outnumber cores (a context switch) */
+    double oversub_us;     /* latency per hop when ranks outnumber cores (a context switch) */
+    double net_reduce_gbs; /* GB/s of the extra pass a reduction of bytes that came over the
+                            * network makes (see tune.c) */
 };
 
 /* The shape a prediction is for. */

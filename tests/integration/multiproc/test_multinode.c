@@ -312,6 +312,25 @@ Test(multinode, topo_simulate_4096_ranks, .timeout = 60)
     cr_assert_eq(sh(cmd), 0, "tutti-topo --simulate for 512 x 8 ranks failed");
 }
 
+/* Across hosts a reduction reads the bytes the network landed once more (tune.c's g): on 2
+ * hosts the exchange (rd, S reduced) keeps the small all-reduces, the ring (S/2 reduced) takes
+ * them from 1 MiB (BENCHMARKS.md, "The ring for large all-reduces across hosts"). */
+Test(multinode, topo_simulate_net_reduce, .timeout = 60)
+{
+    char cmd[1024];
+
+    snprintf(cmd, sizeof(cmd),
+             "out=$('%s' --simulate --nodes 2 --per-node 1 --coll all_reduce -b 8 -e 4M -f 2) "
+             "|| exit 1; echo \"$out\" | grep -q '^ *8 .* rd$' || exit 2; "
+             "echo \"$out\" | grep -q '^ *524288 .* rd$' || exit 3; "
+             "echo \"$out\" | grep -q '^ *1048576 .* ring$' || exit 4; "
+             "echo \"$out\" | grep -q '^ *4194304 .* ring$' || exit 5",
+             getenv("TUTTI_TOPO"));
+    cr_assert_eq(sh(cmd), 0,
+                 "tutti-topo --simulate: 2-host all-reduce picks are not rd to "
+                 "512 KiB, ring from 1 MiB");
+}
+
 /* --oversub: the model for ranks outnumbering cores, where every hop waits for a context switch
  * and the one-hop direct all-gather beats recursive doubling's two rounds on 4 ranks. */
 Test(multinode, topo_simulate_oversub, .timeout = 60)
