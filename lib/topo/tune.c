@@ -186,17 +186,17 @@ double tt_tune_cost(const struct tt_model *m, const struct tt_algo *a, size_t by
         }
         break;
     case TT_COLL_BROADCAST:
-    case TT_COLL_REDUCE:
-        if (a->coll == TT_COLL_BROADCAST)
-            g = 0; /* copies only */
+    case TT_COLL_REDUCE: {
+        double gr = a->coll == TT_COLL_REDUCE ? g : 0; /* a broadcast only copies */
         if (!strcmp(a->name, "chain"))
-            return (n - N) * ai + (N - 1) * ae + (n - 1) * C * bi + S * bx + S * g;
+            return (n - N) * ai + (N - 1) * ae + (n - 1) * C * bi + S * bx + S * gr;
         if (!strcmp(a->name, "tree"))
-            return ilog2_ceil(m->nranks) * (ax + S * bx + S * g);
+            return ilog2_ceil(m->nranks) * (ax + S * bx + S * gr);
         if (!strcmp(a->name, "hier"))
             return (N - 1) * (ae + C * be) + (L - 1) * (ai + C * bi) + S * (be > bi ? be : bi) +
-                   S * g;
+                   S * gr;
         break;
+    }
     default: break;
     }
     return TT_TUNE_NO_FORMULA;
