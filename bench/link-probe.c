@@ -3,8 +3,8 @@
  * message sizes the collectives use, over plain TCP with everything a transport may tune, so
  * that every socket figure can stand beside its limit from the same run (issue 41).
  *
- *   build/bench/link-probe [-b MIN] [-e MAX] [-f FACTOR] [-s SOCKETS] [-n ITERS] [-B BYTES]
- *                          loop [ADDR]
+ *   build/bench/link-probe [-1] [-b MIN] [-e MAX] [-f FACTOR] [-s SOCKETS] [-n ITERS]
+ *                          [-B BYTES] loop [ADDR]
  *   build/bench/link-probe [options] serve ADDR PORT      (one end: listens)
  *   build/bench/link-probe [options] connect ADDR PORT    (the other end)
  *
@@ -27,6 +27,11 @@
  * start both ends agree on (a one-byte handshake on the first connection) to the last byte
  * received, over a run of exchanges back to back (ITERS, default: about 40 ms' worth, at most 1000)
  * divided by their number; the median of 7 such runs.
+ *
+ * -1 measures one direction instead: messages of S bytes back to back from the leader (the
+ * serving end) to the other, a send call each, on the first connection; the receiver reads
+ * what has come, across messages. What a broadcast between two ranks can do at best, a
+ * message per call: the kernel's cost per message (stream() below).
  *
  * Prints per size the exchange's time (us) and S over that time (GB/s): the bytes each
  * direction carried per second while the other carried as many; with MIN <= 4 KiB and MAX >=
@@ -55,7 +60,7 @@
 #define SAMPLES 7
 #define NHOW 3 /* ways to move the bytes: a polling loop, threads, a polling loop in pieces */
 
-static int nsocks = 2, iters_fixed, listener = -1, sockbuf = 4 << 20;
+static int nsocks = 2, iters_fixed, listener = -1, sockbuf = 4 << 20, one_way;
 static size_t minb = 8, maxb = (size_t)256 << 20, factor = 4;
 
 static double now(void)
@@ -279,6 +284,62 @@ static double exchange(const int *fds, char *sbuf, char *rbuf, size_t size, int 
     return (now() - t0) / reps;
 }
 
+/* -1: reps messages of size bytes from the leader to the other end on the first connection,
+ * back to back, one send call a message (what a broadcast between two ranks moves, a message
+ * a call); the receiver reads whatever has come, up to STREAM_RING bytes a call, across
+ * message boundaries: the fewest reads any receiver can make. how 0: non-blocking calls with
+ * the polling loop's waits; how 1: blocking calls. Timed from the common start to the
+ * receiver's one-byte answer after the last byte; seconds per message. */
+#define STREAM_RING ((size_t)1 << 20)
+static double stream(int fd, const char *sbuf, char *ring, size_t size, int leader, int how,
+                     int reps)
+{
+    int flags = how == 0 ? MSG_DONTWAIT : 0;
+    double t0, idle_since = 0;
+    char c = 0;
+
+    if (leader) {
+        full_write(fd, &c, 1);
+        full_read(fd, &c, 1);
+    } else {
+        full_read(fd, &c, 1);
+        full_write(fd, &c, 1);
+    }
+    t0 = now();
+    for (size_t left = (size_t)reps * size, done = 0; left;) {
+        ssize_t n;
+        if (leader) {
+            n = send(fd, sbuf + done, size - done, MSG_NOSIGNAL | flags);
+        } else {
+            size_t want = left < STREAM_RING ? left : STREAM_RING;
+            n = recv(fd, ring, want, flags);
+            if (n == 0)
+                die("recv: closed");
+        }
+        if (n > 0) {
+            left -= (size_t)n;
+            done = leader ? (done + (size_t)n) % size : 0;
+            idle_since = 0;
+            continue;
+        }
+        if (errno != EAGAIN && errno != EINTR)
+            die(leader ? "send" : "recv");
+        if (!idle_since) {
+            idle_since = now();
+        } else if (now() - idle_since < 100e-6) {
+            sched_yield();
+        } else {
+            struct pollfd p = {.fd = fd, .events = leader ? POLLOUT : POLLIN};
+            poll(&p, 1, 10);
+        }
+    }
+    if (leader)
+        full_read(fd, &c, 1);
+    else
+        full_write(fd, &c, 1);
+    return (now() - t0) / reps;
+}
+
 static int cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -288,19 +349,25 @@ static int cmp(const void *a, const void *b)
 static void run(const int *fds, int leader)
 {
     double first_us = 0, last_gbs = 0;
-    char *sbuf = malloc(maxb), *rbuf = malloc(maxb);
+    char *sbuf = malloc(maxb), *rbuf = malloc(one_way ? STREAM_RING : maxb);
+    int nhow = one_way ? 2 : NHOW;
     double *t = malloc(SAMPLES * sizeof(*t));
 
     if (!sbuf || !rbuf || !t)
         die("malloc");
     memset(sbuf, 1, maxb);
-    memset(rbuf, 0, maxb);
+    memset(rbuf, 0, one_way ? STREAM_RING : maxb);
     for (int i = 0; i < 2 * nsocks; i++) {
         pthread_mutex_init(&W[i].m, NULL);
         pthread_cond_init(&W[i].cv, NULL);
         pthread_create(&W[i].t, NULL, worker_main, &W[i]);
     }
-    if (leader)
+    if (leader && one_way)
+        printf("# link-probe -1: one way, a message a send, back to back on one socket; median "
+               "time per message (us) by one polling thread and by blocking calls; limit: the "
+               "best, as bytes per second\n# %12s %10s %10s %10s\n",
+               "bytes", "loop_us", "blocking_us", "GB/s");
+    else if (leader)
         printf("# link-probe: %d socket(s), both directions at once; median time per exchange "
                "(us) by one polling thread, by threads, and by one polling thread in 128 KiB "
                "pieces; limit: the best, as bytes each way per second\n# %12s %10s %10s %10s "
@@ -308,11 +375,12 @@ static void run(const int *fds, int leader)
                nsocks, "bytes", "loop_us", "threads_us", "pieces_us", "GB/s_each");
     for (size_t size = minb; size <= maxb; size *= factor) {
         double med[NHOW];
-        for (int how = 0; how < NHOW; how++) {
+        for (int how = 0; how < nhow; how++) {
             int reps;
             /* Both ends run as many: the leader's first exchange decides how many a sample
              * takes (about 40 ms), and SAMPLES samples are timed. */
-            double first = exchange(fds, sbuf, rbuf, size, leader, how, 1);
+            double first = one_way ? stream(fds[0], sbuf, rbuf, size, leader, how, 1)
+                                   : exchange(fds, sbuf, rbuf, size, leader, how, 1);
             if (leader) {
                 reps = iters_fixed ? iters_fixed : (int)(0.04 / (first > 1e-6 ? first : 1e-6));
                 reps = reps < 1 ? 1 : reps > 1000 ? 1000 : reps;
@@ -324,16 +392,21 @@ static void run(const int *fds, int leader)
                 reps = (int)ntohl(wire);
             }
             for (int i = 0; i < SAMPLES; i++)
-                t[i] = exchange(fds, sbuf, rbuf, size, leader, how, reps);
+                t[i] = one_way ? stream(fds[0], sbuf, rbuf, size, leader, how, reps)
+                               : exchange(fds, sbuf, rbuf, size, leader, how, reps);
             qsort(t, SAMPLES, sizeof(*t), cmp);
             med[how] = t[SAMPLES / 2];
         }
         if (leader) {
             double best = med[0];
-            for (int how = 1; how < NHOW; how++)
+            for (int how = 1; how < nhow; how++)
                 best = med[how] < best ? med[how] : best;
-            printf("  %12zu %10.1f %10.1f %10.1f %10.3f\n", size, med[0] * 1e6, med[1] * 1e6,
-                   med[2] * 1e6, (double)size / best / 1e9);
+            if (one_way)
+                printf("  %12zu %10.2f %10.2f %10.3f\n", size, med[0] * 1e6, med[1] * 1e6,
+                       (double)size / best / 1e9);
+            else
+                printf("  %12zu %10.1f %10.1f %10.1f %10.3f\n", size, med[0] * 1e6, med[1] * 1e6,
+                       med[2] * 1e6, (double)size / best / 1e9);
             fflush(stdout);
             if (size == minb)
                 first_us = best * 1e6;
@@ -344,7 +417,7 @@ static void run(const int *fds, int leader)
     }
     /* The tuner's network link (lib/topo/tune.c: a hop's latency, a link's bytes per second
      * each way): the smallest exchange's time and the largest one's rate. */
-    if (leader && minb <= 4096 && maxb >= ((size_t)1 << 20))
+    if (leader && !one_way && minb <= 4096 && maxb >= ((size_t)1 << 20))
         printf("# for the tuner (its network link from this run; the first two figures are its "
                "shared-memory defaults):\n# TUTTI_TUNE_LINKS=0.25,12,%.1f,%.2f\n",
                first_us, last_gbs);
@@ -431,8 +504,9 @@ int main(int argc, char **argv)
 {
     int opt, fds[MAXS], port = 0;
 
-    while ((opt = getopt(argc, argv, "b:e:f:s:n:B:")) != -1) {
+    while ((opt = getopt(argc, argv, "1b:e:f:s:n:B:")) != -1) {
         switch (opt) {
+        case '1': one_way = 1; break;
         case 'b': minb = size_arg(optarg); break;
         case 'e': maxb = size_arg(optarg); break;
         case 'f': factor = size_arg(optarg); break;
@@ -443,10 +517,9 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc || nsocks < 1 || nsocks > MAXS || minb < 1 || maxb < minb || factor < 2) {
-        fprintf(
-            stderr,
-            "usage: link-probe [-b MIN] [-e MAX] [-f FACTOR] [-s SOCKETS] [-n ITERS] [-B BYTES] "
-            "loop [ADDR] | serve ADDR PORT | connect ADDR PORT\n");
+        fprintf(stderr,
+                "usage: link-probe [-1] [-b MIN] [-e MAX] [-f FACTOR] [-s SOCKETS] [-n ITERS] "
+                "[-B BYTES] loop [ADDR] | serve ADDR PORT | connect ADDR PORT\n");
         return 2;
     }
     const char *mode = argv[optind], *addr = optind + 1 < argc ? argv[optind + 1] : "127.0.0.1";
