@@ -109,23 +109,25 @@ static tutti_result_t send_pump(struct sock_conn *c)
     return TUTTI_SUCCESS;
 }
 
-/* Receiver: the next n bytes of socket s's stream into dst (NULL: dropped, at most READ_AHEAD
- * bytes a call), those read ahead first; with pad, the pad bytes after them dropped in the same
- * call where it reads the socket.
+/* Receiver: the next n bytes of socket s's stream into dst (NULL: dropped, at most
+ * READ_AHEAD_MAX bytes a call), those read ahead first; with pad, the pad bytes after them
+ * dropped in the same call where it reads the socket.
  * What recv returns: > 0 bytes moved (pad ones included), 0 the peer closed, < 0 see errno. */
 static ssize_t stream_read(struct sock_conn *c, int s, void *dst, size_t n, size_t pad)
 {
     size_t have = c->ahead_len[s] - c->ahead_pos[s];
-    char *ahead = c->ahead + (size_t)s * READ_AHEAD;
+    char *ahead = c->ahead + (size_t)s * READ_AHEAD_MAX;
+    size_t want = c->ahead_want[s];
     unsigned char drop[WIRE_ALIGN];
     struct iovec iov[2];
     int k = 0;
     ssize_t r;
 
-    if (have == 0 && !dst && n + pad >= READ_AHEAD) /* dropped: through the empty read-ahead */
-        return recv(c->fds[s], ahead, READ_AHEAD, MSG_DONTWAIT);
-    if (have == 0 && n + pad < READ_AHEAD) {
-        r = recv(c->fds[s], ahead, READ_AHEAD, MSG_DONTWAIT);
+    if (have == 0 && !dst && n + pad >= want) /* dropped: through the empty read-ahead */
+        return recv(c->fds[s], ahead, n + pad < READ_AHEAD_MAX ? n + pad : READ_AHEAD_MAX,
+                    MSG_DONTWAIT);
+    if (have == 0 && n + pad < want) {
+        r = recv(c->fds[s], ahead, want, MSG_DONTWAIT);
         if (r <= 0)
             return r;
         c->ahead_pos[s] = 0;
@@ -138,7 +140,7 @@ static ssize_t stream_read(struct sock_conn *c, int s, void *dst, size_t n, size
         c->ahead_pos[s] += take;
         return (ssize_t)take;
     }
-    iov[k++] = (struct iovec){dst, n}; /* n + pad >= READ_AHEAD: a payload, dst set */
+    iov[k++] = (struct iovec){dst, n}; /* n + pad >= want: a payload, dst set */
     if (pad)
         iov[k++] = (struct iovec){drop, pad};
     return recvmsg(c->fds[s], &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)k},
@@ -206,6 +208,7 @@ static void msg_done(struct sock_conn *c, int s, uint64_t len)
         c->tags[m % c->nslots] = tt_get32(c->hdr[s] + 8);
     }
     c->done[s] = 0;
+    c->ahead_want[s] = wire_bytes(len) <= READ_AHEAD_MAX ? READ_AHEAD_MAX : READ_AHEAD_MIN;
     c->whole_since[s] = 0;
     c->sends_seen = __atomic_load_n(&sock_sends, __ATOMIC_RELAXED);
     c->next[s] += (uint64_t)c->nsocks;

@@ -25,10 +25,17 @@
 #define HDR_FIELDS 16
 #define INLINE_MAX (HDR_LEN - HDR_FIELDS)
 
-/* A receiver reads a message's start with up to READ_AHEAD bytes at once (into a buffer per
- * socket, copied out from there): a small message, header and payload, takes one call, and so
- * may the ones after it on the socket; the rest of a larger one goes straight into its slot. */
-#define READ_AHEAD (((size_t)4 << 10) + HDR_LEN) /* a 4 KiB payload with its header */
+/* A receiver reads a message's start with one call into a buffer per socket (copied out from
+ * there): a small message, header and payload, takes one call, and so may the ones after it on
+ * the socket; the rest of a larger one goes straight to its place. The call asks for
+ * READ_AHEAD_MAX bytes after a message that fitted in them (a whole message a call: one call
+ * where a 4-32 KiB payload took up to four, its header's, SO_RCVLOWAT's, poll's and the rest's,
+ * and all-reduce, all-gather and reduce-scatter of 8-32 KiB ran 1.2x faster), else
+ * READ_AHEAD_MIN (after a larger one: of a 256 KiB message 32 KiB read twice, once by the
+ * kernel and once copied out, made all-reduce 4% slower); BENCHMARKS.md, "Whole small
+ * messages a call". */
+#define READ_AHEAD_MIN (((size_t)4 << 10) + HDR_LEN)  /* a 4 KiB payload with its header */
+#define READ_AHEAD_MAX (((size_t)32 << 10) + HDR_LEN) /* a 32 KiB one */
 
 /* TUTTI_NET_WHOLE: when a receiver reads the rest of a payload (net_socket.c payload_ready). */
 enum { WHOLE_AUTO = -1, WHOLE_NEVER, WHOLE_ALWAYS }; /* tt_env_auto01's values */
@@ -55,8 +62,9 @@ struct sock_conn {
     uint64_t next[SOCK_MAX]; /* per socket: next message it carries (== s mod nsocks) */
     size_t done[SOCK_MAX];   /* bytes of that message moved, header included */
     unsigned char hdr[SOCK_MAX][HDR_LEN];
-    char *ahead; /* receiver: per socket, READ_AHEAD bytes: read, not yet used */
+    char *ahead; /* receiver: per socket, READ_AHEAD_MAX bytes: read, not yet used */
     size_t ahead_pos[SOCK_MAX], ahead_len[SOCK_MAX];
+    size_t ahead_want[SOCK_MAX]; /* receiver: what the socket's next read-ahead asks for */
     char eof[SOCK_MAX];  /* receiver: the peer closed this socket (no more messages on it) */
     int whole;           /* receiver: TUTTI_NET_WHOLE (WHOLE_*) */
     int lowat[SOCK_MAX]; /* receiver: SO_RCVLOWAT as last set (0: never, the kernel's 1) */

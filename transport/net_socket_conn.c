@@ -123,7 +123,9 @@ tutti_result_t sk_recv_setup(const struct tt_transport_ctx *ctx, int peer, int c
     c->whole = tt_env_auto01("TUTTI_NET_WHOLE");
     c->direct = tt_env_flag("TUTTI_NET_DIRECT");
     c->msg_max = c->direct && ctx->msg_max > ctx->slot_bytes ? ctx->msg_max : ctx->slot_bytes;
-    c->ahead = aligned_alloc(WIRE_ALIGN, (size_t)c->nsocks * READ_AHEAD);
+    c->ahead = aligned_alloc(WIRE_ALIGN, (size_t)c->nsocks * READ_AHEAD_MAX);
+    for (int s = 0; s < SOCK_MAX; s++)
+        c->ahead_want[s] = READ_AHEAD_MIN;
     if (!c->ahead) {
         sk_conn_free(c);
         return tt_fail(NULL, TUTTI_ERR_SYSTEM, "socket: out of memory");

@@ -194,7 +194,8 @@ Test(multinode, net_chunk, .timeout = 300)
 /* How a socket receiver reads a payload past its read-ahead: TUTTI_NET_WHOLE, only once all of
  * it has arrived (1) or as its bytes come (0); TUTTI_NET_DIRECT, straight to where its step
  * puts it (1) or into a slot first (0). Every collective x dtype x op right on 2 hosts under
- * each, and lengths around the read-ahead (4 KiB of payload) and the slot, checked element by
+ * each, and lengths around the read-ahead (32 KiB of payload, asked for after a message that
+ * fitted in it; 4 KiB after a longer one: the all-gather's) and the slot, checked element by
  * element; each rank's trace must say its payloads were read whole (in place) where the knob is
  * 1 and must not where it is 0. (A payload that stays short of whole past 1 ms: check-netns.sh,
  * a rate-limited link.) */
@@ -216,7 +217,7 @@ static void net_read_run(const char *knob, const char *mode, const char *trace,
 
 Test(multinode, net_read, .timeout = 300)
 {
-    static const char *const lengths[] = {"sendrecv -b 3968 -e 4300 -i 1",
+    static const char *const lengths[] = {"sendrecv -b 32640 -e 32960 -i 1",
                                           "all_gather -b 8K -e 4M -f 8",
                                           "broadcast -b 524224 -e 524416 -i 7 -r all"};
 
