@@ -1,8 +1,9 @@
-# bench/tcp-cc.sh -- sourced by bench/link-compare and bench/compare-mpi/compare: the TCP
-# congestion control a run uses (-C). The kernel's default differs between systems (Debian's is
-# cubic; this project's VM defaults to bbr, whose pacing moves a burst's transmissions between
-# CPUs so that a veth pair or loopback reorders them: BENCHMARKS.md, "Congestion control"), and
-# socket figures follow it, so every run says which it had.
+# bench/tcp-cc.sh -- sourced by bench/link-compare, bench/ab-knobs and
+# bench/compare-mpi/compare: the TCP congestion control a run uses (-C). The kernel's default
+# differs between systems (Debian's is cubic; this project's VM defaults to bbr, whose pacing
+# moves a burst's transmissions between CPUs so that a veth pair or loopback reorders them:
+# BENCHMARKS.md, "Congestion control"), and socket figures follow it, so every run says which
+# it had.
 #   cc_set CC     use CC in this namespace (root: restored by cc_restore); checks it exists
 #   cc_ns NS      the same in network namespace NS (gone with it)
 #   cc_restore    put this namespace's back (call from the EXIT trap)
