@@ -258,22 +258,28 @@ static void thread_exchange(const int *fds, char *sbuf, char *rbuf, size_t size)
     }
 }
 
+/* A start both ends agree on: the leader sends a byte on fd, the other answers. */
+static void common_start(int fd, int leader)
+{
+    char c = 0;
+
+    if (leader) {
+        full_write(fd, &c, 1);
+        full_read(fd, &c, 1);
+    } else {
+        full_read(fd, &c, 1);
+        full_write(fd, &c, 1);
+    }
+}
+
 /* reps exchanges of size bytes both ways, back to back (each waits for the peer's whole
  * message, so the ends keep in step), from a start both ends agree on; seconds per exchange. */
 static double exchange(const int *fds, char *sbuf, char *rbuf, size_t size, int leader, int how,
                        int reps)
 {
-    char c = 0;
     double t0;
 
-    /* A common start: the leader sends a byte, the other answers. */
-    if (leader) {
-        full_write(fds[0], &c, 1);
-        full_read(fds[0], &c, 1);
-    } else {
-        full_read(fds[0], &c, 1);
-        full_write(fds[0], &c, 1);
-    }
+    common_start(fds[0], leader);
     t0 = now();
     for (int i = 0; i < reps; i++) {
         if (how == 1)
@@ -298,13 +304,7 @@ static double stream(int fd, const char *sbuf, char *ring, size_t size, int lead
     double t0, idle_since = 0;
     char c = 0;
 
-    if (leader) {
-        full_write(fd, &c, 1);
-        full_read(fd, &c, 1);
-    } else {
-        full_read(fd, &c, 1);
-        full_write(fd, &c, 1);
-    }
+    common_start(fd, leader);
     t0 = now();
     for (size_t left = (size_t)reps * size, done = 0; left;) {
         ssize_t n;
@@ -349,14 +349,15 @@ static int cmp(const void *a, const void *b)
 static void run(const int *fds, int leader)
 {
     double first_us = 0, last_gbs = 0;
-    char *sbuf = malloc(maxb), *rbuf = malloc(one_way ? STREAM_RING : maxb);
+    size_t rlen = one_way ? STREAM_RING : maxb; /* -1 receives into a ring */
+    char *sbuf = malloc(maxb), *rbuf = malloc(rlen);
     int nhow = one_way ? 2 : NHOW;
     double *t = malloc(SAMPLES * sizeof(*t));
 
     if (!sbuf || !rbuf || !t)
         die("malloc");
     memset(sbuf, 1, maxb);
-    memset(rbuf, 0, one_way ? STREAM_RING : maxb);
+    memset(rbuf, 0, rlen);
     for (int i = 0; i < 2 * nsocks; i++) {
         pthread_mutex_init(&W[i].m, NULL);
         pthread_cond_init(&W[i].cv, NULL);
