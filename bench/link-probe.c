@@ -4,7 +4,7 @@
  * that every socket figure can stand beside its limit from the same run (issue 41).
  *
  *   build/bench/link-probe [-1] [-b MIN] [-e MAX] [-f FACTOR] [-s SOCKETS] [-n ITERS]
- *                          [-B BYTES] loop [ADDR]
+ *                          [-B BYTES] [-m WAY] [-r PIECE] loop [ADDR]
  *   build/bench/link-probe [options] serve ADDR PORT      (one end: listens)
  *   build/bench/link-probe [options] connect ADDR PORT    (the other end)
  *
@@ -27,6 +27,17 @@
  * start both ends agree on (a one-byte handshake on the first connection) to the last byte
  * received, over a run of exchanges back to back (ITERS, default: about 40 ms' worth, at most 1000)
  * divided by their number; the median of 7 such runs.
+ *
+ * -m WAY times only that way (0 the polling loop, 1 threads, 2 pieces; with -1, 0 or 1), the
+ * others printed as "-": a profile of one way (BENCHMARKS.md, "The all-reduce's CPU beside the
+ * probe's").
+ *
+ * -r PIECE times a 2-rank all-reduce of S bytes of float32 instead, by plain calls and the
+ * polling loop: the exchange of S/2 each way, the sum, the exchange of S/2 each way again, a
+ * piece of PIECE bytes of each half at a time (0: the halves whole); prints its time and S
+ * over it (bus bandwidth). What an all-reduce can do over the link beside its reduction and
+ * the wait between its two exchanges (BENCHMARKS.md, "The all-reduce's CPU beside the
+ * probe's").
  *
  * -1 measures one direction instead: messages of S bytes back to back from the leader (the
  * serving end) to the other, a send call each, on the first connection; the receiver reads
@@ -60,7 +71,10 @@
 #define SAMPLES 7
 #define NHOW 3 /* ways to move the bytes: a polling loop, threads, a polling loop in pieces */
 
-static int nsocks = 2, iters_fixed, listener = -1, sockbuf = 4 << 20, one_way;
+static int nsocks = 2, iters_fixed, listener = -1, sockbuf = 4 << 20, one_way, only_how = -1,
+           reducing;
+static size_t reduce_piece; /* -r */
+static char *abuf;          /* -r: the all-reduce's result */
 static size_t minb = 8, maxb = (size_t)256 << 20, factor = 4;
 
 static double now(void)
@@ -258,6 +272,56 @@ static void thread_exchange(const int *fds, char *sbuf, char *rbuf, size_t size)
     }
 }
 
+/* -r: out = a + b, n float32 values (the sum a 2-rank all-reduce does, vectorized as wide as
+ * this CPU goes, like tutti's kernels). */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+sum_f32(float *restrict out, const float *restrict a, const float *restrict b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+/* -r: an all-reduce of size bytes of float32 between the two ends by plain calls, as a
+ * 2-rank ring does it: each end sends the half the other owns and receives the other's
+ * contribution to its own half (size/2 each way), sums it, then sends its summed half and
+ * receives the other's (size/2 each way again); in pieces of `piece` bytes of each half, a
+ * piece's both exchanges before the next piece's (0: each half whole). The polling loop moves
+ * the bytes. What the link and the reduction allow an all-reduce over plain TCP, without a
+ * library's protocol. */
+static void reduce_exchange(const int *fds, char *sbuf, char *rbuf, size_t size, int leader,
+                            size_t piece)
+{
+    size_t half = size / 2 & ~(size_t)3, mine = leader ? 0 : half, theirs = leader ? half : 0;
+
+    if (!piece || piece > half)
+        piece = half;
+    for (size_t off = 0; off < half; off += piece) {
+        size_t n = half - off < piece ? half - off : piece;
+        loop_exchange(fds, sbuf + theirs + off, rbuf + off, n, 0);
+        sum_f32((float *)(abuf + mine + off), (const float *)(sbuf + mine + off),
+                (const float *)(rbuf + off), n / 4);
+        loop_exchange(fds, abuf + mine + off, abuf + theirs + off, n, 0);
+    }
+}
+
+/* -r: the all-reduce of size bytes just run left both ends' sum of sbuf (the same at both
+ * ends) in abuf; else the probe is wrong, not slow. */
+static void check_sum(const char *sbuf, size_t size)
+{
+    size_t n = (size / 2 & ~(size_t)3) * 2 / 4;
+
+    for (size_t i = 0; i < n; i++) {
+        float a, got;
+        memcpy(&a, sbuf + 4 * i, 4);
+        memcpy(&got, abuf + 4 * i, 4);
+        if (got != a + a) {
+            fprintf(stderr, "link-probe -r: value %zu of the all-reduce is %g, not %g\n", i,
+                    (double)got, (double)(a + a));
+            exit(1);
+        }
+    }
+}
+
 /* A start both ends agree on: the leader sends a byte on fd, the other answers. */
 static void common_start(int fd, int leader)
 {
@@ -282,7 +346,9 @@ static double exchange(const int *fds, char *sbuf, char *rbuf, size_t size, int 
     common_start(fds[0], leader);
     t0 = now();
     for (int i = 0; i < reps; i++) {
-        if (how == 1)
+        if (reducing)
+            reduce_exchange(fds, sbuf, rbuf, size, leader, reduce_piece);
+        else if (how == 1)
             thread_exchange(fds, sbuf, rbuf, size);
         else
             loop_exchange(fds, sbuf, rbuf, size, how == 2);
@@ -351,10 +417,11 @@ static void run(const int *fds, int leader)
     double first_us = 0, last_gbs = 0;
     size_t rlen = one_way ? STREAM_RING : maxb; /* -1 receives into a ring */
     char *sbuf = malloc(maxb), *rbuf = malloc(rlen);
-    int nhow = one_way ? 2 : NHOW;
+    int nhow = one_way ? 2 : reducing ? 1 : NHOW;
     double *t = malloc(SAMPLES * sizeof(*t));
 
-    if (!sbuf || !rbuf || !t)
+    abuf = reducing ? malloc(maxb) : NULL;
+    if (!sbuf || !rbuf || !t || (reducing && !abuf))
         die("malloc");
     memset(sbuf, 1, maxb);
     memset(rbuf, 0, rlen);
@@ -363,7 +430,12 @@ static void run(const int *fds, int leader)
         pthread_cond_init(&W[i].cv, NULL);
         pthread_create(&W[i].t, NULL, worker_main, &W[i]);
     }
-    if (leader && one_way)
+    if (leader && reducing)
+        printf("# link-probe -r: an all-reduce of S bytes of float32 between the two ends by "
+               "plain calls over %d socket(s), in pieces of %zu bytes of each half (0: whole); "
+               "median time per all-reduce (us), and S over it\n# %12s %10s %10s\n",
+               nsocks, reduce_piece, "bytes", "reduce_us", "GB/s_bus");
+    else if (leader && one_way)
         printf("# link-probe -1: one way, a message a send, back to back on one socket; median "
                "time per message (us) by one polling thread and by blocking calls; limit: the "
                "best, as bytes per second\n# %12s %10s %10s %10s\n",
@@ -378,6 +450,10 @@ static void run(const int *fds, int leader)
         double med[NHOW];
         for (int how = 0; how < nhow; how++) {
             int reps;
+            if (only_how >= 0 && how != only_how) {
+                med[how] = -1; /* -m: not run */
+                continue;
+            }
             /* Both ends run as many: the leader's first exchange decides how many a sample
              * takes (about 40 ms), and SAMPLES samples are timed. */
             double first = one_way ? stream(fds[0], sbuf, rbuf, size, leader, how, 1)
@@ -399,26 +475,29 @@ static void run(const int *fds, int leader)
             med[how] = t[SAMPLES / 2];
         }
         if (leader) {
-            double best = med[0];
-            for (int how = 1; how < nhow; how++)
-                best = med[how] < best ? med[how] : best;
-            if (one_way)
-                printf("  %12zu %10.2f %10.2f %10.3f\n", size, med[0] * 1e6, med[1] * 1e6,
-                       (double)size / best / 1e9);
-            else
-                printf("  %12zu %10.1f %10.1f %10.1f %10.3f\n", size, med[0] * 1e6, med[1] * 1e6,
-                       med[2] * 1e6, (double)size / best / 1e9);
+            double best = med[only_how >= 0 ? only_how : 0];
+            for (int how = 0; how < nhow; how++)
+                best = med[how] >= 0 && med[how] < best ? med[how] : best;
+            printf("  %12zu", size);
+            for (int how = 0; how < nhow; how++)
+                if (med[how] < 0)
+                    printf(" %10s", "-");
+                else
+                    printf(one_way ? " %10.2f" : " %10.1f", med[how] * 1e6);
+            printf(" %10.3f\n", (double)size / best / 1e9);
             fflush(stdout);
             if (size == minb)
                 first_us = best * 1e6;
             last_gbs = (double)size / best / 1e9;
         }
+        if (reducing) /* -r: every value of the last all-reduce is the two ends' sum */
+            check_sum(sbuf, size);
         if (size > maxb / factor)
             break;
     }
     /* The tuner's network link (lib/topo/tune.c: a hop's latency, a link's bytes per second
      * each way): the smallest exchange's time and the largest one's rate. */
-    if (leader && !one_way && minb <= 4096 && maxb >= ((size_t)1 << 20))
+    if (leader && !one_way && !reducing && minb <= 4096 && maxb >= ((size_t)1 << 20))
         printf("# for the tuner (its network link from this run; the first two figures are its "
                "shared-memory defaults):\n# TUTTI_TUNE_LINKS=0.25,12,%.1f,%.2f\n",
                first_us, last_gbs);
@@ -505,7 +584,7 @@ int main(int argc, char **argv)
 {
     int opt, fds[MAXS], port = 0;
 
-    while ((opt = getopt(argc, argv, "1b:e:f:s:n:B:")) != -1) {
+    while ((opt = getopt(argc, argv, "1b:e:f:s:n:B:m:r:")) != -1) {
         switch (opt) {
         case '1': one_way = 1; break;
         case 'b': minb = size_arg(optarg); break;
@@ -514,13 +593,20 @@ int main(int argc, char **argv)
         case 's': nsocks = atoi(optarg); break;
         case 'n': iters_fixed = atoi(optarg); break;
         case 'B': sockbuf = (int)size_arg(optarg); break;
+        case 'm': only_how = atoi(optarg); break;
+        case 'r': reducing = 1, reduce_piece = size_arg(optarg) & ~(size_t)3; break;
         default: return 2;
         }
     }
-    if (optind >= argc || nsocks < 1 || nsocks > MAXS || minb < 1 || maxb < minb || factor < 2) {
-        fprintf(stderr,
-                "usage: link-probe [-1] [-b MIN] [-e MAX] [-f FACTOR] [-s SOCKETS] [-n ITERS] "
-                "[-B BYTES] loop [ADDR] | serve ADDR PORT | connect ADDR PORT\n");
+    if (optind >= argc || nsocks < 1 || nsocks > MAXS || minb < 1 || maxb < minb || factor < 2 ||
+        only_how >= (one_way    ? 2
+                     : reducing ? 1
+                                : NHOW) ||
+        (one_way && reducing)) {
+        fprintf(
+            stderr,
+            "usage: link-probe [-1] [-b MIN] [-e MAX] [-f FACTOR] [-s SOCKETS] [-n ITERS] "
+            "[-B BYTES] [-m WAY] [-r PIECE] loop [ADDR] | serve ADDR PORT | connect ADDR PORT\n");
         return 2;
     }
     const char *mode = argv[optind], *addr = optind + 1 < argc ? argv[optind + 1] : "127.0.0.1";
