@@ -51,6 +51,8 @@
  * moves S/2 each way twice; its bus bandwidth (S / time, nccl-tests' definition for 2 ranks)
  * can at most equal this figure at the same size.
  */
+#include "link-probe.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -67,64 +69,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAXS 16
 #define SAMPLES 7
 #define NHOW 3 /* ways to move the bytes: a polling loop, threads, a polling loop in pieces */
 
-static int nsocks = 2, iters_fixed, listener = -1, sockbuf = 4 << 20, one_way, only_how = -1,
-           reducing;
+static int iters_fixed, one_way, only_how = -1, reducing;
 static size_t reduce_piece; /* -r */
 static char *abuf;          /* -r: the all-reduce's result */
 static size_t minb = 8, maxb = (size_t)256 << 20, factor = 4;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
-
-static void tune(int fd)
-{
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (sockbuf > 0) { /* else the kernel's autotuning */
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof(sockbuf));
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sockbuf, sizeof(sockbuf));
-    }
-}
-
-static void full_write(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            die("send");
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
-static void full_read(int fd, char *p, size_t n)
-{
-    while (n) {
-        ssize_t r = recv(fd, p, n, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            die("recv");
-        p += r;
-        n -= (size_t)r;
-    }
-}
 
 /* One direction of one connection for one exchange. */
 struct job {
@@ -288,10 +239,15 @@ sum_f32(float *restrict out, const float *restrict a, const float *restrict b, s
  * piece's both exchanges before the next piece's (0: each half whole). The polling loop moves
  * the bytes. What the link and the reduction allow an all-reduce over plain TCP, without a
  * library's protocol. */
+static size_t reduce_half(size_t size)
+{
+    return size / 2 & ~(size_t)3; /* whole float32 values */
+}
+
 static void reduce_exchange(const int *fds, char *sbuf, char *rbuf, size_t size, int leader,
                             size_t piece)
 {
-    size_t half = size / 2 & ~(size_t)3, mine = leader ? 0 : half, theirs = leader ? half : 0;
+    size_t half = reduce_half(size), mine = leader ? 0 : half, theirs = leader ? half : 0;
 
     if (!piece || piece > half)
         piece = half;
@@ -308,7 +264,7 @@ static void reduce_exchange(const int *fds, char *sbuf, char *rbuf, size_t size,
  * ends) in abuf; else the probe is wrong, not slow. */
 static void check_sum(const char *sbuf, size_t size)
 {
-    size_t n = (size / 2 & ~(size_t)3) * 2 / 4;
+    size_t n = reduce_half(size) * 2 / 4;
 
     for (size_t i = 0; i < n; i++) {
         float a, got;
@@ -319,20 +275,6 @@ static void check_sum(const char *sbuf, size_t size)
                     (double)got, (double)(a + a));
             exit(1);
         }
-    }
-}
-
-/* A start both ends agree on: the leader sends a byte on fd, the other answers. */
-static void common_start(int fd, int leader)
-{
-    char c = 0;
-
-    if (leader) {
-        full_write(fd, &c, 1);
-        full_read(fd, &c, 1);
-    } else {
-        full_read(fd, &c, 1);
-        full_write(fd, &c, 1);
     }
 }
 
@@ -406,6 +348,12 @@ static double stream(int fd, const char *sbuf, char *ring, size_t size, int lead
     return (now() - t0) / reps;
 }
 
+/* The ways this run times: -1 two, -r one, else NHOW. */
+static int nways(void)
+{
+    return one_way ? 2 : reducing ? 1 : NHOW;
+}
+
 static int cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -417,7 +365,7 @@ static void run(const int *fds, int leader)
     double first_us = 0, last_gbs = 0;
     size_t rlen = one_way ? STREAM_RING : maxb; /* -1 receives into a ring */
     char *sbuf = malloc(maxb), *rbuf = malloc(rlen);
-    int nhow = one_way ? 2 : reducing ? 1 : NHOW;
+    int nhow = nways();
     double *t = malloc(SAMPLES * sizeof(*t));
 
     abuf = reducing ? malloc(maxb) : NULL;
@@ -510,63 +458,6 @@ static void run(const int *fds, int leader)
     }
 }
 
-/* Listen on ADDR:PORT (0: any port); the port in *bound. */
-static void serve(const char *addr, int port, int *bound)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    socklen_t len = sizeof(a);
-    int one = 1, l = socket(AF_INET, SOCK_STREAM, 0);
-
-    if (l < 0 || inet_pton(AF_INET, addr, &a.sin_addr) != 1)
-        die("listen address");
-    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(l, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(l, MAXS) != 0)
-        die("bind/listen");
-    getsockname(l, (struct sockaddr *)&a, &len);
-    *bound = ntohs(a.sin_port);
-    listener = l;
-}
-
-static void accept_all(int *fds)
-{
-    for (int s = 0; s < nsocks; s++) {
-        int fd = accept(listener, NULL, NULL), idx = 0;
-        if (fd < 0)
-            die("accept");
-        full_read(fd, (char *)&idx, sizeof(idx));
-        if (idx < 0 || idx >= nsocks)
-            die("bad index");
-        tune(fd);
-        fds[idx] = fd;
-    }
-    close(listener);
-    listener = -1;
-}
-
-static void connect_all(const char *addr, int port, int *fds)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-
-    if (inet_pton(AF_INET, addr, &a.sin_addr) != 1)
-        die("address");
-    for (int s = 0; s < nsocks; s++) {
-        int fd = -1;
-        for (int tries = 0; tries < 500; tries++) {
-            fd = socket(AF_INET, SOCK_STREAM, 0);
-            if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
-                break;
-            close(fd);
-            fd = -1;
-            usleep(10000);
-        }
-        if (fd < 0)
-            die("connect");
-        tune(fd);
-        full_write(fd, (char *)&s, sizeof(s));
-        fds[s] = fd;
-    }
-}
-
 static size_t size_arg(const char *s)
 {
     char *end;
@@ -599,10 +490,7 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc || nsocks < 1 || nsocks > MAXS || minb < 1 || maxb < minb || factor < 2 ||
-        only_how >= (one_way    ? 2
-                     : reducing ? 1
-                                : NHOW) ||
-        (one_way && reducing)) {
+        only_how < -1 || only_how >= nways() || (one_way && reducing)) {
         fprintf(
             stderr,
             "usage: link-probe [-1] [-b MIN] [-e MAX] [-f FACTOR] [-s SOCKETS] [-n ITERS] "
