@@ -298,10 +298,14 @@ static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes, ui
     return f->data + (size_t)(f->data_pos % f->nslots) * f->slot_bytes;
 }
 
-/* Either side: give up; wake a sleeping receiver or sender so it sees it. */
+/* Either side: give up; wake a sleeping receiver or sender so it sees it. The fence orders
+ * the flag before anything this rank writes after it (a sender's buffer, once its call has
+ * failed and returned): a receiver that copies by address and then sees no flag (its fence,
+ * tt_fifo_pulled) copied the message the sender meant. */
 static inline void tt_fifo_fail(struct tt_fifo *f)
 {
-    atomic_store_explicit(&f->ctrl->failed, 1, memory_order_release);
+    atomic_store_explicit(&f->ctrl->failed, 1, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
     tt_fifo_bump(&f->ctrl->wake);
     tt_fifo_bump(&f->ctrl->send_wake);
 }
@@ -309,6 +313,16 @@ static inline void tt_fifo_fail(struct tt_fifo *f)
 static inline int tt_fifo_failed(const struct tt_fifo *f)
 {
     return atomic_load_explicit(&f->ctrl->failed, memory_order_acquire) != 0;
+}
+
+/* Receiver, after copying a message out of the sender's memory (by address): was that its
+ * message? Only while the sender waits for the copy (its flush): a sender that gave up has
+ * returned from its call, and its buffer may have been freed or written again while this rank
+ * copied (stopped, or slow past TUTTI_TIMEOUT). */
+static inline int tt_fifo_pulled(const struct tt_fifo *f)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    return !tt_fifo_failed(f);
 }
 
 /* Receiver: block until the next message may be there, at most `ns` nanoseconds. */

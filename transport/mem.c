@@ -146,9 +146,13 @@ static int mem_recv_remote(struct tt_conn *conn)
 
 static tutti_result_t mem_recv_pull(struct tt_conn *conn, void *dst, size_t bytes)
 {
-    memcpy(dst, (const void *)(uintptr_t)tt_fifo_recv_remote(&((struct mem_conn *)conn)->fifo),
-           bytes);
-    return TUTTI_SUCCESS;
+    struct tt_fifo *f = &((struct mem_conn *)conn)->fifo;
+
+    if (tt_fifo_failed(f)) /* the sender gave up: its buffer may be gone */
+        return tt_fail(NULL, TUTTI_ERR_REMOTE, "mem: the peer gave up");
+    memcpy(dst, (const void *)(uintptr_t)tt_fifo_recv_remote(f), bytes);
+    return tt_fifo_pulled(f) ? TUTTI_SUCCESS
+                             : tt_fail(NULL, TUTTI_ERR_REMOTE, "mem: the peer gave up");
 }
 
 static void mem_fail(struct tt_conn *conn)

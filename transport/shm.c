@@ -317,22 +317,35 @@ static int shm_recv_remote(struct tt_conn *conn)
     return tt_fifo_recv_remote(&((struct shm_conn *)conn)->fifo) != 0;
 }
 
+/* A message copied by address after its sender gave up: what arrived is not its message. */
+static tutti_result_t pull_lost(struct shm_conn *c, size_t bytes)
+{
+    return tt_fail(NULL, TUTTI_ERR_REMOTE,
+                   "shm: rank %d gave up on the connection (it failed or was aborted) while "
+                   "this rank copied %zu bytes out of its memory: they are not its message",
+                   c->base.peer, bytes);
+}
+
 static tutti_result_t shm_recv_pull(struct tt_conn *conn, void *dst, size_t bytes)
 {
     struct shm_conn *c = (struct shm_conn *)conn;
     uint64_t addr = tt_fifo_recv_remote(&c->fifo);
 
+    if (tt_fifo_failed(&c->fifo))
+        return pull_lost(c, bytes);
     for (size_t done = 0; done < bytes;) {
         struct iovec here = {(char *)dst + done, bytes - done};
         struct iovec there = {(void *)(uintptr_t)(addr + done), bytes - done};
         ssize_t n = process_vm_readv(c->peer_pid, &here, 1, &there, 1, 0);
+        if (n <= 0 && tt_fifo_failed(&c->fifo)) /* its buffer freed meanwhile */
+            return pull_lost(c, bytes);
         if (n <= 0)
             return tt_fail(NULL, n < 0 && errno == ESRCH ? TUTTI_ERR_REMOTE : TUTTI_ERR_SYSTEM,
                            "shm: copying %zu bytes out of rank %d (pid %d) failed: %s", bytes,
                            c->base.peer, (int)c->peer_pid, n < 0 ? strerror(errno) : "no bytes");
         done += (size_t)n;
     }
-    return TUTTI_SUCCESS;
+    return tt_fifo_pulled(&c->fifo) ? TUTTI_SUCCESS : pull_lost(c, bytes);
 }
 
 static tutti_result_t shm_recv_release(struct tt_conn *conn)

@@ -4,6 +4,12 @@
  *
  *   shrink_check DIR SEED
  *   shrink_check DIR args     (one rank) the calls' refusals, and a shrink with nobody gone
+ *   shrink_check DIR late     (2 ranks, TUTTI_SHM_SINGLE_COPY=1, the late_pull shim in
+ *                             LD_PRELOAD) rank 1 stalls 3 s between finding rank 0's broadcast
+ *                             and copying it out of rank 0's memory; rank 0 gives up
+ *                             (TUTTI_TIMEOUT), writes its buffer again and shrinks without
+ *                             rank 1. Rank 1's broadcast must fail (it may not deliver what
+ *                             rank 0 wrote after it gave up), and its shrink finds it fenced.
  *
  * Writes DIR/pid.RANK once its communicator is made, then runs a sequence of collectives drawn
  * from SEED (all-reduce of int32 and float, all-gather, broadcast, reduce-scatter; 1 to 300,000
@@ -21,6 +27,7 @@
  */
 #include "tutti.h"
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,6 +231,71 @@ static int args(void)
     return 0;
 }
 
+/* shrink_check DIR late: see the header. Exit 0 (rank 0, shrunk alone), 3 (rank 1, fenced). */
+static int late(void)
+{
+    enum { N = 1 << 18 }; /* 1 MiB: copied by address */
+    void (*arm)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "late_pull_arm");
+    static int32_t buf[N];
+    tutti_comm_t comm, next;
+    tutti_result_t rc;
+    int rank, n;
+    char path[512];
+    FILE *f;
+
+    if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS)
+        fail("init", TUTTI_ERR_INTERNAL, tutti_last_error());
+    tutti_comm_rank(comm, &rank);
+    tutti_comm_size(comm, &n);
+    orig_rank = rank;
+    if (n != 2 || !arm)
+        fail("late", TUTTI_ERR_INVALID_ARG, "needs 2 ranks and the late_pull shim (LD_PRELOAD)");
+    for (int round = 0; round < 2; round++) { /* the first connects; in the second rank 1 stalls */
+        for (int i = 0; i < N; i++)
+            buf[i] = rank == 0 ? val(0, (size_t)i, (uint64_t)round) : -1;
+        if (round == 1 && rank == 1)
+            arm(3000);
+        rc = tutti_broadcast(buf, buf, N, TUTTI_INT32, 0, comm, NULL);
+        if (rc != TUTTI_SUCCESS && round == 0)
+            fail("the first broadcast", rc, tutti_comm_last_error(comm));
+        if (rc != TUTTI_SUCCESS)
+            break;
+        for (int i = 0; rank == 1 && i < N; i++)
+            if (buf[i] != val(0, (size_t)i, (uint64_t)round)) {
+                printf("FAIL rank 1: broadcast %d: element %d is %d, not %d\n", round, i,
+                       (int)buf[i], (int)val(0, (size_t)i, (uint64_t)round));
+                return 1;
+            }
+    }
+    if (rc == TUTTI_SUCCESS) {
+        printf("FAIL rank %d: the broadcast succeeded, though rank %s\n", rank,
+               rank == 0 ? "1 stalled 3 s past TUTTI_TIMEOUT" : "0 gave up on it");
+        return 1;
+    }
+    printf("FAILED: %s\n", tutti_comm_last_error(comm));
+    if (rank == 0) /* the buffer is the application's again: it writes the next values */
+        memset(buf, 0x5a, sizeof(buf));
+    rc = tutti_comm_shrink(comm, &next, NULL);
+    if (rc == TUTTI_ERR_FENCED) {
+        printf("FENCED: %s\n", tutti_comm_last_error(comm));
+        snprintf(path, sizeof(path), "%s/done.%d", dir, rank);
+        if ((f = fopen(path, "w")) != NULL)
+            fclose(f);
+        return 3;
+    }
+    if (rc != TUTTI_SUCCESS)
+        fail("tutti_comm_shrink", rc, tutti_comm_last_error(comm));
+    tutti_comm_size(next, &n);
+    printf("SHRUNK to %d\n", n);
+    /* Keep the buffer (written again) until rank 1 is done with it, at most 20 s. */
+    snprintf(path, sizeof(path), "%s/done.1", dir);
+    for (int i = 0; i < 2000 && access(path, F_OK) != 0; i++)
+        usleep(10000);
+    tutti_comm_destroy(next);
+    tutti_comm_destroy(comm);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     tutti_comm_t comm, next;
@@ -241,6 +313,8 @@ int main(int argc, char **argv)
     dir = argv[1];
     if (strcmp(argv[2], "args") == 0)
         return args();
+    if (strcmp(argv[2], "late") == 0)
+        return late();
     seed = strtoull(argv[2], NULL, 10);
     setvbuf(stdout, NULL, _IOLBF, 0);
     if ((rc = tutti_comm_init_env(&comm)) != TUTTI_SUCCESS)

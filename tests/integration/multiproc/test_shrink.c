@@ -44,6 +44,7 @@ struct scenario {
     const char *env;   /* VAR=value words, space-separated (at most 6) */
     const char *path;  /* a survivor must log this ("transport net_ib"; with INIT at INFO): a
                         * rank logs the transports of the connections it makes */
+    const char *mode;  /* shrink_check's second argument instead of the seed */
 };
 
 static pid_t start(int rank, const struct scenario *sc, int port, unsigned seed)
@@ -75,7 +76,7 @@ static pid_t start(int rank, const struct scenario *sc, int port, unsigned seed)
     }
     argv[k++] = getenv("SHRINK_CHECK");
     argv[k++] = dir;
-    argv[k++] = vs;
+    argv[k++] = sc->mode ? sc->mode : vs;
     argv[k] = NULL;
     cr_assert_not_null(argv[k - 3], "SHRINK_CHECK is not set");
     pid_t pid = child_start(out, argv);
@@ -289,6 +290,36 @@ Test(shrink, killed_over_emulated_verbs, .init = setup, .timeout = 120)
     snprintf(env, sizeof(env), "TUTTI_IBVERBS_LIB=%s TUTTI_DEBUG=INFO TUTTI_DEBUG_SUBSYS=INIT",
              lib);
     run((struct scenario){.n = 4, .nodes = 2, .nkill = 1, .env = env, .path = "transport net_ib"});
+}
+
+/* A receiver stalled between finding a message sent by address and copying it out of the
+ * sender's memory (the late_pull shim: 3 s), past the sender's TUTTI_TIMEOUT; the sender gives
+ * up, writes its buffer again and shrinks alone (shrink_check late). The stalled rank's call
+ * must fail, not deliver what the sender wrote after it gave up, and its shrink must find it
+ * fenced. (A CI run on 2026-12-06 found a rank stopped this way deliver 6 wrong values of a
+ * freed buffer under ASan.) */
+Test(shrink, stalled_reader_by_address, .init = setup, .timeout = 120)
+{
+    static char env[512];
+    struct scenario sc = {.n = 2, .nodes = 1, .mode = "late", .env = env};
+    const char *lib = getenv("LATE_PULL");
+    int port = free_port(), code;
+    pid_t pids[2];
+
+    cr_assert(lib && *lib, "LATE_PULL is not set");
+    snprintf(env, sizeof(env),
+             "LD_PRELOAD=%s TUTTI_SHM_SINGLE_COPY=1 TUTTI_TIMEOUT=1 TUTTI_SHRINK_TIMEOUT=1", lib);
+    for (int r = 0; r < 2; r++)
+        pids[r] = start(r, &sc, port, 0);
+    code = child_wait(pids[1], 60, NULL);
+    cr_assert(code == 3 && strstr(output(1), "FENCED"), "the stalled rank 1 exited %d:\n%s", code,
+              output(1));
+    cr_assert(strstr(output(1), "gave up on the connection"), "rank 1 did not say why:\n%s",
+              output(1));
+    code = child_wait(pids[0], 60, NULL);
+    cr_assert(code == 0 && strstr(output(0), "SHRUNK to 1"), "rank 0 exited %d:\n%s", code,
+              output(0));
+    assert_no_shm();
 }
 
 /* The calls' refusals, and a shrink of one rank with nobody gone (shrink_check args). */
