@@ -558,7 +558,9 @@ TUTTI_API tutti_result_t tutti_comm_deregister(tutti_comm_t comm, void *handle);
  * rank maps the others' memory through /proc/<pid>/fd: where processes may not (a ptrace
  * policy), registration fails. Fails on every rank, naming the rank, if a rank's range is
  * not tutti_mem_alloc memory or cannot be mapped. *win names the window. What is left is
- * freed with the communicator.
+ * freed with the communicator. After a call on windows fails, a peer that stalled in it past
+ * TUTTI_TIMEOUT may still write its part of that call into this rank's output when it resumes:
+ * free that memory (or destroy the communicator) rather than reuse it.
  * tutti_comm_window_deregister - end it (every rank, in the same order; no exchange). Waits
  * for work queued on streams of comm.
  */
