@@ -304,7 +304,7 @@ static inline const void *tt_fifo_recv_peek(struct tt_fifo *f, size_t *bytes, ui
  * tt_fifo_pulled) copied the message the sender meant. */
 static inline void tt_fifo_fail(struct tt_fifo *f)
 {
-    atomic_store_explicit(&f->ctrl->failed, 1, memory_order_seq_cst);
+    atomic_store_explicit(&f->ctrl->failed, 1, memory_order_release);
     atomic_thread_fence(memory_order_seq_cst);
     tt_fifo_bump(&f->ctrl->wake);
     tt_fifo_bump(&f->ctrl->send_wake);

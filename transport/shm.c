@@ -331,8 +331,6 @@ static tutti_result_t shm_recv_pull(struct tt_conn *conn, void *dst, size_t byte
     struct shm_conn *c = (struct shm_conn *)conn;
     uint64_t addr = tt_fifo_recv_remote(&c->fifo);
 
-    if (tt_fifo_failed(&c->fifo))
-        return pull_lost(c, bytes);
     for (size_t done = 0; done < bytes;) {
         struct iovec here = {(char *)dst + done, bytes - done};
         struct iovec there = {(void *)(uintptr_t)(addr + done), bytes - done};

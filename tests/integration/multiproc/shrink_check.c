@@ -59,6 +59,17 @@ static int32_t val(int r, size_t i, uint64_t k)
     return (int32_t)((r + 1) * (int)(i % 97 + 1) + (int)(k % 1000));
 }
 
+/* Make the empty file DIR/NAME.RANK (a sign for test_shrink.c or the other rank). */
+static void mark(const char *name, int rank)
+{
+    char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s.%d", dir, name, rank);
+    if ((f = fopen(path, "w")) != NULL)
+        fclose(f);
+}
+
 static int fail(const char *what, tutti_result_t rc, const char *msg)
 {
     printf("FAIL rank %d: %s: %s: %s\n", orig_rank, what, tutti_strerror(rc), msg);
@@ -241,7 +252,6 @@ static int late(void)
     tutti_result_t rc;
     int rank, n;
     char path[512];
-    FILE *f;
 
     if (tutti_comm_init_env(&comm) != TUTTI_SUCCESS)
         fail("init", TUTTI_ERR_INTERNAL, tutti_last_error());
@@ -278,9 +288,7 @@ static int late(void)
     rc = tutti_comm_shrink(comm, &next, NULL);
     if (rc == TUTTI_ERR_FENCED) {
         printf("FENCED: %s\n", tutti_comm_last_error(comm));
-        snprintf(path, sizeof(path), "%s/done.%d", dir, rank);
-        if ((f = fopen(path, "w")) != NULL)
-            fclose(f);
+        mark("done", rank);
         return 3;
     }
     if (rc != TUTTI_SUCCESS)
@@ -351,9 +359,7 @@ int main(int argc, char **argv)
         int failed[64], nfailed = 0, m;
         uint64_t furthest;
         printf("FAILED call %llu: %s\n", (unsigned long long)k, tutti_comm_last_error(comm));
-        snprintf(path, sizeof(path), "%s/shrinking.%d", dir, orig_rank);
-        if ((f = fopen(path, "w")) != NULL)
-            fclose(f);
+        mark("shrinking", orig_rank);
         rc = tutti_comm_shrink(comm, &next, NULL);
         if (rc == TUTTI_ERR_FENCED) {
             printf("FENCED: %s\n", tutti_comm_last_error(comm));
